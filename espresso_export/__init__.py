@@ -1,0 +1,35 @@
+"""espresso-export: turn a sentence-embedding checkpoint into a small, fast, verified model.
+
+The public API is imported lazily so ``import espresso_export`` (and the CLI's
+``--help``) stays instant::
+
+    from espresso_export import shrink
+    result = shrink("minilm", "out/minilm-L3-d128", layers=3, dim=128)
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "shrink": ("espresso_export.shrinking", "shrink"),
+    "ShrinkResult": ("espresso_export.shrinking", "ShrinkResult"),
+    "load": ("espresso_export.checkpoint", "load"),
+    "Checkpoint": ("espresso_export.checkpoint", "Checkpoint"),
+    "encode": ("espresso_export.embed", "encode"),
+    "EspressoError": ("espresso_export.errors", "EspressoError"),
+    "Head": ("espresso_export.types", "Head"),
+    "Pooling": ("espresso_export.types", "Pooling"),
+    "Select": ("espresso_export.types", "Select"),
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'espresso_export' has no attribute {name!r}")

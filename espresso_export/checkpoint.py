@@ -1,0 +1,361 @@
+"""Load a checkpoint: a local folder, a Hub id, an alias or a packaged model.
+
+The result is a :class:`Checkpoint`: the transformer backbone, its tokenizer,
+and the sentence-transformers "post" modules (pooling, Dense layers,
+Normalize) read from ``modules.json`` when present. Weights are read from
+safetensors only; pickle checkpoints are refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .architectures import Architecture, depth, for_model_type, hidden_size
+from .errors import (
+    CorruptCheckpointError,
+    NotFoundError,
+    OfflineError,
+    UnsupportedModelError,
+    ValidationError,
+)
+from .models import packaged_path, resolve_alias
+from .types import Pooling
+
+log = logging.getLogger(__name__)
+
+PROVENANCE_FILE = "espresso.json"
+PICKLE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "model.ckpt", "tf_model.h5")
+_HUB_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "tokenizer*", "*/*.json", "*/*.safetensors"]
+
+_ST_POOLING_KEYS = {
+    "pooling_mode_cls_token": Pooling.CLS,
+    "pooling_mode_mean_tokens": Pooling.MEAN,
+    "pooling_mode_lasttoken": Pooling.LAST_TOKEN,
+    "pooling_mode_max_tokens": Pooling.MAX,
+}
+
+
+@dataclass
+class DenseLayer:
+    """A sentence-transformers Dense module: ``y = act(W x + b)``."""
+
+    weight: Any  # torch.Tensor (out, in)
+    bias: Any | None  # torch.Tensor (out,) or None
+    activation: str = "torch.nn.modules.linear.Identity"
+
+    @property
+    def in_features(self) -> int:
+        return int(self.weight.shape[1])
+
+    @property
+    def out_features(self) -> int:
+        return int(self.weight.shape[0])
+
+
+@dataclass(frozen=True)
+class Normalize:
+    """A sentence-transformers Normalize module: L2 normalisation."""
+
+
+PostModule = DenseLayer | Normalize
+
+
+@dataclass
+class Checkpoint:
+    model: Any  # transformers.PreTrainedModel (the AutoModel backbone)
+    tokenizer: Any
+    arch: Architecture
+    pooling: Pooling
+    source: str  # what the user asked for (alias resolved to Hub id)
+    path: Path  # local folder holding the checkpoint
+    post: list[PostModule] = field(default_factory=list)  # modules after pooling, in order
+    max_seq_length: int | None = None
+    do_lower_case: bool = False
+    provenance: dict | None = None  # espresso.json of a folder we wrote, if any
+    weight_files: list[Path] = field(default_factory=list)
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def depth(self) -> int:
+        return depth(self.model.config, self.arch)
+
+    @property
+    def hidden_size(self) -> int:
+        return hidden_size(self.model.config, self.arch)
+
+    @property
+    def output_dim(self) -> int:
+        dense = [m for m in self.post if isinstance(m, DenseLayer)]
+        return dense[-1].out_features if dense else self.hidden_size
+
+    @property
+    def ese_trained(self) -> bool:
+        return bool((self.provenance or {}).get("ese"))
+
+    def weights_sha256(self) -> str:
+        h = hashlib.sha256()
+        for f in self.weight_files:
+            with open(f, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 22), b""):
+                    h.update(chunk)
+        return h.hexdigest()
+
+
+def _looks_like_path(spec: str) -> bool:
+    return (
+        spec.startswith((".", "/", "~"))
+        or spec.endswith(("/", os.sep))
+        or (os.sep != "/" and os.sep in spec)
+        or spec.count("/") > 1
+    )
+
+
+def resolve(spec: str | os.PathLike, *, revision: str | None = None) -> tuple[str, Path]:
+    """Turn a user's model spec into ``(source id, local folder)``.
+
+    Local folders win; then aliases and packaged copies; then the Hub.
+    A path-like spec that does not exist says "not found" instead of trying the Hub.
+    """
+    text = str(spec)
+    local = Path(text).expanduser()
+    if local.exists():
+        if not local.is_dir():
+            raise ValidationError(f"{text} is a file, not a model folder")
+        return str(local.resolve()), local.resolve()
+    hub_id = resolve_alias(text)
+    packaged = packaged_path(hub_id)
+    if packaged is not None:
+        return hub_id, packaged
+    if _looks_like_path(text) or "/" not in hub_id:
+        raise NotFoundError(f"model not found: no folder {text!r} exists (and it is not a Hub id like owner/name)")
+    return hub_id, _download(hub_id, revision)
+
+
+def _download(hub_id: str, revision: str | None) -> Path:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HFValidationError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    try:
+        return Path(snapshot_download(hub_id, revision=revision, allow_patterns=_HUB_PATTERNS))
+    except HFValidationError as e:
+        raise NotFoundError(f"model not found: {hub_id!r} is neither a local folder nor a valid Hub id") from e
+    except (RepositoryNotFoundError, GatedRepoError) as e:
+        raise NotFoundError(f"model not found on the Hub: {hub_id!r} (or it is private/gated and no token is set)") from e
+    except RevisionNotFoundError as e:
+        raise NotFoundError(f"revision {revision!r} of {hub_id!r} not found on the Hub") from e
+    except LocalEntryNotFoundError as e:
+        raise OfflineError(
+            f"cannot download {hub_id!r}: the Hugging Face Hub is unreachable (offline?) and it is not cached; "
+            "pass a local model folder instead"
+        ) from e
+    except OSError as e:  # connection errors surface as OSError subclasses
+        raise OfflineError(f"cannot download {hub_id!r} from the Hugging Face Hub: {e.__class__.__name__}") from e
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CorruptCheckpointError(f"cannot read {path}: {e}") from e
+
+
+@dataclass
+class _StLayout:
+    transformer_dir: Path
+    pooling: Pooling | None = None
+    post: list[tuple[str, Path]] = field(default_factory=list)  # ("Dense" | "Normalize", folder)
+    max_seq_length: int | None = None
+    do_lower_case: bool = False
+
+
+def _read_st_layout(folder: Path) -> _StLayout:
+    """Read ``modules.json`` and the module configs it points at."""
+    modules_file = folder / "modules.json"
+    if not modules_file.is_file():
+        return _StLayout(transformer_dir=folder)
+    modules = json.loads(modules_file.read_text(encoding="utf-8"))
+    layout: _StLayout | None = None
+    rest: list[dict] = []
+    for m in sorted(modules, key=lambda m: m.get("idx", 0)):
+        kind = m.get("type", "").rsplit(".", 1)[-1]
+        sub = folder / m.get("path", "")
+        if kind == "Transformer" and layout is None:
+            layout = _StLayout(transformer_dir=sub)
+            cfg_file = next((sub / n for n in ("sentence_bert_config.json", "sentence_transformer_config.json")
+                             if (sub / n).is_file()), None)
+            if cfg_file is not None:
+                cfg = _read_json(cfg_file)
+                layout.max_seq_length = cfg.get("max_seq_length")
+                layout.do_lower_case = bool(cfg.get("do_lower_case", False))
+        else:
+            rest.append({"kind": kind, "dir": sub})
+    if layout is None:
+        raise UnsupportedModelError(f"{modules_file} has no Transformer module; only transformer-based models are supported")
+    for m in rest:
+        kind, sub = m["kind"], m["dir"]
+        if kind == "Pooling":
+            layout.pooling = _pooling_from_st_config(_read_json(sub / "config.json"))
+        elif kind in ("Dense", "Normalize"):
+            layout.post.append((kind, sub))
+        else:
+            raise UnsupportedModelError(f"unsupported sentence-transformers module {kind!r} in {modules_file}")
+    return layout
+
+
+def _pooling_from_st_config(cfg: dict) -> Pooling:
+    if "pooling_mode" in cfg:  # sentence-transformers >= 6 style
+        mode = cfg["pooling_mode"]
+        mode = mode[0] if isinstance(mode, list) else mode
+        try:
+            return Pooling(mode)
+        except ValueError as e:
+            raise UnsupportedModelError(f"unsupported pooling mode {mode!r}") from e
+    for key, mode in _ST_POOLING_KEYS.items():
+        if cfg.get(key):
+            return mode
+    raise UnsupportedModelError(f"unsupported pooling configuration: {cfg}")
+
+
+def _weight_files(folder: Path) -> list[Path]:
+    files = sorted(folder.glob("*.safetensors"))
+    if files:
+        return files
+    pickles = [n for n in PICKLE_WEIGHTS if (folder / n).exists()]
+    if pickles:
+        raise UnsupportedModelError(
+            f"{folder} has only pickle weights ({', '.join(pickles)}); espresso-export loads safetensors only. "
+            "Convert them first, e.g. AutoModel.from_pretrained(path).save_pretrained(path, safe_serialization=True)"
+        )
+    raise ValidationError(f"{folder} is not a model folder: no *.safetensors weights")
+
+
+def _check_safetensors(files: list[Path]) -> None:
+    from safetensors import safe_open
+
+    for f in files:
+        try:
+            with safe_open(str(f), framework="pt") as fh:
+                keys = list(fh.keys())
+                if keys:  # touching the last tensor catches files cut short
+                    fh.get_slice(keys[-1])
+        except Exception as e:  # safetensors raises its own error type for any malformed file
+            raise CorruptCheckpointError(f"corrupt or truncated safetensors file {f}: {e}") from e
+
+
+def _check_finite(model, where: Path) -> None:
+    import torch
+
+    for name, p in model.state_dict().items():
+        if p.is_floating_point() and not bool(torch.isfinite(p).all()):
+            raise CorruptCheckpointError(f"weights in {where} contain NaN or Inf (tensor {name})")
+
+
+def _load_post(kind: str, sub: Path) -> PostModule:
+    if kind == "Normalize":
+        return Normalize()
+    return _load_dense(sub)
+
+
+def _load_dense(sub: Path) -> DenseLayer:
+    from safetensors.torch import load_file
+
+    cfg = _read_json(sub / "config.json")
+
+    wfile = sub / "model.safetensors"
+    if not wfile.is_file():
+        if (sub / "pytorch_model.bin").is_file():
+            raise UnsupportedModelError(f"{sub} has only pickle weights (pytorch_model.bin); safetensors only")
+        raise CorruptCheckpointError(f"Dense module {sub} has no model.safetensors")
+    _check_safetensors([wfile])
+    state = load_file(str(wfile))
+    weight = state.get("linear.weight")
+    if weight is None:
+        raise CorruptCheckpointError(f"{wfile} has no linear.weight tensor")
+    return DenseLayer(
+        weight=weight.float(),
+        bias=state["linear.bias"].float() if "linear.bias" in state else None,
+        activation=cfg.get("activation_function", "torch.nn.modules.activation.Tanh"),
+    )
+
+
+def default_pooling(arch: Architecture) -> Pooling:
+    # Decoders attend backwards only: the last token is the one that has seen the whole text.
+    return Pooling.LAST_TOKEN if arch.decoder else Pooling.MEAN
+
+
+def load(
+    spec: str | os.PathLike,
+    *,
+    pooling: Pooling | str | None = None,
+    trust_remote_code: bool = False,
+    revision: str | None = None,
+) -> Checkpoint:
+    """Load a checkpoint for slicing, training, export or evaluation."""
+    source, folder = resolve(spec, revision=revision)
+    layout = _read_st_layout(folder)
+    tdir = layout.transformer_dir
+    if not (tdir / "config.json").is_file():
+        raise ValidationError(f"{folder} is not a model folder: no config.json")
+    config_dict = _read_json(tdir / "config.json")
+    arch = for_model_type(config_dict.get("model_type"))
+    files = _weight_files(tdir)
+    _check_safetensors(files)
+
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        model = AutoModel.from_pretrained(
+            str(tdir), trust_remote_code=trust_remote_code, use_safetensors=True, dtype=torch.float32
+        )
+    except (OSError, ValueError, RuntimeError) as e:
+        raise CorruptCheckpointError(f"cannot load the model in {tdir}: {str(e).splitlines()[0]}") from e
+    model.eval()
+    _check_finite(model, tdir)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(tdir), trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as e:
+        raise ValidationError(f"{tdir} has no usable tokenizer: {str(e).splitlines()[0]}") from e
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+
+    provenance = _read_json(folder / PROVENANCE_FILE) if (folder / PROVENANCE_FILE).is_file() else None
+    chosen = Pooling(pooling) if pooling is not None else (layout.pooling or default_pooling(arch))
+    max_len = layout.max_seq_length or _model_max_length(tokenizer, model.config)
+    return Checkpoint(
+        model=model,
+        tokenizer=tokenizer,
+        arch=arch,
+        pooling=chosen,
+        source=source,
+        path=folder,
+        post=[_load_post(kind, sub) for kind, sub in layout.post],
+        max_seq_length=max_len,
+        do_lower_case=layout.do_lower_case,
+        provenance=provenance,
+        weight_files=files,
+    )
+
+
+def _model_max_length(tokenizer, config) -> int:
+    candidates = [getattr(tokenizer, "model_max_length", None), getattr(config, "max_position_embeddings", None)]
+    values = [int(c) for c in candidates if c and int(c) < 1_000_000]
+    return min(values + [512])

@@ -1,0 +1,1 @@
+"""The ``espresso-export`` command line: thin commands over the library API."""

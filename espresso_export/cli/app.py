@@ -1,0 +1,81 @@
+"""Entry point: the Typer app, the exit-code map and Ctrl-C handling.
+
+Exit codes (shared by every command): 0 ok, 1 runtime failure, 2 usage or
+validation error, 3 failed quality gate, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from .. import __version__
+from ..errors import EXIT_INTERRUPTED, EXIT_RUNTIME, EXIT_USAGE, EspressoError
+
+app = typer.Typer(
+    name="espresso-export",
+    help="Turn a sentence-embedding checkpoint into a small, fast, verified model.\n\n"
+    "Exit codes: 0 ok, 1 runtime failure, 2 usage/validation error, 3 failed quality gate, 130 interrupted.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"espresso-export {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    if debug:
+        os.environ["ESPRESSO_DEBUG"] = "1"
+
+
+def _register() -> None:
+    from . import shrink_cmd, models_cmd  # noqa: F401  (each module adds its command to `app`)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI and map every outcome to an exit code."""
+    import click
+
+    from ..console import err_console
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or os.environ.get("ESPRESSO_DEBUG") == "1"
+    try:
+        code = app(args=args, prog_name="espresso-export", standalone_mode=False)
+        code = code if isinstance(code, int) else 0
+    except EspressoError as e:
+        if debug:
+            err_console().print_exception()
+        err_console().print(f"[bold red]error:[/] {e.message}", highlight=False, soft_wrap=True)
+        code = e.exit_code
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        err_console().print("[yellow]interrupted[/]")
+        code = EXIT_INTERRUPTED
+    except click.exceptions.ClickException as e:
+        e.show()
+        code = EXIT_USAGE if e.exit_code == 2 else e.exit_code
+    except Exception as e:  # an unexpected failure: one line, traceback with --debug
+        if debug:
+            err_console().print_exception()
+        first = str(e).splitlines()[0] if str(e) else ""
+        err_console().print(f"[bold red]error:[/] {e.__class__.__name__}: {first}"
+                            + ("" if debug else " (run with --debug for the traceback)"), highlight=False, soft_wrap=True)
+        code = EXIT_RUNTIME
+    if argv is None:
+        sys.exit(code)
+    return code

@@ -1,0 +1,37 @@
+"""``espresso-export models``: the alias table and supported architectures."""
+
+from __future__ import annotations
+
+from .app import app
+from .options import JsonOpt
+
+
+@app.command()
+def models(json_out: JsonOpt = False) -> None:
+    """List model aliases (usable wherever a model is expected) and supported architectures."""
+    from rich.table import Table
+
+    from ..architectures import ARCHITECTURES
+    from ..console import out_console
+    from ..models import ALIASES, packaged_path
+    from .render import print_json
+
+    if json_out:
+        print_json({
+            "aliases": [{"alias": a.name, "hub_id": a.hub_id, "note": a.note,
+                         "packaged": packaged_path(a.hub_id) is not None} for a in ALIASES],
+            "architectures": [{"family": a.family, "model_types": list(a.model_types)} for a in ARCHITECTURES],
+        })
+        return
+    table = Table(title="model aliases", title_justify="left")
+    for col in ("alias", "Hub id", "notes", "offline"):
+        table.add_column(col)
+    for a in ALIASES:
+        table.add_row(a.name, a.hub_id, a.note, "yes" if packaged_path(a.hub_id) else "")
+    out_console().print(table)
+    arch = Table(title="supported architectures", title_justify="left")
+    arch.add_column("family")
+    arch.add_column("model_type")
+    for a in ARCHITECTURES:
+        arch.add_row(a.family, ", ".join(a.model_types))
+    out_console().print(arch)

@@ -1,0 +1,40 @@
+"""Option types shared by every command, defined once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..types import Head, Pooling, Select
+
+OutputOpt = Annotated[Path, typer.Option("--output", "-o", help="Output folder (written atomically).")]
+OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="Replace an existing output folder.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout instead of a table.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (calibration sampling, training).")]
+BatchSizeOpt = Annotated[int, typer.Option("--batch-size", min=1, help="Sentences per forward pass.")]
+TrustRemoteCodeOpt = Annotated[
+    bool, typer.Option("--trust-remote-code", help="Allow model code from the checkpoint's repository (off by default).")
+]
+PoolingOpt = Annotated[
+    Optional[Pooling],
+    typer.Option("--pooling", case_sensitive=False, help="Override the pooling read from the checkpoint."),
+]
+LayersOpt = Annotated[
+    str,
+    typer.Option("--layers", "-l", help="How many layers to keep (4), or 0-based layer indices to keep (0,2,4)."),
+]
+DimOpt = Annotated[Optional[int], typer.Option("--dim", "-d", help="Output embedding width k.")]
+HeadOpt = Annotated[
+    Optional[Head],
+    typer.Option("--head", case_sensitive=False,
+                 help="pca (fitted), truncate (first-k, for ESE-trained models) or none. "
+                      "Default: truncate for ESE-trained models, pca otherwise; none without --dim."),
+]
+SelectOpt = Annotated[
+    Select,
+    typer.Option("--select", case_sensitive=False,
+                 help="Which layers a count keeps: first (ESE), spread (keeps the last layer), "
+                      "auto = first for ESE-trained models, spread otherwise."),
+]

@@ -1,0 +1,32 @@
+"""Printing results: rich tables for people, JSON for machines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+
+def print_json(obj) -> None:
+    import sys
+
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def print_table(title: str, rows: Iterable[tuple[str, object]]) -> None:
+    from rich.table import Table
+
+    from ..console import out_console
+
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in rows:
+        table.add_row(key, str(value))
+    out_console().print(table)
+
+
+def print_hints(hints: Iterable[str]) -> None:
+    from ..console import err_console
+
+    for hint in hints:
+        err_console().print(f"[yellow]{hint}[/]", highlight=False, soft_wrap=True)

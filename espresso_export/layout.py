@@ -1,0 +1,183 @@
+"""The output folder: its files, and writing it atomically.
+
+An output folder is a standard sentence-transformers folder with the
+transformer at its root, so both ``SentenceTransformer(OUT)`` and
+``AutoModel.from_pretrained(OUT)`` load it without this package::
+
+    OUT/
+      config.json, model.safetensors, tokenizer files   transformers backbone (cut)
+      sentence_bert_config.json                          max_seq_length, do_lower_case
+      modules.json, config_sentence_transformers.json    the module chain
+      1_Pooling/config.json                              pooling mode
+      2_Normalize/ 3_Dense/ 4_Normalize/                 head (depends on the run)
+      espresso.json                                      provenance
+
+Every writer assembles its folder in a temp directory beside the target and
+renames it into place at the end, so a crash or Ctrl-C leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from .checkpoint import PROVENANCE_FILE, Checkpoint, DenseLayer, Normalize, PostModule
+from .errors import OutputExistsError, RuntimeFailure, ValidationError
+from .types import Pooling
+
+ST_TYPES = {
+    "Transformer": "sentence_transformers.models.Transformer",
+    "Pooling": "sentence_transformers.models.Pooling",
+    "Dense": "sentence_transformers.models.Dense",
+    "Normalize": "sentence_transformers.models.Normalize",
+}
+
+
+def _is_within(child: Path, parent: Path) -> bool:
+    try:
+        child.relative_to(parent)
+        return True
+    except ValueError:
+        return False
+
+
+def check_output(target: str | os.PathLike, *, overwrite: bool, inputs: Sequence[str | os.PathLike] = ()) -> Path:
+    """Validate an output path before any work is done; returns it resolved."""
+    target = Path(target).expanduser().resolve()
+    for src in inputs:
+        src = Path(src).expanduser().resolve()
+        if target == src:
+            raise ValidationError(f"output folder {target} is the input folder; choose another -o")
+        if overwrite and _is_within(src, target):
+            raise ValidationError(f"--overwrite of {target} would delete the input {src}")
+    if target.exists():
+        if not target.is_dir():
+            raise OutputExistsError(f"output {target} exists and is a file")
+        if not overwrite:
+            raise OutputExistsError(f"output folder {target} already exists; pass --overwrite to replace it")
+    parent = _existing_ancestor(target.parent)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValidationError(f"output location {parent} is not writable")
+    return target
+
+
+def _existing_ancestor(path: Path) -> Path:
+    while not path.exists():
+        path = path.parent
+    return path
+
+
+@contextmanager
+def atomic_output(target: str | os.PathLike, *, overwrite: bool, inputs: Sequence[str | os.PathLike] = ()) -> Iterator[Path]:
+    """Yield a temp folder beside ``target``; on success rename it to ``target``.
+
+    On any exception (Ctrl-C included) the temp folder is removed and an
+    existing ``target`` is left untouched.
+    """
+    target = check_output(target, overwrite=overwrite, inputs=inputs)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    except OSError as e:
+        raise _write_error(target, e) from e
+    try:
+        yield tmp
+        if target.exists():
+            old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
+            os.rename(target, old)
+            os.rename(tmp, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, target)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _write_error(target, e) from e
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _write_error(target: Path, e: OSError) -> RuntimeFailure:
+    if e.errno == errno.ENOSPC:
+        return RuntimeFailure(f"disk full while writing {target}")
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return RuntimeFailure(f"cannot write {target}: permission denied")
+    return RuntimeFailure(f"cannot write {target}: {e.strerror or e}")
+
+
+def write_json(path: Path, obj) -> None:
+    path.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+
+
+def pooling_config(dim: int, mode: Pooling) -> dict:
+    """Pooling config in the key style every sentence-transformers release reads."""
+    return {
+        "word_embedding_dimension": dim,
+        "pooling_mode_cls_token": mode is Pooling.CLS,
+        "pooling_mode_mean_tokens": mode is Pooling.MEAN,
+        "pooling_mode_max_tokens": mode is Pooling.MAX,
+        "pooling_mode_mean_sqrt_len_tokens": False,
+        "pooling_mode_weightedmean_tokens": False,
+        "pooling_mode_lasttoken": mode is Pooling.LAST_TOKEN,
+        "include_prompt": True,
+    }
+
+
+def save_dense(layer: DenseLayer, folder: Path) -> None:
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / "config.json", {
+        "in_features": layer.in_features,
+        "out_features": layer.out_features,
+        "bias": layer.bias is not None,
+        "activation_function": layer.activation,
+    })
+    tensors = {"linear.weight": layer.weight.detach().float().contiguous()}
+    if layer.bias is not None:
+        tensors["linear.bias"] = layer.bias.detach().float().contiguous()
+    save_file(tensors, str(folder / "model.safetensors"))
+
+
+def save_checkpoint(ckpt: Checkpoint, folder: Path, *, post: Sequence[PostModule], provenance: dict) -> None:
+    """Write ``ckpt`` (backbone + tokenizer) with the given post modules as a sentence-transformers folder."""
+    import torch
+    import transformers
+
+    ckpt.model.save_pretrained(str(folder), safe_serialization=True)
+    ckpt.tokenizer.save_pretrained(str(folder))
+    write_json(folder / "sentence_bert_config.json", {
+        "max_seq_length": ckpt.max_seq_length,
+        "do_lower_case": ckpt.do_lower_case,
+    })
+    write_json(folder / "config_sentence_transformers.json", {
+        "__version__": {"transformers": transformers.__version__, "pytorch": torch.__version__},
+        "prompts": {},
+        "default_prompt_name": None,
+        "similarity_fn_name": "cosine",
+    })
+    modules = [{"idx": 0, "name": "0", "path": "", "type": ST_TYPES["Transformer"]}]
+    pool_dir = folder / "1_Pooling"
+    pool_dir.mkdir()
+    write_json(pool_dir / "config.json", pooling_config(ckpt.hidden_size, ckpt.pooling))
+    modules.append({"idx": 1, "name": "1", "path": "1_Pooling", "type": ST_TYPES["Pooling"]})
+    for idx, module in enumerate(post, start=2):
+        kind = "Dense" if isinstance(module, DenseLayer) else "Normalize"
+        name = f"{idx}_{kind}"
+        if isinstance(module, DenseLayer):
+            save_dense(module, folder / name)
+        else:
+            (folder / name).mkdir()
+        modules.append({"idx": idx, "name": str(idx), "path": name, "type": ST_TYPES[kind]})
+    write_json(folder / "modules.json", modules)
+    write_json(folder / PROVENANCE_FILE, provenance)
+
+
+__all__ = ["atomic_output", "check_output", "save_checkpoint", "Normalize"]

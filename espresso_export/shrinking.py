@@ -1,0 +1,215 @@
+"""``shrink``: keep L layers and a k-d embedding, with a PCA or first-k head.
+
+checkpoint -> slice -> head -> folder. The output is a plain
+sentence-transformers folder (see :mod:`espresso_export.layout`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+from pathlib import Path
+
+from . import __version__
+from .checkpoint import Checkpoint, Normalize, PostModule, load
+from .data import BUILTIN, read_sentences, sentences_sha256
+from .embed import encode
+from .errors import ValidationError
+from .heads import fit_pca, truncation
+from .layout import atomic_output, check_output, save_checkpoint
+from .slicing import cut, select_layers
+from .types import Head, Pooling, Select
+
+log = logging.getLogger(__name__)
+
+# Measured with benchmarks/shrink.py (STS-B test, Spearman x100, PCA-128 head):
+# all-MiniLM-L6-v2 cut to 3 layers keeps first-3 55.6 vs spread (1,3,5) 69.0.
+SPREAD_HINT = (
+    "hint: this model is not ESE-trained, and keeping its first layers usually scores lower than "
+    "--select spread (all-MiniLM-L6-v2 at 3 layers, PCA-128, STS-B test: first 55.6 vs spread 69.0)"
+)
+
+
+@dataclass
+class ShrinkResult:
+    output: Path | None
+    source: str
+    layers: list[int]
+    source_depth: int
+    dim: int
+    head: Head
+    pooling: Pooling
+    params_before: int
+    params_after: int
+    seconds: float
+    explained_variance: float | None = None
+    calibration_size: int = 0
+    hints: list[str] = field(default_factory=list)
+    checkpoint: Any = field(default=None, repr=False, compare=False)  # the cut model, in memory
+
+    def to_dict(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "checkpoint"}
+        d["output"] = str(self.output) if self.output else None
+        d["head"] = self.head.value
+        d["pooling"] = self.pooling.value
+        return d
+
+
+def _n_params(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def resolve_head(head: Head | str | None, dim: int | None, ckpt: Checkpoint) -> Head:
+    """``None`` means auto: no head without ``--dim``, first-k for ESE-trained models, else PCA."""
+    if head is not None and Head(head) is not Head.NONE and dim is None:
+        raise ValidationError(f"--head {Head(head).value} needs --dim")
+    if head is None:
+        if dim is None:
+            return Head.NONE
+        return Head.TRUNCATE if ckpt.ese_trained else Head.PCA
+    head = Head(head)
+    if head is Head.NONE and dim is not None and dim != ckpt.output_dim:
+        raise ValidationError("--dim needs a head: use --head pca or --head truncate")
+    return head
+
+
+def load_calibration(calibration: str | os.PathLike | None, samples: int, seed: int) -> tuple[list[str], str]:
+    """Calibration sentences (sub-sampled with ``seed`` when there are more than ``samples``) and a label."""
+    spec = str(calibration) if calibration is not None else BUILTIN
+    sentences = read_sentences(spec)
+    if len(sentences) > samples:
+        sentences = random.Random(seed).sample(sentences, samples)
+    return sentences, spec
+
+
+def build_head(
+    ckpt: Checkpoint, head: Head, dim: int | None, sentences: Sequence[str], *, batch_size: int = 64,
+    progress: bool = False,
+) -> tuple[list[PostModule], float | None]:
+    """The post-pooling modules of the shrunk model and the PCA's explained variance (if any).
+
+    PCA is fitted on the unit-normalised output of the (cut) model, the
+    vectors cosine similarity sees; the head is then Normalize -> Dense -> Normalize.
+    """
+    if head is Head.NONE:
+        return list(ckpt.post), None
+    width = ckpt.output_dim
+    if dim is None or dim < 1 or dim > width:
+        raise ValidationError(f"--dim must be between 1 and {width} (the embedding width), got {dim}")
+    base = [m for m in ckpt.post if not isinstance(m, Normalize)] + [Normalize()]
+    if head is Head.TRUNCATE:
+        return base[:-1] + [truncation(width, dim), Normalize()], None
+    if len(sentences) < dim:
+        raise ValidationError(f"a PCA to {dim} dims needs at least {dim} calibration sentences, got {len(sentences)}")
+    saved = ckpt.post
+    ckpt.post = base
+    try:
+        x = encode(ckpt, sentences, batch_size=batch_size, progress="calibrating" if progress else None)
+    finally:
+        ckpt.post = saved
+    pca = fit_pca(x, dim)
+    return base + [pca.as_dense(), Normalize()], pca.explained_variance
+
+
+def shrink(
+    model: str | os.PathLike | Checkpoint,
+    output: str | os.PathLike | None,
+    *,
+    layers: int | Sequence[int],
+    dim: int | None = None,
+    head: Head | str | None = None,
+    select: Select | str = Select.AUTO,
+    pooling: Pooling | str | None = None,
+    calibration: str | os.PathLike | None = None,
+    calibration_samples: int = 4096,
+    overwrite: bool = False,
+    seed: int = 0,
+    batch_size: int = 64,
+    trust_remote_code: bool = False,
+    progress: bool = False,
+) -> ShrinkResult:
+    """Cut ``model`` to ``layers`` and ``dim`` and write it to ``output``.
+
+    ``layers`` is a count (kept per ``select``) or a list of 0-based layer
+    indices. With ``output=None`` nothing is written and the cut checkpoint
+    is available as ``result.checkpoint`` (used by ``sweep``).
+    """
+    start = time.perf_counter()
+    if output is not None:
+        inputs = [model] if isinstance(model, (str, os.PathLike)) and Path(model).expanduser().exists() else []
+        check_output(output, overwrite=overwrite, inputs=inputs)
+    ckpt = model if isinstance(model, Checkpoint) else load(model, pooling=pooling, trust_remote_code=trust_remote_code)
+    if pooling is not None:
+        ckpt.pooling = Pooling(pooling)
+    n = ckpt.depth
+    keep = select_layers(n, layers, select, ese_trained=ckpt.ese_trained)
+    chosen_head = resolve_head(head, dim, ckpt)
+    if dim is not None and (dim < 1 or dim > ckpt.output_dim):
+        raise ValidationError(f"--dim must be between 1 and {ckpt.output_dim} (the embedding width), got {dim}")
+    hints: list[str] = []
+    if not ckpt.ese_trained and keep == list(range(len(keep))) and len(keep) < n:
+        hints.append(SPREAD_HINT)
+    sentences: list[str] = []
+    cal_label = None
+    if chosen_head is Head.PCA:
+        sentences, cal_label = load_calibration(calibration, calibration_samples, seed)
+        if len(sentences) < dim:
+            raise ValidationError(
+                f"calibration has {len(sentences)} sentences, fewer than --dim {dim}; a PCA needs at least {dim}"
+            )
+        if len(sentences) < 10 * dim:
+            hints.append(
+                f"warning: {len(sentences)} calibration sentences for a {dim}-d PCA; 10 x dim = {10 * dim} or more is advised"
+            )
+
+    weights_sha = ckpt.weights_sha256()
+    params_before = _n_params(ckpt.model)
+    cut(ckpt.model, ckpt.arch, keep)
+    post, explained = build_head(ckpt, chosen_head, dim, sentences, batch_size=batch_size, progress=progress)
+    ckpt.post = post
+    out_dim = ckpt.output_dim
+    result = ShrinkResult(
+        output=None, source=ckpt.source, layers=keep, source_depth=n, dim=out_dim, head=chosen_head,
+        pooling=ckpt.pooling, params_before=params_before, params_after=_n_params(ckpt.model),
+        seconds=0.0, explained_variance=explained, calibration_size=len(sentences), hints=hints,
+    )
+    provenance = _provenance(ckpt, result, weights_sha, select, sentences, cal_label, seed)
+    ckpt.provenance = provenance
+    if output is not None:
+        with atomic_output(output, overwrite=overwrite, inputs=[ckpt.path]) as tmp:
+            save_checkpoint(ckpt, tmp, post=post, provenance=provenance)
+        result.output = Path(output).expanduser().resolve()
+    result.seconds = time.perf_counter() - start
+    result.checkpoint = ckpt
+    return result
+
+
+def _provenance(ckpt: Checkpoint, result: ShrinkResult, weights_sha: str, select, sentences, cal_label, seed) -> dict:
+    previous = ckpt.provenance or {}
+    prov = {
+        "espresso_version": __version__,
+        "step": "shrink",
+        "source": {"id": ckpt.source, "weights_sha256": weights_sha, "depth": result.source_depth,
+                   "hidden_size": ckpt.hidden_size},
+        "layers": result.layers,
+        "select": Select(select).value,
+        "dim": result.dim,
+        "head": result.head.value,
+        "pooling": result.pooling.value,
+        "seed": seed,
+    }
+    if result.head is Head.PCA:
+        prov["calibration"] = {"source": cal_label, "sha256": sentences_sha256(list(sentences)), "size": len(sentences)}
+        prov["pca_explained_variance"] = round(float(result.explained_variance or 0.0), 6)
+    if result.head is Head.TRUNCATE:
+        prov["truncate_dim"] = result.dim
+    if previous.get("ese"):
+        prov["ese"] = previous["ese"]
+    if previous:
+        prov["parent"] = previous
+    return prov

@@ -1,0 +1,78 @@
+"""Keep a subset of an encoder's layers.
+
+Layer indices are 0-based positions in the layer stack: a 6-layer model has
+layers 0..5, and "the first 3" are 0, 1, 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .architectures import Architecture, get_attr_path, set_attr_path
+from .errors import ValidationError
+from .types import Select
+
+
+def spread(depth: int, count: int) -> list[int]:
+    """``count`` layers evenly over ``depth``, always ending with the last one.
+
+    6 layers, 3 kept -> [1, 3, 5]; 12 layers, 4 kept -> [2, 5, 8, 11].
+    """
+    return [round((i + 1) * depth / count) - 1 for i in range(count)]
+
+
+def parse_layers(text: str) -> int | list[int]:
+    """CLI form: ``"4"`` is a count, ``"0,2,4"`` (or a single ``"3,"``) is a list of indices."""
+    text = text.strip()
+    try:
+        if "," in text:
+            return [int(p) for p in text.split(",") if p.strip()]
+        return int(text)
+    except ValueError as e:
+        raise ValidationError(f"--layers must be a count (4) or a comma-separated list of layer indices (0,2,4), got {text!r}") from e
+
+
+def select_layers(depth: int, layers: int | Sequence[int], select: Select = Select.AUTO, *, ese_trained: bool = False) -> list[int]:
+    """The sorted 0-based indices to keep; validates against ``depth``."""
+    if isinstance(layers, int):
+        if layers < 1:
+            raise ValidationError(f"--layers must be at least 1, got {layers}")
+        if layers > depth:
+            raise ValidationError(f"--layers {layers} is more than the model's depth of {depth} layers")
+        mode = Select(select)
+        if mode is Select.AUTO:
+            mode = Select.FIRST if ese_trained else Select.SPREAD
+        return list(range(layers)) if mode is Select.FIRST else spread(depth, layers)
+    chosen = list(layers)
+    if not chosen:
+        raise ValidationError("--layers list is empty")
+    if len(set(chosen)) != len(chosen):
+        raise ValidationError(f"--layers has duplicates: {chosen}")
+    bad = [i for i in chosen if i < 0 or i >= depth]
+    if bad:
+        raise ValidationError(f"--layers indices {bad} are out of range: the model has {depth} layers (0..{depth - 1})")
+    return sorted(chosen)
+
+
+def cut(model, arch: Architecture, keep: Sequence[int]) -> None:
+    """Keep only the layers ``keep`` in ``model`` (in place) and make its config say so.
+
+    After this, ``model.save_pretrained`` writes only the kept weights, renumbered
+    0..L-1, and ``AutoModel.from_pretrained`` rebuilds exactly this model.
+    """
+    import torch
+
+    stack = get_attr_path(model, arch.layers_path)
+    kept = torch.nn.ModuleList([stack[i] for i in keep])
+    set_attr_path(model, arch.layers_path, kept)
+    config = model.config
+    old_depth = getattr(config, arch.depth_field)
+    setattr(config, arch.depth_field, len(keep))
+    for name in arch.per_layer_fields:
+        values = getattr(config, name, None)
+        if isinstance(values, (list, tuple)) and len(values) == old_depth:
+            setattr(config, name, [values[i] for i in keep])
+    for new_idx, layer in enumerate(kept):
+        for module in layer.modules():  # decoders index their KV cache by layer
+            if hasattr(module, "layer_idx"):
+                module.layer_idx = new_idx
