@@ -81,9 +81,17 @@ def tokenize(ckpt: Checkpoint, texts: Sequence[str], max_length: int | None = No
     )
 
 
+def model_inputs(model) -> frozenset[str]:
+    """The tokenizer outputs this model's forward accepts (decoders take no token_type_ids)."""
+    import inspect
+
+    accepted = inspect.signature(model.forward).parameters
+    return frozenset(n for n in ("input_ids", "attention_mask", "token_type_ids") if n in accepted)
+
+
 def _forward(ckpt: Checkpoint, batch, hidden_states: bool):
-    names = set(getattr(ckpt.tokenizer, "model_input_names", ["input_ids", "attention_mask"]))
-    inputs = {k: v for k, v in batch.items() if k in names or k in ("input_ids", "attention_mask")}
+    names = model_inputs(ckpt.model)
+    inputs = {k: v for k, v in batch.items() if k in names}
     return ckpt.model(**inputs, output_hidden_states=hidden_states, return_dict=True)
 
 

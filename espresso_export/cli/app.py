@@ -41,7 +41,15 @@ def _root(
 
 
 def _register() -> None:
-    from . import shrink_cmd, models_cmd  # noqa: F401  (each module adds its command to `app`)
+    """Import every ``cli/*_cmd.py``: each module adds its command to ``app`` (no heavy imports there)."""
+    import importlib
+    import pkgutil
+
+    from . import __path__ as here
+
+    for info in sorted(pkgutil.iter_modules(here), key=lambda m: m.name):
+        if info.name.endswith("_cmd"):
+            importlib.import_module(f"{__package__}.{info.name}")
 
 
 _register()

