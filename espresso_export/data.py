@@ -200,3 +200,203 @@ def _sts_jsonl(path: Path, text: str, columns) -> list[tuple[str, str, float]]:
             raise ValidationError(f"{where}: missing field(s) {', '.join(missing)}")
         rows.append((str(obj[c1]), str(obj[c2]), _parse_score(str(obj[cs]), where)))
     return rows
+
+
+# --- distillation corpora -----------------------------------------------------------------------------
+
+HUB_PREFIX = "hf://"
+_HUB_DATA_PATTERNS = ["*.txt", "*.txt.gz", "*.jsonl", "*.jsonl.gz", "*.csv", "*.csv.gz", "*.tsv", "*.tsv.gz",
+                      "*.parquet", "**/*.txt", "**/*.txt.gz", "**/*.jsonl", "**/*.jsonl.gz", "**/*.csv",
+                      "**/*.csv.gz", "**/*.tsv", "**/*.tsv.gz", "**/*.parquet"]
+_CORPUS_SUFFIXES = (".txt", ".jsonl", ".csv", ".tsv", ".parquet")
+
+
+@dataclass(frozen=True)
+class CorpusSource:
+    """What one ``--corpus`` spec contributed."""
+
+    spec: str
+    kind: str  # txt | jsonl | csv | tsv | stsb | parquet | hub
+    lines: int  # texts read, empty ones included
+    empty: int  # dropped: empty after stripping
+    duplicates: int  # dropped: seen before (in this source or an earlier one)
+    kept: int
+
+
+@dataclass(frozen=True)
+class Corpus:
+    sentences: list[str]
+    sources: list[CorpusSource]
+
+    def __len__(self) -> int:
+        return len(self.sentences)
+
+    @property
+    def sha256(self) -> str:
+        return sentences_sha256(self.sentences)
+
+    def counts(self) -> dict:
+        return {
+            "sentences": len(self.sentences),
+            "read": sum(s.lines for s in self.sources),
+            "empty_dropped": sum(s.empty for s in self.sources),
+            "duplicates_dropped": sum(s.duplicates for s in self.sources),
+            "sources": [s.__dict__ for s in self.sources],
+        }
+
+
+def is_stsb(text: str) -> bool:
+    """True for the STS-B layout: tab-separated, >= 7 columns, a number in column 5."""
+    first = text.split("\n", 1)[0].split("\t")
+    if len(first) < 7:
+        return False
+    try:
+        float(first[4])
+    except ValueError:
+        return False
+    return True
+
+
+def _jsonl_texts(path: Path, text: str, field: str | None) -> list[str]:
+    items = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValidationError(f"{path}:{lineno}: not valid JSON ({e.msg})") from e
+        if not isinstance(obj, dict):
+            raise ValidationError(f"{path}:{lineno}: expected a JSON object")
+        key = field or next((k for k in TEXT_FIELDS if k in obj), None)
+        if key is None or key not in obj:
+            raise ValidationError(f"{path}:{lineno}: no {field or ' or '.join(TEXT_FIELDS)!r} field (set the field name)")
+        value = obj[key]
+        items.append("" if value is None else str(value))
+    return items
+
+
+def _table_texts(path: Path, text: str, delim: str, column: str | None) -> list[str]:
+    """One column of a csv/tsv file: by header name, or by 0-based index (then every row is data)."""
+    quoting = csv.QUOTE_MINIMAL if delim == "," else csv.QUOTE_NONE
+    rows = list(csv.reader(io.StringIO(text), delimiter=delim, quoting=quoting))
+    if not rows:
+        return []
+    if column is not None and column.isdigit():
+        idx, body, start = int(column), rows, 1
+    else:
+        header = [c.strip() for c in rows[0]]
+        name = column or next((c for c in TEXT_FIELDS if c in header), None)
+        if name is None and len(header) == 1:
+            name = header[0]
+        if name is None or name not in header:
+            raise ValidationError(
+                f"{path}:1: no column {column or ' or '.join(TEXT_FIELDS)!r} in the header {header}; "
+                "set the column name (or a 0-based index for files without a header)"
+            )
+        idx, body, start = header.index(name), rows[1:], 2
+    out = []
+    for lineno, row in enumerate(body, start):
+        if not row:
+            continue
+        if idx >= len(row):
+            raise ValidationError(f"{path}:{lineno}: row has {len(row)} columns, no column {idx}")
+        out.append(row[idx])
+    return out
+
+
+def _parquet_texts(path: Path, column: str | None) -> list[str]:
+    try:
+        import pyarrow.parquet as pq  # type: ignore[import-not-found]
+    except ImportError as e:
+        raise ValidationError(f"{path}: reading parquet needs pyarrow (pip install pyarrow)") from e
+    table = pq.read_table(str(path))
+    name = column or next((c for c in TEXT_FIELDS if c in table.column_names), None)
+    if name is None or name not in table.column_names:
+        raise ValidationError(f"{path}: no column {column or ' or '.join(TEXT_FIELDS)!r}; columns: {table.column_names}")
+    return ["" if v is None else str(v) for v in table.column(name).to_pylist()]
+
+
+def corpus_texts(path: str | Path, *, field: str | None = None, column: str | None = None) -> tuple[str, list[str]]:
+    """``(kind, texts)`` of one corpus file, raw: empty and repeated texts are kept.
+
+    txt: one text a line; jsonl: ``field`` (default: the first of text, sentence, ...);
+    csv/tsv: ``column`` (header name or 0-based index); STS-B files: both sentences of every pair.
+    """
+    path = Path(path).expanduser()
+    suffix = _base_suffix(path)
+    if suffix == ".parquet":
+        return "parquet", _parquet_texts(path, column)
+    text = _open_text(path)
+    if suffix == ".jsonl":
+        return "jsonl", _jsonl_texts(path, text, field)
+    if suffix in (".csv", ".tsv") and column is None and is_stsb(text):
+        pairs = _sts_stsb(path, text)
+        return "stsb", [s for s1, s2, _ in pairs for s in (s1, s2)]
+    if suffix in (".csv", ".tsv"):
+        first = text.split("\n", 1)[0]
+        delim = "\t" if (suffix == ".tsv" or "\t" in first) else ","
+        return suffix[1:], _table_texts(path, text, delim, column)
+    return "txt", text.splitlines()
+
+
+def _hub_dataset_files(dataset_id: str) -> list[Path]:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+    from .errors import OfflineError
+
+    try:
+        folder = Path(snapshot_download(dataset_id, repo_type="dataset", allow_patterns=_HUB_DATA_PATTERNS))
+    except (HFValidationError, RepositoryNotFoundError) as e:
+        raise NotFoundError(f"dataset not found on the Hub: {dataset_id!r}") from e
+    except LocalEntryNotFoundError as e:
+        raise OfflineError(f"cannot download the dataset {dataset_id!r}: the Hugging Face Hub is unreachable "
+                           "(offline?); pass local corpus files instead") from e
+    except OSError as e:
+        raise OfflineError(f"cannot download the dataset {dataset_id!r}: {e.__class__.__name__}") from e
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and _base_suffix(p) in _CORPUS_SUFFIXES)
+    if not files:
+        raise ValidationError(f"dataset {dataset_id!r} has no txt/jsonl/csv/tsv/parquet files")
+    return files
+
+
+def read_corpus(specs, *, field: str | None = None, column: str | None = None) -> Corpus:
+    """Distinct non-empty sentences from one or more corpus specs, in order, with per-source counts.
+
+    A spec is a file (txt, jsonl, csv, tsv, STS-B, parquet; optionally gzipped), ``builtin``
+    (the shipped calibration corpus), or ``hf://owner/name`` (a Hub dataset; needs the network).
+    """
+    if isinstance(specs, (str, Path)):
+        specs = [specs]
+    specs = [str(s) for s in specs]
+    if not specs:
+        raise ValidationError("no corpus given")
+    seen: set[str] = set()
+    sentences: list[str] = []
+    sources: list[CorpusSource] = []
+    for spec in specs:
+        if spec == BUILTIN:
+            parts = [("txt", builtin_resource("calibration.txt").read_text(encoding="utf-8").splitlines())]
+        elif spec.startswith(HUB_PREFIX):
+            parts = [corpus_texts(f, field=field, column=column) for f in _hub_dataset_files(spec[len(HUB_PREFIX):])]
+        else:
+            parts = [corpus_texts(spec, field=field, column=column)]
+        kind = "hub" if spec.startswith(HUB_PREFIX) else parts[0][0]
+        lines = empty = dups = 0
+        for _, texts in parts:
+            for raw in texts:
+                lines += 1
+                s = raw.strip()
+                if not s:
+                    empty += 1
+                elif s in seen:
+                    dups += 1
+                else:
+                    seen.add(s)
+                    sentences.append(s)
+        sources.append(CorpusSource(spec=spec, kind=kind, lines=lines, empty=empty, duplicates=dups,
+                                    kept=lines - empty - dups))
+    if not sentences:
+        raise ValidationError(f"the corpus is empty: no non-empty sentences in {', '.join(specs)}")
+    return Corpus(sentences=sentences, sources=sources)
