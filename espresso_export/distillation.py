@@ -10,7 +10,7 @@ step 0 scores exactly as the plain cut with a PCA head), and learns
 ``h_s ~ h_t`` (MSE, optionally + cosine).
 
 For a cut teacher, student layer ``j`` is teacher layer ``keep[j]``; with
-layer targets on (the default there), each student layer's pooled state is
+layer targets on (``layer_targets=True``), each student layer's pooled state is
 also pulled towards the teacher's pooled state after that layer (standardised
 per dimension), which heals the cut much faster than the output loss alone.
 
@@ -248,12 +248,14 @@ class HealTask(TrainingTask):
 
     def __init__(self, student: Checkpoint, projection, sentences: Sequence[str], targets: TeacherTargets, *,
                  loss: Loss = Loss.MSE, layer_map: dict[int, int] | None = None, layer_weight: float = 1.0,
-                 max_seq_len: int = 128, dropout: bool = False, eval_pairs=None, identity: dict | None = None):
+                 max_seq_len: int = 128, dropout: bool = False, eval_pairs=None, identity: dict | None = None,
+                 items: Sequence[int] | None = None):
         import torch
 
         self.student = student
         self.projection = projection
         self.sentences = list(sentences)
+        self.items = np.arange(len(self.sentences)) if items is None else np.asarray(items)  # trained-on indices
         self.targets = targets
         self.loss_kind = Loss(loss)
         self.layer_map = dict(layer_map or {})  # student layer j (0-based) -> teacher layer index
@@ -275,13 +277,13 @@ class HealTask(TrainingTask):
         self.history_mse: list[float] = []
 
     def __len__(self) -> int:
-        return len(self.sentences)
+        return len(self.items)
 
     def modules(self) -> dict[str, Any]:
         return {"student": self.student.model, "projection": self.projection}
 
     def lengths(self) -> list[int]:
-        return [len(s) for s in self.sentences]
+        return [len(self.sentences[i]) for i in self.items]
 
     def config(self) -> dict:
         return self._identity
@@ -315,7 +317,7 @@ class HealTask(TrainingTask):
 
         if not self.dropout:
             self.student.model.eval()
-        idx = np.sort(np.asarray(batch))
+        idx = np.sort(self.items[np.asarray(batch)])
         texts = [self.sentences[i] for i in idx]
         h_s, states = self.forward(texts, max_len=self.max_seq_len, hidden=bool(self.layer_map))
         h_t = torch.from_numpy(np.asarray(self.targets.targets[idx], dtype=np.float32)).to(h_s.device)
@@ -381,6 +383,7 @@ class DistillResult:
     teacher_seconds: float
     train: dict
     eval: dict | None
+    heldout: dict
     params: int
     seconds: float
     run_dir: str | None = None
@@ -468,6 +471,7 @@ def distill(
     bucket: bool = True,
     eval_sts: str | os.PathLike | None = None,
     eval_limit: int | None = None,
+    heldout: int = 256,
     seed: int = 0,
     resume: bool = False,
     device: str = "cpu",
@@ -516,9 +520,13 @@ def distill(
 
     sentences, counts = prepare_corpus(corpus, field=corpus_field, column=corpus_column, max_sentences=max_sentences,
                                        augment_kinds=augment, augment_copies=augment_copies, seed=seed)
-    if len(sentences) < batch_size:
-        raise ValidationError(f"the corpus has {len(sentences)} sentences, fewer than one batch (--batch-size "
-                              f"{batch_size}); lower --batch-size or add sentences")
+    n_held = min(heldout, len(sentences) // 10)
+    held = np.sort(np.random.default_rng([seed, 7]).choice(len(sentences), size=n_held, replace=False))
+    items = np.setdiff1d(np.arange(len(sentences)), held)
+    if len(items) < batch_size:
+        raise ValidationError(f"the corpus has {len(sentences)} sentences ({len(items)} for training after "
+                              f"{n_held} held out), fewer than one batch (--batch-size {batch_size}); "
+                              "lower --batch-size or add sentences")
     eval_pairs = read_sts(eval_sts, limit=eval_limit) if eval_sts is not None else None
 
     t_ckpt = _load_model(teacher, "teacher", pooling, trust_remote_code)
@@ -542,7 +550,7 @@ def distill(
         keep = select_layers(source_depth, student_layers, select, ese_trained=s_ckpt.ese_trained)
         cut(s_ckpt.model, s_ckpt.arch, keep)
     if layer_targets is None:
-        layer_targets = from_teacher and keep is not None
+        layer_targets = False
     if layer_targets and not from_teacher:
         raise ValidationError("--layer-targets needs a student cut from the teacher (--student-layers without "
                               "--student): a different student has no matching teacher layers")
@@ -576,11 +584,12 @@ def distill(
         "teacher_sha256": teacher_sha, "student_sha256": student_sha, "layers": keep, "dim": dim,
         "corpus_sha256": sentences_sha256(sentences), "pca_samples": min(pca_samples, len(sentences)),
         "loss": loss.value, "layer_targets": sorted(layer_map.items()), "layer_weight": layer_weight,
-        "max_seq_len": max_seq_len, "dropout": dropout, "projection_init": projection_init.value,
+        "max_seq_len": max_seq_len, "dropout": dropout, "projection_init": projection_init.value, "heldout": n_held,
         "eval": None if eval_pairs is None else sentences_sha256(eval_pairs.sentence1 + eval_pairs.sentence2),
     }
     task = HealTask(s_ckpt, projection, sentences, targets, loss=loss, layer_map=layer_map, layer_weight=layer_weight,
-                    max_seq_len=max_seq_len, dropout=dropout, eval_pairs=eval_pairs, identity=identity)
+                    max_seq_len=max_seq_len, dropout=dropout, eval_pairs=eval_pairs, identity=identity, items=items)
+    mse_before = task.mse(held) if n_held else None
     config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay, warmup=warmup,
                          max_grad_norm=max_grad_norm, seed=seed, bucket=bucket, max_steps=max_steps, amp=amp,
                          checkpoint_every=checkpoint_every, device=device)
@@ -589,11 +598,11 @@ def distill(
                          on_step=on_step)
     task.projection.cpu()
     s_ckpt.model.cpu()
+    mse_after = task.mse(held) if n_held else None
+    heldout_info = {"sentences": n_held, "relative_mse_before": mse_before, "relative_mse_after": mse_after}
 
     s_ckpt.post = task.ckpt_post
     hints = []
-    if not layer_map and from_teacher and keep is not None:
-        hints.append("hint: layer targets were off; for a cut teacher they usually heal faster (--layer-targets)")
     eval_info = None if eval_pairs is None else {
         "sts": str(eval_sts), "pairs": len(eval_pairs), "initial": result.initial_score, "best": result.best_score,
         "best_step": result.best_step, "history": result.history,
@@ -614,6 +623,7 @@ def distill(
                      "layer_weight": layer_weight, "projection_init": projection_init.value, "dropout": dropout,
                      "augment": list(augment), "seed": seed, "device": device},
         "best_eval": eval_info,
+        "heldout": heldout_info,
     }
     if s_ckpt.provenance:
         prov["parent"] = s_ckpt.provenance
@@ -627,7 +637,7 @@ def distill(
     return DistillResult(
         output=output, teacher=t_source, student=prov["student"]["id"], layers=keep, dim=dim, corpus=counts,
         pca_explained_variance=targets.pca.explained_variance, targets_cached=targets.reused,
-        teacher_seconds=round(targets.seconds, 2), train=result.to_dict(), eval=eval_info,
+        teacher_seconds=round(targets.seconds, 2), train=result.to_dict(), eval=eval_info, heldout=heldout_info,
         params=sum(p.numel() for p in s_ckpt.model.parameters()) + projection.weight.numel() + projection.bias.numel(),
         seconds=round(time.perf_counter() - start, 2), run_dir=str(run_dir), hints=hints, task=task,
     )

@@ -56,7 +56,7 @@ def distill(
     pca_samples: Annotated[int, _opt("--pca-samples", min=1, help="Teacher embeddings the PCA is fitted on.")] = 20000,
     loss: Annotated[str, _opt("--loss", help="mse (HPD) or cosine+mse.")] = "mse",
     layer_targets: Annotated[Optional[bool], _opt("--layer-targets/--no-layer-targets", help="Also match each "
-                             "student layer to its teacher layer (default: on for a cut teacher).")] = None,
+                             "student layer to its teacher layer (a cut teacher only; off by default).")] = None,
     layer_weight: Annotated[float, _opt("--layer-weight", min=0.0, help="Weight of the layer targets.")] = 1.0,
     projection_init: Annotated[str, _opt("--projection-init", help="pca-aligned (student PCA rotated onto the "
                                          "teacher's axes) or pca.")] = "pca-aligned",
@@ -65,6 +65,8 @@ def distill(
     eval_sts: Annotated[Optional[Path], _opt("--eval-sts", help="STS file evaluated after every epoch; the best "
                                              "checkpoint is kept. Never the test split you report on.")] = None,
     eval_limit: Annotated[Optional[int], _opt("--eval-limit", min=2, help="Evaluate on the first N pairs only.")] = None,
+    heldout: Annotated[int, _opt("--heldout", min=0, help="Corpus sentences kept out of training to report the "
+                                 "relative MSE before and after.")] = 256,
     seed: SeedOpt = 0,
     resume: Annotated[bool, _opt("--resume", help="Continue an interrupted run from its checkpoint.")] = False,
     device: Annotated[str, _opt("--device", help="cpu, cuda or mps.")] = "cpu",
@@ -99,7 +101,7 @@ def distill(
         augment_copies=augment_copies, pca_samples=pca_samples, epochs=epochs, batch_size=batch_size, lr=lr,
         warmup=warmup, weight_decay=weight_decay, max_grad_norm=max_grad_norm, max_seq_len=max_seq_len,
         max_steps=max_steps, loss=loss_kind, layer_targets=layer_targets, layer_weight=layer_weight,
-        projection_init=init, dropout=dropout, bucket=bucket, eval_sts=eval_sts, eval_limit=eval_limit, seed=seed,
+        projection_init=init, dropout=dropout, bucket=bucket, eval_sts=eval_sts, eval_limit=eval_limit, heldout=heldout, seed=seed,
         resume=resume, device=device, amp=amp, threads=threads, checkpoint_every=checkpoint_every, run_dir=run_dir,
         keep_checkpoints=keep_checkpoints, cache_dir=cache_dir, pooling=pooling, overwrite=overwrite,
         trust_remote_code=trust_remote_code, progress=not json_out,
@@ -125,5 +127,9 @@ def distill(
     if result.eval:
         e = result.eval
         rows.append(("eval (STS Spearman)", f"{e['initial']:.2f} before -> best {e['best']:.2f} at step {e['best_step']}"))
+    h = result.heldout
+    if h["sentences"]:
+        rows.append(("held-out relative MSE", f"{h['relative_mse_before']:.4f} -> {h['relative_mse_after']:.4f} "
+                                              f"on {h['sentences']} sentences"))
     rows += [("parameters", f"{result.params / 1e6:.1f}M"), ("output", result.output), ("time", f"{result.seconds:.1f} s")]
     print_table("distill", rows)
