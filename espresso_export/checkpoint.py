@@ -140,6 +140,23 @@ def resolve(spec: str | os.PathLike, *, revision: str | None = None) -> tuple[st
     return hub_id, _download(hub_id, revision)
 
 
+def _hub_unreachable() -> bool:
+    """True when the Hub's host name does not even resolve: fail at once instead of retrying for a minute."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False  # huggingface_hub answers from its cache, or says it is offline, without the network
+    host = urlparse(constants.ENDPOINT).hostname or ""
+    try:
+        socket.getaddrinfo(host, 443)
+    except (OSError, UnicodeError):
+        return True
+    return False
+
+
 def _download(hub_id: str, revision: str | None) -> Path:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import (
@@ -150,6 +167,12 @@ def _download(hub_id: str, revision: str | None) -> Path:
         RevisionNotFoundError,
     )
 
+    offline_msg = (
+        f"cannot download {hub_id!r}: the Hugging Face Hub is unreachable (offline?) and it is not cached; "
+        "pass a local model folder instead"
+    )
+    if _hub_unreachable():
+        raise OfflineError(offline_msg)
     try:
         return Path(snapshot_download(hub_id, revision=revision, allow_patterns=_HUB_PATTERNS))
     except HFValidationError as e:
@@ -159,10 +182,7 @@ def _download(hub_id: str, revision: str | None) -> Path:
     except RevisionNotFoundError as e:
         raise NotFoundError(f"revision {revision!r} of {hub_id!r} not found on the Hub") from e
     except LocalEntryNotFoundError as e:
-        raise OfflineError(
-            f"cannot download {hub_id!r}: the Hugging Face Hub is unreachable (offline?) and it is not cached; "
-            "pass a local model folder instead"
-        ) from e
+        raise OfflineError(offline_msg) from e
     except OSError as e:  # connection errors surface as OSError subclasses
         raise OfflineError(f"cannot download {hub_id!r} from the Hugging Face Hub: {e.__class__.__name__}") from e
 
