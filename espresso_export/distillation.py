@@ -12,7 +12,7 @@ step 0 scores exactly as the plain cut with a PCA head), and learns
 For a cut teacher, student layer ``j`` is teacher layer ``keep[j]``; with
 layer targets on (``layer_targets=True``), each student layer's pooled state is
 also pulled towards the teacher's pooled state after that layer (standardised
-per dimension), which heals the cut much faster than the output loss alone.
+per dimension). Which settings heal fastest is measured in benchmarks/README.md.
 
 Teacher outputs are computed once and cached as memory-mapped ``.npy`` files
 keyed by the teacher's weights hash and the corpus hash; the PCA targets are
