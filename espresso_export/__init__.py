@@ -14,6 +14,13 @@ __version__ = "0.1.0"
 _LAZY = {
     "shrink": ("espresso_export.shrinking", "shrink"),
     "ShrinkResult": ("espresso_export.shrinking", "ShrinkResult"),
+    "distill": ("espresso_export.distillation", "distill"),
+    "DistillResult": ("espresso_export.distillation", "DistillResult"),
+    "read_corpus": ("espresso_export.data", "read_corpus"),
+    "train": ("espresso_export.training", "train"),
+    "Trainer": ("espresso_export.training", "Trainer"),
+    "TrainConfig": ("espresso_export.training", "TrainConfig"),
+    "TrainingTask": ("espresso_export.training", "TrainingTask"),
     "load": ("espresso_export.checkpoint", "load"),
     "Checkpoint": ("espresso_export.checkpoint", "Checkpoint"),
     "encode": ("espresso_export.embed", "encode"),
