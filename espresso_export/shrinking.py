@@ -16,6 +16,7 @@ from typing import Any
 from pathlib import Path
 
 from . import __version__
+from .bidirectional import describe as describe_attention
 from .checkpoint import Checkpoint, Normalize, PostModule, load
 from .data import BUILTIN, read_sentences, sentences_sha256
 from .embed import encode
@@ -210,6 +211,9 @@ def _provenance(ckpt: Checkpoint, result: ShrinkResult, weights_sha: str, select
         prov["truncate_dim"] = result.dim
     if previous.get("ese"):
         prov["ese"] = previous["ese"]
+    attention = describe_attention(ckpt.model)
+    if attention:
+        prov["attention"] = attention
     if previous:
         prov["parent"] = previous
     return prov
