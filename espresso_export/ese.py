@@ -353,12 +353,13 @@ class EseObjective(torch.nn.Module):
     ``objective.parameters()`` to the optimizer with the model's.
     """
 
-    def __init__(self, config: EseConfig, depth: int, hidden_size: int, ckpt=None):
+    def __init__(self, config: EseConfig, depth: int, hidden_size: int, ckpt=None, *, max_length: int | None = None):
         super().__init__()
         self.config = config
         self.depth = depth
         self.hidden_size = hidden_size
         self.ckpt = ckpt
+        self.max_length = max_length  # tokens per text while training (None: the checkpoint's limit)
         k = config.compression_dim
         if not 1 <= k <= hidden_size:
             raise ValidationError(f"--compression-dim must be between 1 and {hidden_size} (the model's hidden size), got {k}")
@@ -371,8 +372,8 @@ class EseObjective(torch.nn.Module):
         self.logits = torch.nn.Parameter(torch.zeros(n_shallow)) if weighting is LayerWeighting.LEARNED else None
 
     @classmethod
-    def from_checkpoint(cls, ckpt, config: EseConfig) -> EseObjective:
-        return cls(config, ckpt.depth, ckpt.hidden_size, ckpt=ckpt)
+    def from_checkpoint(cls, ckpt, config: EseConfig, *, max_length: int | None = None) -> EseObjective:
+        return cls(config, ckpt.depth, ckpt.hidden_size, ckpt=ckpt, max_length=max_length)
 
     @property
     def uses_layers(self) -> list[int]:
@@ -429,7 +430,7 @@ class EseObjective(torch.nn.Module):
 
         if self.ckpt is None:
             raise ValueError("EseObjective.loss needs a checkpoint; use EseObjective.from_checkpoint")
-        inputs = tokenize(self.ckpt, batch.texts)
+        inputs = tokenize(self.ckpt, batch.texts, self.max_length)
         device = next(self.ckpt.model.parameters()).device
         inputs = {k: v.to(device) for k, v in inputs.items()}
         pooled = pooled_layer_states(self.ckpt, inputs, self.uses_layers)
