@@ -73,6 +73,8 @@ def main() -> int:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=2e-5)
     ap.add_argument("--max-steps", type=int, default=None, help="cap the steps (a quick check, not the benchmark)")
+    ap.add_argument("--eval-limit", type=int, default=None, help="dev pairs used for selection (default: all)")
+    ap.add_argument("--test-limit", type=int, default=None, help="test pairs (a dry run only; default: all)")
     ap.add_argument("--loss", default="angle")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--out", type=Path, default=HERE / ".cache" / "ese")
@@ -92,7 +94,7 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     stsb = SHARED / "stsb"
-    test = read_sts(stsb / "sts-test.csv")
+    test = read_sts(stsb / "sts-test.csv", limit=args.test_limit)
     base = minilm()
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict = {"model": "all-MiniLM-L6-v2", "train": "STS-B train", "select": "STS-B dev", "test": "STS-B test",
@@ -105,7 +107,8 @@ def main() -> int:
     for name, objective in runs.items():
         t0 = time.perf_counter()
         result = train_ese(base, stsb / "sts-train.csv", args.out / name, objective=objective, training=training,
-                           eval_sts=stsb / "sts-dev.csv", overwrite=True, progress=True)
+                           eval_sts=stsb / "sts-dev.csv", eval_limit=args.eval_limit, overwrite=True,
+                           progress=True)
         report[name] = {"wall_seconds": round(time.perf_counter() - t0, 1), "train": result.train, "eval": result.eval}
         tables[name] = layer_table(result.checkpoint, test)
         print(f"{name}: {result.train['steps']} steps in {report[name]['wall_seconds']} s", flush=True)
