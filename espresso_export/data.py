@@ -218,9 +218,8 @@ def _pairs_from_nli(name: str, rows: list[tuple[str, str, str]]) -> TextPairs:
                      dropped=len(rows) - len(anchors))
 
 
-def _pair_rows_jsonl(path: Path, text: str) -> tuple[list[tuple], bool]:
-    rows: list[tuple] = []
-    nli = None
+def jsonl_objects(path: Path, text: str):
+    """``(where, object)`` for every non-blank line of a jsonl text; a line that is not a JSON object is an error."""
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -231,6 +230,13 @@ def _pair_rows_jsonl(path: Path, text: str) -> tuple[list[tuple], bool]:
             raise ValidationError(f"{where}: not valid JSON ({e.msg})") from e
         if not isinstance(obj, dict):
             raise ValidationError(f"{where}: expected a JSON object")
+        yield where, obj
+
+
+def _pair_rows_jsonl(path: Path, text: str) -> tuple[list[tuple], bool]:
+    rows: list[tuple] = []
+    nli = None
+    for where, obj in jsonl_objects(path, text):
         a, p = _first_key(obj, ANCHOR_FIELDS), _first_key(obj, POSITIVE_FIELDS)
         if a is None or p is None:
             raise ValidationError(f"{where}: needs an anchor ({'/'.join(ANCHOR_FIELDS)}) and a positive "
@@ -322,11 +328,7 @@ def is_scored(path: str | Path) -> bool:
     text = _open_text(path)
     first = next((line for line in text.splitlines() if line.strip()), "")
     if _base_suffix(path) == ".jsonl":
-        try:
-            obj = json.loads(first)
-        except json.JSONDecodeError as e:
-            raise ValidationError(f"{path}:1: not valid JSON ({e.msg})") from e
-        return isinstance(obj, dict) and "score" in obj
+        return any("score" in obj for _, obj in jsonl_objects(path, first))
     cells = first.split("\t") if "\t" in first else first.split(",")
     if "score" in [c.strip().lower() for c in cells]:
         return True
