@@ -36,20 +36,14 @@ two hooks themselves (README, section "Bidirectional decoders").
 from __future__ import annotations
 
 from collections.abc import Sequence
-from enum import Enum
 
 from .architectures import Architecture, for_model_type, get_attr_path
 from .errors import ValidationError
+from .types import Attention
 
 CONFIG_FIELD = "espresso_attention"
 CAUSAL, BIDIRECTIONAL = "causal", "bidirectional"
 _STATE = "_espresso_bidirectional_state"
-
-
-class Attention(str, Enum):
-    CAUSAL = "causal"  # leave the model as it is
-    ALL = "all"  # every layer bidirectional (ESE's LLM recipe)
-    LAST = "last"  # only the last layer bidirectional (BeLLM)
 
 
 def _arch(model, arch: Architecture | None) -> Architecture:

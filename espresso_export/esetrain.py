@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import __version__
-from .bidirectional import Attention, describe as describe_attention, switch
+from .bidirectional import describe as describe_attention, switch
 from .checkpoint import Checkpoint, DenseLayer, load
 from .data import read_sts, sentences_sha256
 from .embed import encode_layers
@@ -27,7 +27,7 @@ from .errors import ValidationError
 from .layout import atomic_output, check_output, save_checkpoint
 from .metrics import sts_spearman
 from .training import TrainConfig, Trainer, TrainingTask
-from .types import Pooling
+from .types import Attention, Pooling
 
 
 class EseTask(TrainingTask):

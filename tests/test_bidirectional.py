@@ -157,3 +157,18 @@ def test_ese_trains_a_bidirectional_decoder(tiny_models):
     total.backward()
     grads = [p.grad for p in ckpt.model.layers[0].parameters()]
     assert all(g is not None for g in grads) and parts["compress"] > 0
+
+
+def test_shrink_a_decoder_with_the_switch(tiny_models, tmp_path):
+    from espresso_export.embed import encode
+    from espresso_export.shrinking import shrink
+
+    out = tmp_path / "q2"
+    result = shrink(tiny_models["qwen2"], out, layers=2, attention="last")  # spread keeps layers 1 and 3
+    assert result.layers == [1, 3] and result.pooling is Pooling.MEAN
+    config = json.loads((out / "config.json").read_text())
+    assert config[CONFIG_FIELD] == ["causal", "bidirectional"]
+    assert json.loads((out / "espresso.json").read_text())["attention"]["mode"] == "last"
+    reloaded = load(out)
+    want = encode(result.checkpoint, TEXTS)
+    assert torch.allclose(torch.from_numpy(encode(reloaded, TEXTS)), torch.from_numpy(want), atol=1e-6)

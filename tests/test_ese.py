@@ -357,3 +357,15 @@ def test_a_few_steps_lower_the_ese_loss(tiny_bert, loss):
         after, parts = objective.loss(batch)
     assert float(after) < 0.9 * float(before)
     assert parts["compress"] >= 0 and parts["express"] >= 0 and parts["task"] < float(before)
+
+
+def test_train_and_shrink_help_list_the_new_options(capsys):
+    from espresso_export.cli.app import main
+
+    assert main(["train", "--help"]) == 0
+    out = capsys.readouterr().out
+    for option in ("--ese", "--compression-dim", "--layer-weights", "--layers-from", "--bidirectional", "--lora",
+                   "--resume", "--eval-sts"):
+        assert option in out
+    assert main(["shrink", "--help"]) == 0
+    assert "--bidirectional" in capsys.readouterr().out

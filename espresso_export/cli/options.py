@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..types import Head, Pooling, Select
+from ..types import Attention, Head, Pooling, Select
 
 OutputOpt = Annotated[Path, typer.Option("--output", "-o", help="Output folder (written atomically).")]
 OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="Replace an existing output folder.")]
@@ -60,3 +60,9 @@ CheckpointEveryOpt = Annotated[
 ]
 RunDirOpt = Annotated[Optional[Path], typer.Option("--run-dir", help="Folder for checkpoints (default: OUT.run).")]
 KeepCheckpointsOpt = Annotated[bool, typer.Option("--keep-checkpoints", help="Keep the run folder after success.")]
+BidirectionalOpt = Annotated[
+    Optional[Attention],
+    typer.Option("--bidirectional", case_sensitive=False,
+                 help="Decoders: make all layers (ESE's LLM recipe) or the last layer (BeLLM) bidirectional; "
+                      "mean pooling. Recorded in config.json and espresso.json."),
+]

@@ -9,7 +9,7 @@ import typer
 
 from .app import app
 from .options import (
-    BatchSizeOpt, CheckpointEveryOpt, DeviceOpt, EpochsOpt, EvalLimitOpt, EvalStsOpt, JsonOpt, KeepCheckpointsOpt,
+    BatchSizeOpt, BidirectionalOpt, CheckpointEveryOpt, DeviceOpt, EpochsOpt, EvalLimitOpt, EvalStsOpt, JsonOpt, KeepCheckpointsOpt,
     LrOpt, MaxSeqLenOpt, MaxStepsOpt, OutputOpt, OverwriteOpt, PoolingOpt, ResumeOpt, RunDirOpt, SeedOpt,
     ThreadsOpt, TrustRemoteCodeOpt, WarmupOpt,
 )
@@ -26,7 +26,7 @@ def train(
     model: Annotated[str, typer.Argument(help="Model folder, Hub id, or alias (see `espresso-export models`).")],
     output: OutputOpt,
     data: Annotated[Path, typer.Option("--data", help="Training data: scored pairs (STS-B, csv/jsonl with a score), "
-                                       "NLI (premise, hypothesis, label), or anchor/positive[/negative] jsonl/csv/tsv.")],
+                                       "NLI (premise, hypothesis, label), or anchor, positive (and negative) in jsonl/csv/tsv.")],
     ese: Annotated[bool, typer.Option("--ese/--no-ese", help="Train every layer's first-k dims (ESE). Without it: "
                                       "plain fine-tuning of the last layer.")] = False,
     loss: Annotated[str, typer.Option("--loss", help="angle (AnglE: cosine + in-batch negatives + angle), cosent, "
@@ -41,8 +41,7 @@ def train(
                                   "above this score are positives for in-batch negatives (default: 80% of the "
                                   "score range, 4.0 on STS-B).")] = None,
     data_limit: Annotated[Optional[int], typer.Option("--data-limit", min=2, help="Use the first N examples.")] = None,
-    bidirectional: Annotated[Optional[str], typer.Option("--bidirectional", help="Decoders: all (every layer, ESE's "
-                                                         "LLM recipe) or last (BeLLM); mean pooling.")] = None,
+    bidirectional: BidirectionalOpt = None,
     lora: Annotated[bool, typer.Option("--lora", help="Train LoRA adapters only (needs the `lora` extra); merged "
                                        "into the weights at the end.")] = False,
     lora_r: Annotated[int, typer.Option("--lora-r", min=1, help="LoRA rank (alpha = rank).")] = 32,
@@ -67,7 +66,6 @@ def train(
     json_out: JsonOpt = False,
 ) -> None:
     """Fine-tune a model so its first layers and first k dims carry the meaning (ESE), or plainly."""
-    from ..bidirectional import Attention
     from ..errors import ValidationError
     from ..ese import EseConfig, LayerWeighting, SentenceLoss
     from ..esetrain import train_ese
@@ -78,10 +76,8 @@ def train(
         objective = EseConfig(loss=SentenceLoss(loss), compression_dim=compression_dim,
                               alpha=alpha if ese else 0.0, beta=beta if ese else 0.0,
                               layer_weights=LayerWeighting(layer_weights), layers_from=layers_from)
-        attention = Attention(bidirectional) if bidirectional is not None else None
     except ValueError as e:
-        raise ValidationError(f"{e}; --loss takes angle, cosent or infonce, --layer-weights log, uniform or learned, "
-                              "--bidirectional all or last") from e
+        raise ValidationError(f"{e}; --loss takes angle, cosent or infonce, --layer-weights log, uniform or learned") from e
     if threads is not None:
         import torch
 
@@ -95,7 +91,7 @@ def train(
                            seed=seed, checkpoint_every=checkpoint_every, device=device)
     result = train_ese(
         model, data, output, objective=objective, training=training, eval_sts=eval_sts, eval_limit=eval_limit,
-        data_limit=data_limit, positive_threshold=positive_threshold, max_seq_len=max_seq_len, attention=attention,
+        data_limit=data_limit, positive_threshold=positive_threshold, max_seq_len=max_seq_len, attention=bidirectional,
         lora=lora_settings, pooling=pooling, resume=resume, run_dir=run_dir, keep_checkpoints=keep_checkpoints,
         overwrite=overwrite, trust_remote_code=trust_remote_code, progress=not json_out,
     )
