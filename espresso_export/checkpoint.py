@@ -350,6 +350,11 @@ def load(
         raise CorruptCheckpointError(f"cannot load the model in {tdir}: {str(e).splitlines()[0]}") from e
     model.eval()
     _check_finite(model, tdir)
+    bidirectional = []
+    if arch.decoder:  # re-install the attention switch the config records (bidirectional.py)
+        from .bidirectional import apply as apply_attention
+
+        bidirectional = apply_attention(model, arch)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(tdir), trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as e:
@@ -358,7 +363,8 @@ def load(
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
 
     provenance = _read_json(folder / PROVENANCE_FILE) if (folder / PROVENANCE_FILE).is_file() else None
-    chosen = Pooling(pooling) if pooling is not None else (layout.pooling or default_pooling(arch))
+    fallback = Pooling.MEAN if bidirectional else default_pooling(arch)  # bidirectional decoders: mean (ESE)
+    chosen = Pooling(pooling) if pooling is not None else (layout.pooling or fallback)
     max_len = layout.max_seq_length or _model_max_length(tokenizer, model.config)
     return Checkpoint(
         model=model,

@@ -22,3 +22,11 @@ class Select(str, Enum):
     AUTO = "auto"  # first for ESE-trained models, spread otherwise
     FIRST = "first"  # the first L layers (ESE semantics)
     SPREAD = "spread"  # L layers spread over the depth, always keeping the last
+
+
+class Attention(str, Enum):
+    """Decoder attention (bidirectional.py)."""
+
+    CAUSAL = "causal"  # leave the model as it is
+    ALL = "all"  # every layer bidirectional (ESE's LLM recipe)
+    LAST = "last"  # only the last layer bidirectional (BeLLM)
