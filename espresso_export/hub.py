@@ -18,6 +18,10 @@ local paths inside the staged JSON files are cut to their last component, so
 no local directory names are published. The token is passed to
 huggingface-hub only: it is never printed, logged or written to the staging
 folder, and it is masked in any error message.
+
+The upload itself is huggingface-hub's: ``create_repo`` (``exist_ok``), ``create_branch`` for a new
+``--revision``, then one ``create_commit`` with every staged file. Large files travel the way the Hub and
+the client agree on (Xet storage when ``hf_xet`` is installed, else LFS); small ones go inline.
 """
 
 from __future__ import annotations

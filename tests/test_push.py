@@ -58,13 +58,19 @@ def write_report(path: Path, candidate: Path | None = None) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _no_debug(monkeypatch):
+    """`--debug` in an earlier test leaves ESPRESSO_DEBUG=1 in os.environ; these tests check the one-line errors."""
+    monkeypatch.delenv("ESPRESSO_DEBUG", raising=False)
+
+
 @pytest.fixture(scope="module")
-def shrunk(tiny_bert, tmp_path_factory) -> Path:
+def shrunk(tiny_bert, calibration_file, tmp_path_factory) -> Path:
     """A 2-layer, 8-d PCA-head model made by shrink (read-only: copy it to modify)."""
     from espresso_export import shrink
 
     out = tmp_path_factory.mktemp("push") / "small"
-    shrink(tiny_bert, out, layers=2, dim=8)
+    shrink(tiny_bert, out, layers=2, dim=8, calibration=calibration_file)
     return out
 
 
