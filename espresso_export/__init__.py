@@ -24,6 +24,8 @@ _LAZY = {
     "load": ("espresso_export.checkpoint", "load"),
     "Checkpoint": ("espresso_export.checkpoint", "Checkpoint"),
     "encode": ("espresso_export.embed", "encode"),
+    "push": ("espresso_export.hub", "push"),
+    "PushResult": ("espresso_export.hub", "PushResult"),
     "EspressoError": ("espresso_export.errors", "EspressoError"),
     "Head": ("espresso_export.types", "Head"),
     "Pooling": ("espresso_export.types", "Pooling"),
