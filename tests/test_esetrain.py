@@ -91,3 +91,14 @@ def test_train_cli(tiny_bert, tmp_path, capsys):
     assert payload["ese"] is True and payload["objective"]["compression_dim"] == 16
     code = main(["train", str(tiny_bert), "--ese", "--data", str(SMOKE), "--loss", "nope", "-o", str(tmp_path / "x")])
     assert code == 2
+
+
+def test_a_dense_head_is_refused(tiny_bert, tmp_path):
+    from espresso_export.errors import ValidationError
+    from espresso_export.shrinking import shrink
+
+    shrink(tiny_bert, tmp_path / "pca", layers=2, dim=8, head="pca")  # writes a Dense projection head
+    with pytest.raises(ValidationError, match="Dense head"):
+        train_ese(tmp_path / "pca", SMOKE, tmp_path / "out", objective=EseConfig(compression_dim=8),
+                  training=TrainConfig(batch_size=16, max_steps=1))
+    assert not (tmp_path / "out").exists()
