@@ -252,16 +252,17 @@ def pca_target(x: torch.Tensor, k: int, *, align_to: torch.Tensor | None = None)
     component's sign is chosen to agree with it, a choice the paper leaves
     open. The whole function runs without gradient: the target is a constant.
     """
-    x = x.detach()
     d = x.shape[-1]
     if not 1 <= k <= d:
         raise ValidationError(f"--compression-dim must be between 1 and {d} (the embedding width), got {k}")
-    dep = torch.softmax((x.T @ x) / math.sqrt(d), dim=-1)
-    u, s, _ = torch.linalg.svd(dep, full_matrices=False)
-    target = x @ (u[:, :k] * s[:k])
-    if align_to is not None:
-        agree = (target * align_to.detach()[:, :k]).sum(0)
-        target = target * torch.where(agree < 0, -1.0, 1.0).to(target)
+    with torch.autocast(device_type=x.device.type, enabled=False):  # SVD needs float32 even under mixed precision
+        x = x.detach().float()
+        dep = torch.softmax((x.T @ x) / math.sqrt(d), dim=-1)
+        u, s, _ = torch.linalg.svd(dep, full_matrices=False)
+        target = x @ (u[:, :k] * s[:k])
+        if align_to is not None:
+            agree = (target * align_to.detach().float()[:, :k]).sum(0)
+            target = target * torch.where(agree < 0, -1.0, 1.0).to(target)
     return target
 
 
@@ -329,13 +330,12 @@ class EseBatch:
     def exclude_mask(self) -> torch.Tensor:
         """``(B, C)``: candidate ``j`` is a copy of row ``i``'s positive (but not the positive itself)."""
         candidates = self.positive + (self.negative or [])
-        mask = torch.tensor([[c == p and j != i for j, c in enumerate(candidates)] for i, p in enumerate(self.positive)])
-        return mask
+        return torch.tensor([[c == p and j != i for j, c in enumerate(candidates)] for i, p in enumerate(self.positive)])
 
-    def split(self, x: torch.Tensor, device=None) -> PairEmbeddings:
+    def split(self, x: torch.Tensor) -> PairEmbeddings:
         """Cut the ``(len(texts), d)`` output of one forward pass back into anchors, positives, negatives."""
         b = len(self.anchor)
-        dev = device or x.device
+        dev = x.device
         return PairEmbeddings(
             anchor=x[:b], positive=x[b : 2 * b], negative=x[2 * b : 3 * b] if self.negative else None,
             scores=None if self.scores is None else torch.tensor(self.scores, dtype=x.dtype, device=dev),

@@ -336,19 +336,19 @@ def test_gradients_reach_every_layer(tiny_bert):
     assert parts["total"] == pytest.approx(float(total))
 
 
-@pytest.mark.parametrize("loss", ["angle", "cosent", "infonce"])
+@pytest.mark.parametrize("loss", ["angle", "infonce"])  # cosent's ranking term is part of angle
 def test_a_few_steps_lower_the_ese_loss(tiny_bert, loss):
     from espresso_export.checkpoint import load
 
     torch.manual_seed(0)
     ckpt = load(tiny_bert)
     objective = EseObjective.from_checkpoint(ckpt, EseConfig(loss=loss, compression_dim=16))
-    batch = _smoke_batch(16)
+    batch = _smoke_batch(12)
     opt = torch.optim.AdamW(list(ckpt.model.parameters()) + list(objective.parameters()), lr=2e-3)
     ckpt.model.eval()  # no dropout: the same batch gives the same loss
     with torch.no_grad():
         before, _ = objective.loss(batch)
-    for _ in range(8):
+    for _ in range(6):
         opt.zero_grad()
         total, _ = objective.loss(batch)
         total.backward()

@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 import os
 import signal
+from pathlib import Path
 
 import pytest
 import torch
 
-pytest.importorskip("espresso_export.training", reason="the shared training loop (training.py) is not here yet")
+import espresso_export  # noqa: E402
+
+# training.py must be in *this* tree: an editable install of another checkout can otherwise lend its copy
+if not (Path(espresso_export.__file__).parent / "training.py").is_file():
+    pytest.skip("the shared training loop (training.py) is not in this tree yet", allow_module_level=True)
 
 from espresso_export.checkpoint import load  # noqa: E402
 from espresso_export.data import builtin_resource, read_sts  # noqa: E402
@@ -86,3 +91,14 @@ def test_train_cli(tiny_bert, tmp_path, capsys):
     assert payload["ese"] is True and payload["objective"]["compression_dim"] == 16
     code = main(["train", str(tiny_bert), "--ese", "--data", str(SMOKE), "--loss", "nope", "-o", str(tmp_path / "x")])
     assert code == 2
+
+
+def test_a_dense_head_is_refused(tiny_bert, tmp_path):
+    from espresso_export.errors import ValidationError
+    from espresso_export.shrinking import shrink
+
+    shrink(tiny_bert, tmp_path / "pca", layers=2, dim=8, head="pca")  # writes a Dense projection head
+    with pytest.raises(ValidationError, match="Dense head"):
+        train_ese(tmp_path / "pca", SMOKE, tmp_path / "out", objective=EseConfig(compression_dim=8),
+                  training=TrainConfig(batch_size=16, max_steps=1))
+    assert not (tmp_path / "out").exists()
