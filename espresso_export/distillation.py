@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 CACHE_FORMAT = 1
 TEACHER_CHUNK = 2048  # sentences per teacher pass chunk (bounds memory)
-STUDENT_PCA_SAMPLES = 8192  # at most this many sentences for the student's own PCA
+STUDENT_PCA_SAMPLES = 4096  # at most this many sentences for the student's own PCA (>= 10 x a 384-d width)
 
 
 class Loss(str, Enum):
