@@ -29,7 +29,7 @@ import random
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -391,7 +391,7 @@ class DistillResult:
     task: Any = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
-        d = {k: v for k, v in asdict(self).items() if k != "task"}
+        d = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name != "task"}
         d["output"] = str(self.output) if self.output else None
         return d
 
