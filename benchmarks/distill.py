@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE))
 from _models import SHARED, minilm, mpnet, stsb  # noqa: E402
 
 from espresso_export.checkpoint import load  # noqa: E402
-from espresso_export.data import read_corpus, read_sts  # noqa: E402
+from espresso_export.data import read_sts  # noqa: E402
 from espresso_export.distillation import distill  # noqa: E402
 from espresso_export.embed import encode  # noqa: E402
 from espresso_export.metrics import sts_spearman  # noqa: E402

@@ -46,7 +46,7 @@ from .layout import atomic_output, check_output, save_checkpoint, write_json
 from .metrics import sts_spearman
 from .progress import track
 from .slicing import cut, select_layers
-from .training import TrainConfig, Trainer, TrainingTask, TrainResult, read_checkpoint_meta
+from .training import TrainConfig, Trainer, TrainingTask, read_checkpoint_meta
 from .types import Pooling, Select
 
 log = logging.getLogger(__name__)
