@@ -74,22 +74,7 @@ def read_sentences(path: str | Path, *, field: str | None = None) -> list[str]:
     path = Path(path)
     text = _open_text(path)
     if _base_suffix(path) == ".jsonl":
-        items = []
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValidationError(f"{path}:{lineno}: not valid JSON ({e.msg})") from e
-            if not isinstance(obj, dict):
-                raise ValidationError(f"{path}:{lineno}: expected a JSON object")
-            key = field or next((k for k in TEXT_FIELDS if k in obj), None)
-            if key is None or key not in obj:
-                wanted = field or " or ".join(TEXT_FIELDS)
-                raise ValidationError(f"{path}:{lineno}: no {wanted!r} field")
-            items.append(str(obj[key]))
-        sentences = _unique(items)
+        sentences = _unique(_jsonl_texts(path, text, field))
     else:
         sentences = _unique(text.splitlines())
     if not sentences:
@@ -464,7 +449,7 @@ def _jsonl_texts(path: Path, text: str, field: str | None) -> list[str]:
             raise ValidationError(f"{path}:{lineno}: expected a JSON object")
         key = field or next((k for k in TEXT_FIELDS if k in obj), None)
         if key is None or key not in obj:
-            raise ValidationError(f"{path}:{lineno}: no {field or ' or '.join(TEXT_FIELDS)!r} field (set the field name)")
+            raise ValidationError(f"{path}:{lineno}: no {field or ' or '.join(TEXT_FIELDS)!r} field")
         value = obj[key]
         items.append("" if value is None else str(value))
     return items

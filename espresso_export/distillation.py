@@ -29,7 +29,7 @@ import random
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -46,14 +46,14 @@ from .layout import atomic_output, check_output, save_checkpoint, write_json
 from .metrics import sts_spearman
 from .progress import track
 from .slicing import cut, select_layers
-from .training import TrainConfig, Trainer, TrainingTask, TrainResult, read_checkpoint_meta
+from .training import TrainConfig, Trainer, TrainingTask, read_checkpoint_meta
 from .types import Pooling, Select
 
 log = logging.getLogger(__name__)
 
 CACHE_FORMAT = 1
 TEACHER_CHUNK = 2048  # sentences per teacher pass chunk (bounds memory)
-STUDENT_PCA_SAMPLES = 8192  # at most this many sentences for the student's own PCA
+STUDENT_PCA_SAMPLES = 4096  # at most this many sentences for the student's own PCA (>= 10 x a 384-d width)
 
 
 class Loss(str, Enum):
@@ -391,7 +391,7 @@ class DistillResult:
     task: Any = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
-        d = {k: v for k, v in asdict(self).items() if k != "task"}
+        d = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name != "task"}
         d["output"] = str(self.output) if self.output else None
         return d
 

@@ -50,3 +50,14 @@ def calibration_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("cal") / "cal.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """torch on one thread for the module: on a shared, busy machine two OpenMP threads stall each other."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

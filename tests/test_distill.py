@@ -23,13 +23,7 @@ from espresso_export.heads import fit_pca
 from espresso_export.metrics import sts_spearman
 from espresso_export.training import TrainingInterrupted
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # the test machine is shared: a single thread avoids OpenMP stalls on busy cores
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

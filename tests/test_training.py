@@ -15,13 +15,7 @@ from espresso_export.training import (
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # the test machine is shared: a single thread avoids OpenMP stalls on busy cores
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class Regression(TrainingTask):
