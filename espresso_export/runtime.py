@@ -118,8 +118,8 @@ class OnnxEncoder:
             texts = [t.lower() for t in texts]
         return self.tokenizer.encode_batch(list(texts))
 
-    def _feed(self, encodings: list) -> dict[str, np.ndarray]:
-        width = max(len(e.ids) for e in encodings)
+    def feed(self, encodings: list) -> dict[str, np.ndarray]:
+        width = max(1, max(len(e.ids) for e in encodings))
         n = len(encodings)
         ids = np.full((n, width), self.pad_token_id, dtype=np.int64)
         mask = np.zeros((n, width), dtype=np.int64)
@@ -135,7 +135,7 @@ class OnnxEncoder:
 
     def run(self, encodings: list, outputs: Sequence[str] = (EMBEDDING_OUTPUT,)) -> list[np.ndarray]:
         """Run the graph on one batch of encodings (padded here); returns the requested outputs."""
-        return self.session.run(list(outputs), self._feed(encodings))
+        return self.session.run(list(outputs), self.feed(encodings))
 
     def encode(self, texts: str | Sequence[str], batch_size: int = 32) -> np.ndarray:
         """Unit-length float32 embeddings, ``(len(texts), dim)``; a single string gives ``(dim,)``."""
