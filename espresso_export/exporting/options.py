@@ -26,9 +26,9 @@ class ExportOptions:
     smooth_alpha: float = 0.5  # SmoothQuant migration strength for int8
     calibration_samples: int = 256  # sentences to measure activation ranges for int8
     external_data_threshold: int = PROTOBUF_LIMIT
+    min_cosine: dict[str, float] = field(default_factory=dict)  # stricter/looser gates per precision: {"int8": 0.995}
     trust_remote_code: bool = False
     progress: bool = False
-    extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.formats = tuple(dict.fromkeys(ExportFormat(f) for f in self.formats))
@@ -49,6 +49,9 @@ class ExportOptions:
             raise ValidationError(f"--max-seq-len must be at least 2, got {self.max_seq_length}")
         if self.exporter not in ("auto", "torchscript", "dynamo"):
             raise ValidationError(f"exporter must be auto, torchscript or dynamo, got {self.exporter!r}")
+        bad = [k for k in self.min_cosine if k not in {q.value for q in Quantize}]
+        if bad:
+            raise ValidationError(f"min_cosine keys must be none, int8 or fp16, got {bad}")
         if not 0.0 <= self.smooth_alpha <= 1.0:
             raise ValidationError(f"smooth_alpha must be in [0, 1], got {self.smooth_alpha}")
 

@@ -220,7 +220,8 @@ def _validate(ckpt: Checkpoint, tmp: Path, files: list[dict], options: ExportOpt
     ref = reference(ckpt)
     isa = int8_isa()
     for f in track(files, description="validating" if options.progress else None):
-        f["validation"] = check_file(tmp, f["file"], Quantize(f["quantization"]), ref)
+        f["validation"] = check_file(tmp, f["file"], Quantize(f["quantization"]), ref,
+                                     min_cosine=options.min_cosine.get(f["quantization"]))
         if f["quantization"] == "int8":
             f["checked_on_cpu"] = isa
     failed = [f for f in files if not f["validation"]["passed"]]
