@@ -32,13 +32,13 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture("ELECTRA", ("electra",), "encoder.layer", "num_hidden_layers"),
     Architecture("DeBERTa-v2/v3", ("deberta-v2",), "encoder.layer", "num_hidden_layers"),
     Architecture("Qwen2", ("qwen2",), "layers", "num_hidden_layers", decoder=True, final_norm="norm",
-                 per_layer_fields=("layer_types",)),
+                 per_layer_fields=("layer_types", "espresso_attention")),
     Architecture("Qwen3", ("qwen3",), "layers", "num_hidden_layers", decoder=True, final_norm="norm",
-                 per_layer_fields=("layer_types",)),
+                 per_layer_fields=("layer_types", "espresso_attention")),
     Architecture("Llama", ("llama",), "layers", "num_hidden_layers", decoder=True, final_norm="norm",
-                 per_layer_fields=("layer_types",)),
+                 per_layer_fields=("layer_types", "espresso_attention")),
     Architecture("Mistral", ("mistral",), "layers", "num_hidden_layers", decoder=True, final_norm="norm",
-                 per_layer_fields=("layer_types",)),
+                 per_layer_fields=("layer_types", "espresso_attention")),
 )
 
 _BY_TYPE = {t: a for a in ARCHITECTURES for t in a.model_types}

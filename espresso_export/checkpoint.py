@@ -140,6 +140,23 @@ def resolve(spec: str | os.PathLike, *, revision: str | None = None) -> tuple[st
     return hub_id, _download(hub_id, revision)
 
 
+def _hub_unreachable() -> bool:
+    """True when the Hub's host name does not even resolve: fail at once instead of retrying for a minute."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False  # huggingface_hub answers from its cache, or says it is offline, without the network
+    host = urlparse(constants.ENDPOINT).hostname or ""
+    try:
+        socket.getaddrinfo(host, 443)
+    except (OSError, UnicodeError):
+        return True
+    return False
+
+
 def _download(hub_id: str, revision: str | None) -> Path:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import (
@@ -150,6 +167,12 @@ def _download(hub_id: str, revision: str | None) -> Path:
         RevisionNotFoundError,
     )
 
+    offline_msg = (
+        f"cannot download {hub_id!r}: the Hugging Face Hub is unreachable (offline?) and it is not cached; "
+        "pass a local model folder instead"
+    )
+    if _hub_unreachable():
+        raise OfflineError(offline_msg)
     try:
         return Path(snapshot_download(hub_id, revision=revision, allow_patterns=_HUB_PATTERNS))
     except HFValidationError as e:
@@ -159,10 +182,7 @@ def _download(hub_id: str, revision: str | None) -> Path:
     except RevisionNotFoundError as e:
         raise NotFoundError(f"revision {revision!r} of {hub_id!r} not found on the Hub") from e
     except LocalEntryNotFoundError as e:
-        raise OfflineError(
-            f"cannot download {hub_id!r}: the Hugging Face Hub is unreachable (offline?) and it is not cached; "
-            "pass a local model folder instead"
-        ) from e
+        raise OfflineError(offline_msg) from e
     except OSError as e:  # connection errors surface as OSError subclasses
         raise OfflineError(f"cannot download {hub_id!r} from the Hugging Face Hub: {e.__class__.__name__}") from e
 
@@ -330,6 +350,11 @@ def load(
         raise CorruptCheckpointError(f"cannot load the model in {tdir}: {str(e).splitlines()[0]}") from e
     model.eval()
     _check_finite(model, tdir)
+    bidirectional = []
+    if arch.decoder:  # re-install the attention switch the config records (bidirectional.py)
+        from .bidirectional import apply as apply_attention
+
+        bidirectional = apply_attention(model, arch)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(tdir), trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as e:
@@ -338,7 +363,8 @@ def load(
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
 
     provenance = _read_json(folder / PROVENANCE_FILE) if (folder / PROVENANCE_FILE).is_file() else None
-    chosen = Pooling(pooling) if pooling is not None else (layout.pooling or default_pooling(arch))
+    fallback = Pooling.MEAN if bidirectional else default_pooling(arch)  # bidirectional decoders: mean (ESE)
+    chosen = Pooling(pooling) if pooling is not None else (layout.pooling or fallback)
     max_len = layout.max_seq_length or _model_max_length(tokenizer, model.config)
     return Checkpoint(
         model=model,

@@ -145,20 +145,34 @@ def encode_layers(
     import torch
 
     texts = list(texts)
-    final_norm = getattr(ckpt.model, ckpt.arch.final_norm) if ckpt.arch.final_norm else None
-    n = ckpt.depth
     out: dict[int, np.ndarray] = {}
     batches = list(length_sorted_batches([len(t) for t in texts], batch_size))
     with torch.inference_mode():
         for idx in track(batches, description=progress, total_items=len(texts), count=len):
             batch = tokenize(ckpt, [texts[i] for i in idx], max_length)
-            hs = _forward(ckpt, batch, hidden_states=True).hidden_states
+            pooled = pooled_layer_states(ckpt, batch, layers)
             for layer in layers:
-                state = hs[layer]
-                if final_norm is not None and layer < n:
-                    state = final_norm(state)
-                arr = pool(state, batch["attention_mask"], ckpt.pooling).float().cpu().numpy()
+                arr = pooled[layer].float().cpu().numpy()
                 if layer not in out:
                     out[layer] = np.empty((len(texts), arr.shape[1]), dtype=np.float32)
                 out[layer][idx] = arr
+    return out
+
+
+def pooled_layer_states(ckpt: Checkpoint, batch, layers: Sequence[int]) -> dict:
+    """``{L: (batch, hidden) tensor}``: pooled states after each of ``layers`` (1-based) from one forward pass.
+
+    Runs in the caller's grad mode, so training can backpropagate through it.
+    For decoder families the final norm is applied to intermediate states, as
+    the model cut to ``L`` layers would; ``hidden_states[n]`` already has it.
+    """
+    final_norm = getattr(ckpt.model, ckpt.arch.final_norm) if ckpt.arch.final_norm else None
+    n = ckpt.depth
+    hs = _forward(ckpt, batch, hidden_states=True).hidden_states
+    out = {}
+    for layer in layers:
+        state = hs[layer]
+        if final_norm is not None and layer < n:
+            state = final_norm(state)
+        out[layer] = pool(state, batch["attention_mask"], ckpt.pooling)
     return out

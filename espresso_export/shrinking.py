@@ -16,6 +16,8 @@ from typing import Any
 from pathlib import Path
 
 from . import __version__
+from .bidirectional import describe as describe_attention
+from .bidirectional import switch as switch_attention
 from .checkpoint import Checkpoint, Normalize, PostModule, load
 from .data import BUILTIN, read_sentences, sentences_sha256
 from .embed import encode
@@ -132,11 +134,13 @@ def shrink(
     batch_size: int = 64,
     trust_remote_code: bool = False,
     progress: bool = False,
+    attention: str | None = None,
 ) -> ShrinkResult:
     """Cut ``model`` to ``layers`` and ``dim`` and write it to ``output``.
 
     ``layers`` is a count (kept per ``select``) or a list of 0-based layer
-    indices. With ``output=None`` nothing is written and the cut checkpoint
+    indices. ``attention`` (``all``/``last``) makes a decoder's layers
+    bidirectional before the cut, with mean pooling. With ``output=None`` nothing is written and the cut checkpoint
     is available as ``result.checkpoint`` (used by ``sweep``).
     """
     start = time.perf_counter()
@@ -144,6 +148,8 @@ def shrink(
         inputs = [model] if isinstance(model, (str, os.PathLike)) and Path(model).expanduser().exists() else []
         check_output(output, overwrite=overwrite, inputs=inputs)
     ckpt = model if isinstance(model, Checkpoint) else load(model, pooling=pooling, trust_remote_code=trust_remote_code)
+    if attention is not None:  # decoders: all / last layer(s) bidirectional, before the cut (bidirectional.py)
+        switch_attention(ckpt, attention)
     if pooling is not None:
         ckpt.pooling = Pooling(pooling)
     n = ckpt.depth
@@ -210,6 +216,9 @@ def _provenance(ckpt: Checkpoint, result: ShrinkResult, weights_sha: str, select
         prov["truncate_dim"] = result.dim
     if previous.get("ese"):
         prov["ese"] = previous["ese"]
+    attention = describe_attention(ckpt.model)
+    if attention:
+        prov["attention"] = attention
     if previous:
         prov["parent"] = previous
     return prov

@@ -40,3 +40,11 @@ class Optimize(str, Enum):
     O1 = "O1"  # basic graph optimisations (constant folding, redundant nodes)
     O2 = "O2"  # + transformer fusions (LayerNorm, SkipLayerNorm, Gelu, attention where the pattern matches)
     O3 = "O3"  # + GELU approximation
+
+
+class Attention(str, Enum):
+    """Decoder attention (bidirectional.py)."""
+
+    CAUSAL = "causal"  # leave the model as it is
+    ALL = "all"  # every layer bidirectional (ESE's LLM recipe)
+    LAST = "last"  # only the last layer bidirectional (BeLLM)

@@ -36,8 +36,7 @@ def _root(
     debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
-    if debug:
-        os.environ["ESPRESSO_DEBUG"] = "1"
+    """``--debug`` is read by :func:`main` from the arguments (it applies to errors raised anywhere)."""
 
 
 def _register() -> None:

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..types import Head, Pooling, Select
+from ..types import Attention, Head, Pooling, Select
 
 OutputOpt = Annotated[Path, typer.Option("--output", "-o", help="Output folder (written atomically).")]
 OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="Replace an existing output folder.")]
@@ -37,4 +37,32 @@ SelectOpt = Annotated[
     typer.Option("--select", case_sensitive=False,
                  help="Which layers a count keeps: first (ESE), spread (keeps the last layer), "
                       "auto = first for ESE-trained models, spread otherwise."),
+]
+
+# --- training (shared by every command that trains) ---------------------------------------------------
+EpochsOpt = Annotated[int, typer.Option("--epochs", min=1, help="Passes over the training data.")]
+LrOpt = Annotated[float, typer.Option("--lr", min=0.0, help="Peak learning rate (AdamW).")]
+WarmupOpt = Annotated[float, typer.Option("--warmup", min=0.0, max=1.0, help="Fraction of steps of linear warm-up.")]
+MaxStepsOpt = Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Stop after this many steps.")]
+MaxSeqLenOpt = Annotated[Optional[int], typer.Option("--max-seq-len", min=8, help="Truncate training texts to this many tokens.")]
+EvalStsOpt = Annotated[
+    Optional[Path],
+    typer.Option("--eval-sts", help="STS file evaluated after every epoch; the best checkpoint is kept. "
+                                    "Never the test split you report on."),
+]
+EvalLimitOpt = Annotated[Optional[int], typer.Option("--eval-limit", min=2, help="Evaluate on the first N pairs only.")]
+ResumeOpt = Annotated[bool, typer.Option("--resume", help="Continue an interrupted run from its checkpoint.")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda or mps.")]
+ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU threads for torch.")]
+CheckpointEveryOpt = Annotated[
+    int, typer.Option("--checkpoint-every", min=0, help="Save a resumable checkpoint every N steps "
+                                                       "(0: only at epoch ends and on Ctrl-C).")
+]
+RunDirOpt = Annotated[Optional[Path], typer.Option("--run-dir", help="Folder for checkpoints (default: OUT.run).")]
+KeepCheckpointsOpt = Annotated[bool, typer.Option("--keep-checkpoints", help="Keep the run folder after success.")]
+BidirectionalOpt = Annotated[
+    Optional[Attention],
+    typer.Option("--bidirectional", case_sensitive=False,
+                 help="Decoders: make all layers (ESE's LLM recipe) or the last layer (BeLLM) bidirectional; "
+                      "mean pooling. Recorded in config.json and espresso.json."),
 ]

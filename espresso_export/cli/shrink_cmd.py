@@ -10,7 +10,7 @@ import typer
 from ..types import Select
 from .app import app
 from .options import (
-    BatchSizeOpt, DimOpt, HeadOpt, JsonOpt, LayersOpt, OutputOpt, OverwriteOpt, PoolingOpt, SeedOpt, SelectOpt,
+    BatchSizeOpt, BidirectionalOpt, DimOpt, HeadOpt, JsonOpt, LayersOpt, OutputOpt, OverwriteOpt, PoolingOpt, SeedOpt, SelectOpt,
     TrustRemoteCodeOpt,
 )
 
@@ -41,6 +41,7 @@ def shrink(
     seed: SeedOpt = 0,
     batch_size: BatchSizeOpt = 64,
     trust_remote_code: TrustRemoteCodeOpt = False,
+    bidirectional: BidirectionalOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Keep L layers and a k-d embedding, with a fitted PCA or a first-k head."""
@@ -52,6 +53,7 @@ def shrink(
         model, output, layers=parse_layers(layers), dim=dim, head=head, select=select, pooling=pooling,
         calibration=calibration, calibration_samples=calibration_samples, overwrite=overwrite, seed=seed,
         batch_size=batch_size, trust_remote_code=trust_remote_code, progress=not json_out,
+        attention=bidirectional.value if bidirectional is not None else None,
     )
     print_hints(result.hints)
     if json_out:

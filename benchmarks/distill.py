@@ -1,0 +1,155 @@
+"""Benchmark ``distill`` (issue 5): shrink-then-heal and HPD, scored on STS-B test.
+
+    python benchmarks/distill.py a   # all-mpnet-base-v2 -> L4 (spread) / d128, healed from itself
+    python benchmarks/distill.py b   # HPD: teacher all-mpnet-base-v2, student all-MiniLM-L6-v2, d128
+    python benchmarks/distill.py c   # all-MiniLM-L6-v2 -> L3 (spread) / d128, healed from itself
+    python benchmarks/distill.py ablation   # c's setting under several training choices, one process
+
+Corpus: STS-B train + dev sentences (both sides of every pair) plus the two shared
+corpora (Tatoeba, Multi30k captions), de-duplicated, then a seeded random subset of
+``--sentences``. The best checkpoint is chosen on a slice of STS-B dev; the score
+reported is Spearman x100 on STS-B test (never trained on). Wall time counts
+everything: loading, teacher targets (fresh cache), training, evaluation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from _models import SHARED, minilm, mpnet, stsb  # noqa: E402
+
+from espresso_export.checkpoint import load  # noqa: E402
+from espresso_export.data import read_corpus, read_sts  # noqa: E402
+from espresso_export.distillation import distill  # noqa: E402
+from espresso_export.embed import encode  # noqa: E402
+from espresso_export.metrics import sts_spearman  # noqa: E402
+from espresso_export.shrinking import shrink  # noqa: E402
+
+SETUPS = {
+    "a": dict(teacher="mpnet", student=None, layers=4, label="all-mpnet-base-v2 -> L4/d128 (shrink, then heal)"),
+    "b": dict(teacher="mpnet", student="minilm", layers=None, label="HPD: all-mpnet-base-v2 -> all-MiniLM-L6-v2, d128"),
+    "c": dict(teacher="minilm", student=None, layers=3, label="all-MiniLM-L6-v2 -> L3/d128 (shrink, then heal)"),
+}
+
+ABLATION = [
+    ("mse, lr 1e-4", dict(lr=1e-4)),
+    ("mse, lr 3e-4", dict(lr=3e-4)),
+    ("mse, lr 1e-3", dict(lr=1e-3)),
+    ("cosine+mse, lr 1e-3", dict(lr=1e-3, loss="cosine+mse")),
+    ("mse + layer targets, lr 1e-3", dict(lr=1e-3, layer_targets=True)),
+    ("mse + layer targets w0.1, lr 1e-3", dict(lr=1e-3, layer_targets=True, layer_weight=0.1)),
+    ("mse, lr 1e-3, no length bucketing", dict(lr=1e-3, bucket=False)),
+    ("mse, lr 1e-3, plain PCA init", dict(lr=1e-3, projection_init="pca")),
+]
+
+
+def _path(name: str) -> Path:
+    return {"mpnet": mpnet, "minilm": minilm}[name]()
+
+
+def corpus_specs() -> list[str]:
+    return [str(stsb("train")), str(stsb("dev")), str(SHARED / "corpus" / "tatoeba-eng.txt.gz"),
+            str(SHARED / "corpus" / "multi30k-captions.txt.gz")]
+
+
+def dev_slice(folder: Path, every: int) -> Path:
+    lines = stsb("dev").read_text(encoding="utf-8").splitlines()
+    path = folder / "sts-dev-slice.csv"
+    path.write_text("\n".join(lines[::every]) + "\n", encoding="utf-8")
+    return path
+
+
+def test_score(ckpt) -> float:
+    pairs = read_sts(stsb("test"))
+    return round(sts_spearman(encode(ckpt, pairs.sentence1, batch_size=64), encode(ckpt, pairs.sentence2, batch_size=64),
+                              pairs.scores), 2)
+
+
+def run(setup: dict, args, work: Path, cache: Path, overrides: dict | None = None, tag: str = "") -> dict:
+    start = time.perf_counter()
+    kwargs = dict(dim=args.dim, corpus=corpus_specs(), max_sentences=args.sentences, epochs=args.epochs,
+                  batch_size=args.batch_size, lr=args.lr, max_seq_len=args.max_seq_len, loss=args.loss,
+                  layer_targets=args.layer_targets, pca_samples=args.pca_samples, eval_sts=dev_slice(work, args.dev_every),
+                  cache_dir=cache, checkpoint_every=0, threads=args.threads, progress=True, seed=args.seed)
+    kwargs.update(overrides or {})
+    out = work / f"out{tag}"
+    result = distill(_path(setup["teacher"]), out, student=_path(setup["student"]) if setup["student"] else None,
+                     student_layers=setup["layers"], overwrite=True, **kwargs)
+    score = test_score(load(out))
+    return {"test": score, "dev_initial": round(result.eval["initial"], 2), "dev_best": round(result.eval["best"], 2),
+            "heldout_mse": [round(result.heldout["relative_mse_before"], 4), round(result.heldout["relative_mse_after"], 4)],
+            "steps": result.train["steps"], "sentences": result.corpus["training_sentences"],
+            "teacher_s": result.teacher_seconds, "train_s": result.train["seconds"],
+            "sent_per_s": result.train["items_per_second"], "wall_s": round(time.perf_counter() - start, 1),
+            "settings": {k: v for k, v in kwargs.items() if k in ("lr", "loss", "layer_targets", "layer_weight", "bucket",
+                                                                  "projection_init", "epochs", "batch_size", "max_seq_len")}}
+
+
+def baseline(setup: dict, args) -> dict:
+    """The plain cut with a PCA head (shrink), same layers, scored on STS-B test."""
+    start = time.perf_counter()
+    src = _path(setup["student"] or setup["teacher"])
+    res = shrink(src, None, layers=setup["layers"] or load(src).depth, dim=args.dim, select="spread")
+    return {"test": test_score(res.checkpoint), "layers": res.layers, "wall_s": round(time.perf_counter() - start, 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("which", choices=["a", "b", "c", "ablation"])
+    ap.add_argument("--sentences", type=int, default=20000)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--loss", default="mse")
+    ap.add_argument("--layer-targets", action="store_true", default=None)
+    ap.add_argument("--max-seq-len", type=int, default=64)
+    ap.add_argument("--pca-samples", type=int, default=20000)
+    ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--dev-every", type=int, default=3, help="evaluate on every n-th STS-B dev pair")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--baseline", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--reference", action="store_true", help="also score the full source model on STS-B test")
+    ap.add_argument("--json-out", type=Path)
+    args = ap.parse_args()
+
+    t0 = time.perf_counter()
+    setup = SETUPS["c" if args.which == "ablation" else args.which]
+    work = Path(tempfile.mkdtemp(prefix=f"distill-bench-{args.which}-"))
+    cache = work / "cache"  # fresh: teacher targets are part of the wall time
+    report: dict = {"benchmark": args.which, "setup": setup["label"], "args": {k: str(v) for k, v in vars(args).items()}}
+    try:
+        if args.reference:
+            ref = _path(setup["student"] or setup["teacher"])
+            report["reference_test"] = test_score(load(ref))
+        if args.baseline:
+            report["baseline"] = baseline(setup, args)
+            print("baseline (plain cut + PCA head):", report["baseline"], flush=True)
+        if args.which == "ablation":
+            report["runs"] = {}
+            for i, (name, over) in enumerate(ABLATION):
+                report["runs"][name] = run(setup, args, work, cache, over, tag=str(i))
+                print(name, json.dumps(report["runs"][name]), flush=True)
+        else:
+            report["distill"] = run(setup, args, work, cache)
+            print("distill:", json.dumps(report["distill"]), flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report["total_wall_s"] = round(time.perf_counter() - t0, 1)
+    print(json.dumps(report, indent=2))
+    if args.json_out:
+        args.json_out.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""``espresso-export distill``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..types import Select
+from .app import app
+from .options import BatchSizeOpt, JsonOpt, OutputOpt, OverwriteOpt, PoolingOpt, SeedOpt, SelectOpt, TrustRemoteCodeOpt
+
+
+def _opt(*names: str, help: str, **kw):
+    return typer.Option(*names, help=help, **kw)
+
+
+@app.command(
+    epilog="Examples:\n\n"
+    "  espresso-export distill --teacher minilm --student-layers 3 --dim 128 --corpus sentences.txt "
+    "--eval-sts sts-dev.csv -o minilm-L3-healed\n\n"
+    "  espresso-export distill --teacher mpnet --student minilm --dim 128 --corpus a.txt --corpus b.jsonl "
+    "--corpus-field text --epochs 2 -o hpd-minilm-128\n\n"
+    "  espresso-export distill ... --resume    (continue an interrupted run exactly)",
+)
+def distill(
+    output: OutputOpt,
+    teacher: Annotated[str, _opt("--teacher", "-t", help="Teacher: folder, Hub id or alias (`espresso-export models`).")],
+    dim: Annotated[int, _opt("--dim", "-d", help="Embedding width d of the student (PCA of the teacher).")],
+    corpus: Annotated[list[str], _opt("--corpus", "-c", help="Training sentences; repeat for several: .txt, .jsonl, "
+                                      ".csv/.tsv (a column), STS-B files (both sentences), 'builtin', or hf://owner/name "
+                                      "(a Hub dataset, online).")],
+    student: Annotated[Optional[str], _opt("--student", "-s", help="Student checkpoint. Omit it with --student-layers "
+                                           "to heal the teacher cut to L layers.")] = None,
+    student_layers: Annotated[Optional[str], _opt("--student-layers", "-l", help="Cut the student (default: the "
+                                                  "teacher) to L layers (4) or to these 0-based layers (0,2,4).")] = None,
+    select: SelectOpt = Select.AUTO,
+    corpus_field: Annotated[Optional[str], _opt("--corpus-field", help="jsonl field with the text.")] = None,
+    corpus_column: Annotated[Optional[str], _opt("--corpus-column", help="csv/tsv column (header name or 0-based "
+                                                 "index) with the text.")] = None,
+    max_sentences: Annotated[Optional[int], _opt("--max-sentences", min=1, help="Use a random subset of at most "
+                                                 "this many corpus sentences.")] = None,
+    augment: Annotated[list[str], _opt("--augment", help="Add perturbed copies (offline): word-dropout, span-swap, "
+                                       "synonym; repeat or comma-separate. Off by default.")] = [],  # noqa: B006
+    augment_copies: Annotated[int, _opt("--augment-copies", min=1, help="Copies per sentence.")] = 1,
+    epochs: Annotated[int, _opt("--epochs", min=1, help="Passes over the corpus.")] = 1,
+    batch_size: BatchSizeOpt = 64,
+    lr: Annotated[float, _opt("--lr", min=0.0, help="Peak learning rate (AdamW).")] = 3e-4,
+    warmup: Annotated[float, _opt("--warmup", min=0.0, max=1.0, help="Fraction of steps of linear warm-up.")] = 0.1,
+    weight_decay: Annotated[float, _opt("--weight-decay", min=0.0, help="AdamW weight decay.")] = 0.01,
+    max_grad_norm: Annotated[float, _opt("--max-grad-norm", min=0.0, help="Gradient clipping norm.")] = 1.0,
+    max_seq_len: Annotated[int, _opt("--max-seq-len", min=8, help="Truncate training sentences to this many "
+                                     "tokens (the output keeps the student's own limit).")] = 128,
+    max_steps: Annotated[Optional[int], _opt("--max-steps", min=1, help="Stop after this many steps.")] = None,
+    pca_samples: Annotated[int, _opt("--pca-samples", min=1, help="Teacher embeddings the PCA is fitted on.")] = 20000,
+    loss: Annotated[str, _opt("--loss", help="mse (HPD) or cosine+mse.")] = "mse",
+    layer_targets: Annotated[Optional[bool], _opt("--layer-targets/--no-layer-targets", help="Also match each "
+                             "student layer to its teacher layer (a cut teacher only; off by default).")] = None,
+    layer_weight: Annotated[float, _opt("--layer-weight", min=0.0, help="Weight of the layer targets.")] = 1.0,
+    projection_init: Annotated[str, _opt("--projection-init", help="pca-aligned (student PCA rotated onto the "
+                                         "teacher's axes) or pca.")] = "pca-aligned",
+    dropout: Annotated[bool, _opt("--dropout/--no-dropout", help="Keep the student's dropout while training.")] = False,
+    bucket: Annotated[bool, _opt("--bucket/--no-bucket", help="Length-bucketed batches (less padding).")] = True,
+    eval_sts: Annotated[Optional[Path], _opt("--eval-sts", help="STS file evaluated after every epoch; the best "
+                                             "checkpoint is kept. Never the test split you report on.")] = None,
+    eval_limit: Annotated[Optional[int], _opt("--eval-limit", min=2, help="Evaluate on the first N pairs only.")] = None,
+    heldout: Annotated[int, _opt("--heldout", min=0, help="Corpus sentences kept out of training to report the "
+                                 "relative MSE before and after.")] = 256,
+    seed: SeedOpt = 0,
+    resume: Annotated[bool, _opt("--resume", help="Continue an interrupted run from its checkpoint.")] = False,
+    device: Annotated[str, _opt("--device", help="cpu, cuda or mps.")] = "cpu",
+    amp: Annotated[str, _opt("--amp", help="Mixed precision: auto (on for CUDA), off, bf16, fp16.")] = "auto",
+    threads: Annotated[Optional[int], _opt("--threads", min=1, help="CPU threads for torch.")] = None,
+    checkpoint_every: Annotated[int, _opt("--checkpoint-every", min=0, help="Save a resumable checkpoint every N "
+                                          "steps (0: only at epoch ends and on Ctrl-C).")] = 200,
+    run_dir: Annotated[Optional[Path], _opt("--run-dir", help="Folder for checkpoints (default: OUT.run).")] = None,
+    keep_checkpoints: Annotated[bool, _opt("--keep-checkpoints", help="Keep the run folder after success.")] = False,
+    cache_dir: Annotated[Optional[Path], _opt("--cache-dir", help="Teacher target cache (default: "
+                                              "$ESPRESSO_CACHE or ~/.cache/espresso-export).")] = None,
+    pooling: PoolingOpt = None,
+    overwrite: OverwriteOpt = False,
+    trust_remote_code: TrustRemoteCodeOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Distil a teacher into a small student with a d-dim projection (HPD), or heal a cut teacher."""
+    from ..distillation import Loss, ProjectionInit
+    from ..distillation import distill as run_distill
+    from ..errors import ValidationError
+    from ..slicing import parse_layers
+    from .render import print_hints, print_json, print_table
+
+    try:
+        loss_kind, init = Loss(loss), ProjectionInit(projection_init)
+    except ValueError as e:
+        raise ValidationError(f"{e}; --loss takes mse or cosine+mse, --projection-init pca-aligned or pca") from e
+    result = run_distill(
+        teacher, output, dim=dim, corpus=corpus, student=student,
+        student_layers=parse_layers(student_layers) if student_layers is not None else None, select=select,
+        corpus_field=corpus_field, corpus_column=corpus_column, max_sentences=max_sentences, augment=augment,
+        augment_copies=augment_copies, pca_samples=pca_samples, epochs=epochs, batch_size=batch_size, lr=lr,
+        warmup=warmup, weight_decay=weight_decay, max_grad_norm=max_grad_norm, max_seq_len=max_seq_len,
+        max_steps=max_steps, loss=loss_kind, layer_targets=layer_targets, layer_weight=layer_weight,
+        projection_init=init, dropout=dropout, bucket=bucket, eval_sts=eval_sts, eval_limit=eval_limit, heldout=heldout, seed=seed,
+        resume=resume, device=device, amp=amp, threads=threads, checkpoint_every=checkpoint_every, run_dir=run_dir,
+        keep_checkpoints=keep_checkpoints, cache_dir=cache_dir, pooling=pooling, overwrite=overwrite,
+        trust_remote_code=trust_remote_code, progress=not json_out,
+    )
+    print_hints(result.hints)
+    if json_out:
+        print_json(result.to_dict())
+        return
+    c, t = result.corpus, result.train
+    rows = [
+        ("teacher", result.teacher),
+        ("student", result.student + (f", layers {result.layers}" if result.layers is not None else "")),
+        ("embedding", f"{result.dim}-d (teacher PCA keeps {100 * result.pca_explained_variance:.1f}% of the variance)"),
+        ("corpus", f"{c['training_sentences']} sentences ({c['read']} read, {c['empty_dropped']} empty and "
+                   f"{c['duplicates_dropped']} duplicates dropped"
+                   + (f", capped to {c['capped_to']}" if "capped_to" in c else "")
+                   + (f", {c['augmented']} augmented" if c.get("augmented") else "") + ")"),
+        ("teacher targets", ("reused from the cache" if result.targets_cached else "computed")
+                            + f" in {result.teacher_seconds:.1f} s"),
+        ("training", f"{t['steps']} steps ({t['epochs']} epochs), {t['items_per_second']:.0f} sentences/s, "
+                     f"final loss {t['final_loss']:.4g}" if t["final_loss"] is not None else f"{t['steps']} steps"),
+    ]
+    if result.eval:
+        e = result.eval
+        rows.append(("eval (STS Spearman)", f"{e['initial']:.2f} before -> best {e['best']:.2f} at step {e['best_step']}"))
+    h = result.heldout
+    if h["sentences"]:
+        rows.append(("held-out relative MSE", f"{h['relative_mse_before']:.4f} -> {h['relative_mse_after']:.4f} "
+                                              f"on {h['sentences']} sentences"))
+    rows += [("parameters", f"{result.params / 1e6:.1f}M"), ("output", result.output), ("time", f"{result.seconds:.1f} s")]
+    print_table("distill", rows)

@@ -1,0 +1,78 @@
+"""``espresso-export push``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .app import app
+from .options import JsonOpt, OverwriteOpt
+
+
+@app.command(
+    epilog="The token comes from --token, HF_TOKEN or `hf auth login`; it is never printed or written anywhere.\n\n"
+    "Examples:\n\n"
+    "  espresso-export push minilm-L3-d128 --repo-id me/minilm-L3-d128 --verify-report report.json\n\n"
+    "  espresso-export push small/ --repo-id me/small --onnx small-onnx/ --dry-run staged/\n\n"
+    "  espresso-export push small/ --repo-id org/small --create-pr --commit-message 'L4/d128, 0.97 retention'",
+)
+def push(
+    folder: Annotated[Path, typer.Argument(help="Model folder (from shrink/distill/train, or any "
+                                                "sentence-transformers folder with safetensors weights).")],
+    repo_id: Annotated[str, typer.Option("--repo-id", help="Hub repository, owner/name (created if missing).")],
+    private: Annotated[bool, typer.Option("--private", help="Create the repository as private.")] = False,
+    create_pr: Annotated[bool, typer.Option("--create-pr", help="Open a pull request instead of committing "
+                                                                "to the branch.")] = False,
+    revision: Annotated[Optional[str], typer.Option("--revision", help="Branch to commit to (created if "
+                                                                       "missing; with --create-pr, the PR's "
+                                                                       "base).")] = None,
+    commit_message: Annotated[Optional[str], typer.Option("--commit-message", help="Commit title.")] = None,
+    token: Annotated[Optional[str], typer.Option("--token", help="Hugging Face token with write access "
+                                                                 "(default: HF_TOKEN, then the saved login).",
+                                                 show_default=False)] = None,
+    onnx: Annotated[Optional[Path], typer.Option("--onnx", help="ONNX export folder (export.json + model*.onnx) "
+                                                               "to upload under onnx/. Default: FOLDER/onnx if "
+                                                               "it is one.")] = None,
+    verify_report: Annotated[Optional[Path], typer.Option("--verify-report", help="JSON report of `espresso-export "
+                                                                                  "verify --json FILE` for the card. "
+                                                                                  "Default: FOLDER/verify_report.json "
+                                                                                  "or FOLDER/verify.json.")] = None,
+    dry_run: Annotated[Optional[Path], typer.Option("--dry-run", help="Write exactly what would be uploaded to "
+                                                                     "this folder and upload nothing.")] = None,
+    overwrite: OverwriteOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Upload a model folder to the Hugging Face Hub with a generated model card, ONNX export and verify report."""
+    from ..hub import push as run_push
+    from .render import print_hints, print_json, print_table
+
+    result = run_push(
+        folder, repo_id, private=private, create_pr=create_pr, revision=revision, commit_message=commit_message,
+        token=token, onnx=onnx, verify_report=verify_report, dry_run=dry_run, overwrite=overwrite,
+        progress=not json_out,
+    )
+    print_hints(result.warnings)
+    if not json_out:
+        print_hints(f"skipped {path}: {reason}" for path, reason in result.skipped)
+    if json_out:
+        print_json(result.to_dict())
+        return
+    card = ", ".join(filter(None, [
+        "verify metrics" if result.metrics else "no metrics",
+        "ONNX" if result.onnx else None,
+        f"matryoshka {result.matryoshka_dimensions}" if result.matryoshka_dimensions else None,
+        f"base_model {result.base_model}" if result.base_model else None,
+    ]))
+    rows = [("repository", result.repo_id), ("files", f"{len(result.files)} ({result.total_bytes / 1e6:.1f} MB)"),
+            ("model card", card)]
+    if result.dry_run is not None:
+        rows += [("dry run", f"staged in {result.dry_run}; nothing uploaded")]
+    else:
+        rows += [("commit", result.commit_url)]
+        if result.pr_url:
+            rows.append(("pull request", result.pr_url))
+        rows.append(("visibility", "private (if created now)" if result.private else "repository default"))
+    rows.append(("time", f"{result.seconds:.1f} s"))
+    print_table("push (dry run)" if result.dry_run is not None else "push", rows)

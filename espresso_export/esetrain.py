@@ -1,0 +1,217 @@
+"""``train``: fine-tune a checkpoint with the ESE objective (or plainly, as a control) on the shared loop.
+
+The objective lives in :mod:`espresso_export.ese`; the loop (AdamW, warm-up and
+decay, progress, evaluation per epoch keeping the best, resumable checkpoints,
+Ctrl-C) in :mod:`espresso_export.training`. This module only connects them and
+writes the output folder, whose ``espresso.json`` records ``ese`` (with ``k``)
+so that ``shrink`` cuts it with its first layers and ``--head truncate``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import __version__
+from .bidirectional import describe as describe_attention, switch
+from .checkpoint import Checkpoint, DenseLayer, load
+from .data import read_sts, sentences_sha256
+from .embed import encode_layers
+from .ese import EseConfig, EseData, EseObjective, check_loss_fits
+from .errors import ValidationError
+from .layout import atomic_output, check_output, save_checkpoint
+from .metrics import sts_spearman
+from .training import TrainConfig, Trainer, TrainingTask
+from .types import Attention, Pooling
+
+
+class EseTask(TrainingTask):
+    """One ESE (or control) run for :class:`~espresso_export.training.Trainer`."""
+
+    def __init__(self, ckpt: Checkpoint, objective: EseObjective, data: EseData, *, eval_pairs=None,
+                 identity: dict | None = None):
+        self.ckpt = ckpt
+        self.objective = objective
+        self.data = data
+        self.eval_pairs = eval_pairs
+        self.identity = identity or {}
+        self.last_parts: dict[str, float] = {}
+        self.last_eval: dict[str, float] = {}
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def modules(self) -> dict[str, Any]:
+        mods = {"model": self.ckpt.model}
+        if any(True for _ in self.objective.parameters()):  # learned layer weights
+            mods["ese"] = self.objective
+        return mods
+
+    def lengths(self) -> list[int]:
+        return [len(a) + len(p) for a, p in zip(self.data.anchor, self.data.positive)]
+
+    def config(self) -> dict:
+        return self.identity
+
+    def loss(self, batch):
+        total, self.last_parts = self.objective.loss(self.data.collate([self.data[i] for i in batch]))
+        return total
+
+    def evaluate(self) -> float | None:
+        """STS Spearman x100: the full-width last layer for a control run; for ESE the mean of that and of
+        every trained layer's first-k dims (the cuts ESE promises)."""
+        if self.eval_pairs is None:
+            return None
+        p, k, n = self.eval_pairs, self.objective.config.compression_dim, self.ckpt.depth
+        layers = self.objective.uses_layers
+        one = encode_layers(self.ckpt, p.sentence1, layers, batch_size=64)
+        two = encode_layers(self.ckpt, p.sentence2, layers, batch_size=64)
+        scores = {f"L{n}/full": sts_spearman(one[n], two[n], p.scores)}
+        if len(layers) > 1 or self.objective.config.alpha or self.objective.config.beta:
+            scores.update({f"L{i}/{k}": sts_spearman(one[i][:, :k], two[i][:, :k], p.scores) for i in layers})
+        self.last_eval = {key: round(v, 2) for key, v in scores.items()}
+        return float(np.mean(list(scores.values())))
+
+
+@dataclass
+class TrainResultSummary:
+    output: Path | None
+    source: str
+    ese: bool
+    objective: dict
+    data: dict
+    attention: dict | None
+    lora: dict | None
+    train: dict
+    eval: dict | None
+    seconds: float
+    run_dir: str
+    hints: list[str] = field(default_factory=list)
+    checkpoint: Any = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in asdict(self).items() if k != "checkpoint"}
+        d["output"] = str(self.output) if self.output else None
+        return d
+
+
+def train_ese(
+    model: str | os.PathLike,
+    data: str | os.PathLike,
+    output: str | os.PathLike | None,
+    *,
+    objective: EseConfig = EseConfig(),
+    training: TrainConfig = TrainConfig(batch_size=32, lr=2e-5),
+    eval_sts: str | os.PathLike | None = None,
+    eval_limit: int | None = None,
+    data_limit: int | None = None,
+    positive_threshold: float | None = None,
+    max_seq_len: int | None = None,
+    attention: Attention | str | None = None,
+    lora=None,
+    pooling=None,
+    resume: bool = False,
+    run_dir: str | os.PathLike | None = None,
+    keep_checkpoints: bool = False,
+    overwrite: bool = False,
+    trust_remote_code: bool = False,
+    progress: bool = False,
+) -> TrainResultSummary:
+    """Fine-tune ``model`` on ``data`` with ``objective`` and write it to ``output``.
+
+    ``objective.alpha == objective.beta == 0`` is plain fine-tuning of the
+    full-width last layer (the control); anything else is ESE. ``attention``
+    switches a decoder to ``all``/``last`` bidirectional layers (mean pooling);
+    ``lora`` (a :class:`~espresso_export.lora.LoraSettings`) trains adapters only,
+    merged into the weights before saving.
+    """
+    from .distillation import _check_run_dir  # the run-folder rule distill uses (resume / overwrite)
+
+    start = time.perf_counter()
+    if output is not None:
+        check_output(output, overwrite=overwrite)
+    if run_dir is None:
+        if output is None:
+            raise ValidationError("give an output folder or a run folder for the training checkpoints")
+        run_dir = Path(str(Path(output).expanduser().resolve()) + ".run")
+    run_dir = Path(run_dir).expanduser()
+    _check_run_dir(run_dir, resume=resume, overwrite=overwrite)
+
+    examples = EseData.read(data, limit=data_limit, positive_threshold=positive_threshold)
+    check_loss_fits(objective, examples)
+    eval_pairs = read_sts(eval_sts, limit=eval_limit) if eval_sts is not None else None
+    ckpt = load(model, pooling=pooling, trust_remote_code=trust_remote_code)
+    if any(isinstance(m, DenseLayer) for m in ckpt.post):
+        raise ValidationError(f"{ckpt.source} has a Dense head after pooling; ESE trains the pooled backbone output "
+                              "whose first k dims are kept, so a Dense head would undo it. Use a model without one")
+    source_sha = ckpt.weights_sha256()
+    if attention is not None and Attention(attention) is not Attention.CAUSAL:
+        switch(ckpt, attention)
+        if pooling is not None:
+            ckpt.pooling = Pooling(pooling)
+    wrapper = None
+    if lora is not None:
+        from .lora import add_lora
+
+        wrapper = add_lora(ckpt, lora)
+    ese_on = bool(objective.alpha or objective.beta)
+    obj = EseObjective.from_checkpoint(ckpt, objective, max_length=max_seq_len)
+    identity = {
+        "source_sha256": source_sha, "objective": objective.to_dict(), "data": examples.describe(),
+        "data_sha256": sentences_sha256(examples.anchor + examples.positive + (examples.negative or [])),
+        "attention": describe_attention(ckpt.model), "lora": None if lora is None else lora.to_dict(),
+        "pooling": ckpt.pooling.value, "max_seq_len": max_seq_len,
+        "eval": None if eval_pairs is None else sentences_sha256(eval_pairs.sentence1 + eval_pairs.sentence2),
+    }
+    task = EseTask(ckpt, obj, examples, eval_pairs=eval_pairs, identity=identity)
+    trainer = Trainer(task, training, run_dir)
+    result = trainer.run(resume=resume, progress=("ESE" if ese_on else "fine-tuning") if progress else None)
+    ckpt.model.cpu()
+    if wrapper is not None:
+        from .lora import merge_lora
+
+        merge_lora(ckpt, wrapper)
+
+    eval_info = None if eval_pairs is None else {
+        "sts": str(eval_sts), "pairs": len(eval_pairs), "initial": result.initial_score, "best": result.best_score,
+        "best_step": result.best_step, "history": result.history, "last": task.last_eval,
+    }
+    prov = {
+        "espresso_version": __version__,
+        "step": "train",
+        "source": {"id": ckpt.source, "weights_sha256": source_sha, "depth": ckpt.depth, "hidden_size": ckpt.hidden_size},
+        "pooling": ckpt.pooling.value,
+        "objective": objective.to_dict(),
+        "data": {**examples.describe(), "sha256": identity["data_sha256"]},
+        "training": {"steps": result.steps, "epochs": result.epochs, **training.identity()},
+        "best_eval": eval_info,
+    }
+    if ese_on:  # read by Checkpoint.ese_trained: shrink then keeps the first layers and first k dims
+        prov["ese"] = {"compression_dim": objective.compression_dim, "layers_from": objective.layers_from}
+    if (att := describe_attention(ckpt.model)) is not None:
+        prov["attention"] = att
+    if lora is not None:
+        prov["lora"] = {**lora.to_dict(), "merged": True}
+    if ckpt.provenance:
+        prov["parent"] = ckpt.provenance
+    ckpt.provenance = prov
+    if output is not None:
+        with atomic_output(output, overwrite=overwrite, inputs=[ckpt.path]) as tmp:
+            save_checkpoint(ckpt, tmp, post=ckpt.post, provenance=prov)
+        output = Path(output).expanduser().resolve()
+        if not keep_checkpoints:
+            trainer.cleanup()
+    hints = []
+    if ese_on:
+        hints.append(f"hint: cut it with `espresso-export shrink {output or 'OUT'} --layers L --dim {objective.compression_dim}` "
+                     "(first layers and first-k dims are picked automatically for ESE-trained models)")
+    return TrainResultSummary(
+        output=output, source=ckpt.source, ese=ese_on, objective=objective.to_dict(), data=prov["data"],
+        attention=prov.get("attention"), lora=prov.get("lora"), train=result.to_dict(), eval=eval_info,
+        seconds=round(time.perf_counter() - start, 2), run_dir=str(run_dir), hints=hints, checkpoint=ckpt,
+    )

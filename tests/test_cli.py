@@ -1,0 +1,189 @@
+"""The command line: exit codes, one-line errors, nothing written on failure, atomic outputs."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from espresso_export.cli.app import main
+from espresso_export.errors import RuntimeFailure
+from espresso_export.layout import atomic_output
+
+
+def run(capsys, *args):
+    code = main(list(map(str, args)))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _digest(folder):
+    h = hashlib.sha256()
+    for p in sorted(folder.rglob("*")):
+        h.update(str(p.relative_to(folder)).encode())
+        if p.is_file():
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def test_help_is_instant_and_imports_no_torch():
+    code = ("import sys; from espresso_export.cli.app import app, main; "
+            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules; print('ok')")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "ok"
+    res = subprocess.run([sys.executable, "-m", "espresso_export", "--help"], capture_output=True, text=True)
+    assert res.returncode == 0 and "shrink" in res.stdout and "Exit codes" in res.stdout
+
+
+def test_version(capsys):
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out.startswith("espresso-export ")
+
+
+def test_models_json(capsys):
+    code, out, _ = run(capsys, "models", "--json")
+    data = json.loads(out)
+    assert code == 0 and any(a["alias"] == "minilm" for a in data["aliases"])
+    assert {"bert", "mpnet", "qwen2"} <= {t for a in data["architectures"] for t in a["model_types"]}
+
+
+def test_shrink_json_end_to_end(capsys, tiny_bert, tmp_path):
+    code, out, _ = run(capsys, "shrink", tiny_bert, "--layers", "2", "--dim", "8", "-o", tmp_path / "o", "--json")
+    result = json.loads(out)
+    assert code == 0 and result["dim"] == 8 and result["layers"] == [1, 3] and result["head"] == "pca"
+    assert (tmp_path / "o" / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--layers", "0"], "at least 1"),
+    (["--layers", "9"], "depth of 4"),
+    (["--layers", "1,1"], "duplicates"),
+    (["--layers", "two"], "comma-separated"),
+    (["--layers", "2", "--dim", "0"], "between 1 and 32"),
+    (["--layers", "2", "--dim", "33"], "between 1 and 32"),
+    (["--layers", "2", "--head", "pca"], "needs --dim"),
+])
+def test_bad_options_exit_2_and_write_nothing(capsys, tiny_bert, tmp_path, args, message):
+    code, _, err = run(capsys, "shrink", tiny_bert, "-o", tmp_path / "o", *args)
+    assert code == 2 and message in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists() and not list(tmp_path.glob(".o.tmp-*"))
+
+
+def test_missing_model_path_exit_2(capsys, tmp_path):
+    code, _, err = run(capsys, "shrink", tmp_path / "missing", "--layers", "2", "-o", tmp_path / "o")
+    assert code == 2 and "not found" in err and "Hub" not in err.split("not found")[0]
+
+
+def test_unsupported_architecture_exit_2(capsys, tiny_bert, tmp_path):
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_bert, folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["model_type"] = "gpt2"
+    (folder / "config.json").write_text(json.dumps(cfg))
+    code, _, err = run(capsys, "shrink", folder, "--layers", "2", "-o", tmp_path / "o")
+    assert code == 2 and "supported model types" in err
+
+
+@pytest.mark.parametrize("content", ["", "\n\n  \n"])
+def test_empty_calibration_exit_2(capsys, tiny_bert, tmp_path, content):
+    cal = tmp_path / "cal.txt"
+    cal.write_text(content)
+    code, _, err = run(capsys, "shrink", tiny_bert, "--layers", "2", "--dim", "4", "--calibration", cal, "-o", tmp_path / "o")
+    assert code == 2 and "no sentences" in err and not (tmp_path / "o").exists()
+
+
+def test_unreadable_calibration_exit_2(capsys, tiny_bert, tmp_path):
+    cal = tmp_path / "cal.txt"
+    cal.write_bytes(b"\xff\xfe\x00bad")
+    code, _, err = run(capsys, "shrink", tiny_bert, "--layers", "2", "--dim", "4", "--calibration", cal, "-o", tmp_path / "o")
+    assert code == 2 and "not UTF-8" in err
+    code, _, err = run(capsys, "shrink", tiny_bert, "--layers", "2", "--dim", "4", "--calibration", tmp_path / "no.txt",
+                       "-o", tmp_path / "o")
+    assert code == 2 and "not found" in err
+
+
+def test_output_equal_to_input_refused(capsys, tiny_bert, tmp_path):
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_bert, folder)
+    before = _digest(folder)
+    code, _, err = run(capsys, "shrink", folder, "--layers", "2", "-o", folder, "--overwrite")
+    assert code == 2 and "is the input folder" in err and _digest(folder) == before
+
+
+def test_existing_output_kept_byte_identical_unless_overwrite(capsys, tiny_bert, tmp_path):
+    out = tmp_path / "o"
+    assert run(capsys, "shrink", tiny_bert, "--layers", "2", "-o", out)[0] == 0
+    before = _digest(out)
+    code, _, err = run(capsys, "shrink", tiny_bert, "--layers", "3", "-o", out)
+    assert code == 2 and "already exists" in err and _digest(out) == before
+    assert run(capsys, "shrink", tiny_bert, "--layers", "3", "-o", out, "--overwrite")[0] == 0
+    assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == 3
+    assert [p.name for p in tmp_path.iterdir()] == ["o"]  # no temp or old folders left behind
+
+
+def test_output_not_writable_exit_2(capsys, tiny_bert, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, _, err = run(capsys, "shrink", tiny_bert, "--layers", "2", "-o", blocker / "sub")
+    assert code != 0 and "error:" in err and not (blocker.is_dir())
+
+
+def test_corrupt_weights_exit_2_naming_the_file(capsys, tiny_bert, tmp_path):
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_bert, folder)
+    w = folder / "model.safetensors"
+    w.write_bytes(w.read_bytes()[:1000])
+    code, _, err = run(capsys, "shrink", folder, "--layers", "2", "-o", tmp_path / "o")
+    assert code == 2 and "model.safetensors" in err and not (tmp_path / "o").exists()
+
+
+def test_debug_shows_traceback(capsys, tmp_path):
+    code, _, err = run(capsys, "--debug", "shrink", tmp_path / "missing", "--layers", "2", "-o", tmp_path / "o")
+    assert code == 2 and "Traceback" in err
+
+
+def test_interrupt_leaves_no_partial_output(tmp_path):
+    target = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_output(target, overwrite=False) as tmp:
+            (tmp / "model.safetensors").write_bytes(b"half")
+            raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_disk_full_maps_to_runtime_failure_and_keeps_old_output(tmp_path):
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "keep.txt").write_text("old")
+    with pytest.raises(RuntimeFailure, match="disk full"):
+        with atomic_output(target, overwrite=True) as tmp:
+            (tmp / "part").write_bytes(b"x")
+            raise OSError(errno.ENOSPC, "No space left on device")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert (target / "keep.txt").read_text() == "old"
+
+
+def test_forced_failure_during_shrink_leaves_nothing(capsys, tiny_bert, tmp_path):
+    # a Dense activation we do not support makes calibration fail after the model was loaded and cut
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_bert, folder)
+    (folder / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"},
+    ]))
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_mean_tokens": True}))
+    from espresso_export.checkpoint import DenseLayer
+    from espresso_export.layout import save_dense
+
+    import torch
+
+    save_dense(DenseLayer(torch.eye(32), None, "torch.nn.modules.activation.Softsign"), folder / "2_Dense")
+    code, _, err = run(capsys, "shrink", folder, "--layers", "2", "--dim", "4", "-o", tmp_path / "o")
+    assert code == 2 and "Softsign" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]

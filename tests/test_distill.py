@@ -1,0 +1,245 @@
+"""distill: healing a cut MiniLM, exact resume, cached targets, corpus readers, augmentation, bad input, CLI."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from espresso_export.augment import Augment, augment, parse_augment
+from espresso_export.checkpoint import Normalize, load
+from espresso_export.cli.app import main
+from espresso_export.data import read_corpus, read_sts
+from espresso_export.distillation import _base_post, distill, teacher_targets
+from espresso_export.embed import encode
+from espresso_export.errors import NotFoundError, OfflineError, UnsupportedModelError, ValidationError
+from espresso_export.heads import fit_pca
+from espresso_export.metrics import sts_spearman
+from espresso_export.training import TrainingInterrupted
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    # the test machine is shared: a single thread avoids OpenMP stalls on busy cores
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory, calibration_file) -> Path:
+    return calibration_file  # 300 sentences
+
+
+def _tiny(tiny_bert, tmp, out="out", **kw):
+    args = dict(dim=8, corpus=[kw.pop("corpus")], student_layers=2, batch_size=32, lr=1e-3, epochs=2,
+                cache_dir=tmp / "cache", heldout=0, seed=0)
+    args.update(kw)
+    return distill(str(tiny_bert), tmp / out if out else None, **args)
+
+
+# --- healing a real model -----------------------------------------------------------------------------
+
+def test_healing_a_2_layer_minilm_lowers_the_mse_and_raises_sts_over_the_plain_cut(minilm_path, shared_data, tmp_path):
+    stsb = shared_data / "stsb"
+    dev = (stsb / "sts-dev.csv").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "dev-slice.csv").write_text("\n".join(dev[::10]) + "\n", encoding="utf-8")  # 150 mixed-genre pairs
+    (tmp_path / "train.csv").write_text("\n".join((stsb / "sts-train.csv").read_text().splitlines()[:200]) + "\n")
+    result = distill(minilm_path, tmp_path / "healed", dim=64, corpus=[tmp_path / "train.csv"], student_layers=2,
+                     epochs=2, batch_size=32, lr=1e-3, eval_sts=tmp_path / "dev-slice.csv", heldout=30,
+                     cache_dir=tmp_path / "cache", seed=0)
+    assert result.layers == [2, 5]  # spread
+    h = result.heldout
+    assert h["sentences"] == 30 and h["relative_mse_after"] < 0.8 * h["relative_mse_before"]
+    e = result.eval
+    assert e["best"] > e["initial"] + 3.0, e  # initial = the plain cut with a PCA head
+
+    # the written folder scores what the run reported, read back by the loader like any checkpoint
+    pairs = read_sts(tmp_path / "dev-slice.csv")
+    ckpt = load(tmp_path / "healed")
+    assert ckpt.output_dim == 64 and ckpt.depth == 2 and isinstance(ckpt.post[-1], Normalize)
+    score = sts_spearman(encode(ckpt, pairs.sentence1), encode(ckpt, pairs.sentence2), pairs.scores)
+    assert score == pytest.approx(e["best"], abs=0.05)
+    prov = json.loads((tmp_path / "healed" / "espresso.json").read_text())
+    assert prov["step"] == "distill" and prov["teacher"]["id"] == str(Path(minilm_path).resolve())
+    assert prov["student"]["layers"] == [2, 5] and prov["training"]["steps"] == result.train["steps"]
+    assert prov["corpus"]["sha256"] and prov["best_eval"]["best"] == e["best"]
+    assert not (tmp_path / "healed.run").exists()  # checkpoints removed after success
+
+
+# --- cache, resume -------------------------------------------------------------------------------------
+
+def test_cached_targets_equal_the_teachers_pca_output_and_are_reused(tiny_bert, corpus_file, tmp_path):
+    teacher = load(tiny_bert)
+    sentences = read_corpus([corpus_file]).sentences
+    t = teacher_targets(teacher, sentences, dim=8, pca_samples=10_000, layers=[1], cache_dir=tmp_path)
+    assert not t.reused and isinstance(t.targets, np.memmap)
+    teacher.post = _base_post(teacher)
+    emb = encode(teacher, sentences)
+    pca = fit_pca(emb, 8)
+    np.testing.assert_allclose(t.pca.components, pca.components, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(t.targets), pca.transform(emb), atol=1e-5)
+    again = teacher_targets(load(tiny_bert), sentences, dim=8, pca_samples=10_000, layers=[1], cache_dir=tmp_path)
+    assert again.reused and again.folder == t.folder
+    np.testing.assert_array_equal(np.asarray(again.targets), np.asarray(t.targets))
+    other = teacher_targets(load(tiny_bert), sentences, dim=4, pca_samples=10_000, cache_dir=tmp_path)
+    assert not other.reused and other.folder == t.folder  # same teacher pass, new PCA
+    np.testing.assert_allclose(np.asarray(other.targets), np.asarray(t.targets)[:, :4], atol=1e-5)
+
+
+def _weights(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    out = load_file(str(folder / "model.safetensors"))
+    out.update({f"dense/{k}": v for k, v in load_file(str(folder / "3_Dense" / "model.safetensors")).items()})
+    return out
+
+
+def test_resume_after_ctrl_c_reproduces_the_uninterrupted_run(tiny_bert, corpus_file, tmp_path):
+    full = _tiny(tiny_bert, tmp_path, out="full", corpus=corpus_file, eval_sts="builtin", checkpoint_every=0)
+
+    def ctrl_c(step):
+        if step == 11:  # second epoch, mid-way
+            signal.raise_signal(signal.SIGINT)
+
+    with pytest.raises(TrainingInterrupted):
+        _tiny(tiny_bert, tmp_path, out="part", corpus=corpus_file, eval_sts="builtin", checkpoint_every=0, on_step=ctrl_c)
+    assert not (tmp_path / "part").exists() and (tmp_path / "part.run" / "checkpoint" / "trainer.json").is_file()
+    with pytest.raises(ValidationError, match="pass --resume"):
+        _tiny(tiny_bert, tmp_path, out="part", corpus=corpus_file, eval_sts="builtin", checkpoint_every=0)
+    resumed = _tiny(tiny_bert, tmp_path, out="part", corpus=corpus_file, eval_sts="builtin", checkpoint_every=0,
+                    resume=True)
+    assert resumed.targets_cached and resumed.train["resumed_from"] == 11
+    a, b = _weights(tmp_path / "full"), _weights(tmp_path / "part")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert resumed.eval["history"] == full.eval["history"]
+
+
+def test_resume_from_another_runs_checkpoint_is_refused(tiny_bert, corpus_file, tmp_path):
+    def ctrl_c(step):
+        if step == 2:
+            signal.raise_signal(signal.SIGINT)
+
+    with pytest.raises(TrainingInterrupted):
+        _tiny(tiny_bert, tmp_path, corpus=corpus_file, on_step=ctrl_c)
+    with pytest.raises(ValidationError, match=r"belongs to another run.*dim: 8 there, 6 now"):
+        _tiny(tiny_bert, tmp_path, corpus=corpus_file, dim=6, resume=True)
+    with pytest.raises(ValidationError, match="nothing to resume"):
+        _tiny(tiny_bert, tmp_path, out="other", corpus=corpus_file, resume=True)
+
+
+# --- bad input -----------------------------------------------------------------------------------------
+
+def test_bad_inputs_are_refused_with_a_clear_reason(tiny_models, tiny_bert, corpus_file, tmp_path):
+    with pytest.raises(NotFoundError, match="teacher: model not found"):
+        distill(tmp_path / "nope", tmp_path / "o", dim=8, corpus=[corpus_file], student_layers=2)
+    with pytest.raises(NotFoundError, match="student: model not found"):
+        distill(tiny_bert, tmp_path / "o", dim=8, corpus=[corpus_file], student=str(tmp_path / "nope"))
+    odd = tmp_path / "t5"
+    odd.mkdir()
+    (odd / "config.json").write_text('{"model_type": "t5"}')
+    with pytest.raises(UnsupportedModelError, match="teacher: unsupported architecture 't5'"):
+        distill(odd, tmp_path / "o", dim=8, corpus=[corpus_file], student_layers=2)
+    with pytest.raises(ValidationError, match="give a --student, or --student-layers"):
+        distill(tiny_bert, tmp_path / "o", dim=8, corpus=[corpus_file])
+    with pytest.raises(ValidationError, match="larger than the teacher's embedding width 32"):
+        _tiny(tiny_bert, tmp_path, corpus=corpus_file, dim=33)
+    with pytest.raises(ValidationError, match="--pca-samples 20 on a corpus of 300 sentences gives 20"):
+        _tiny(tiny_bert, tmp_path, corpus=corpus_file, dim=24, pca_samples=20)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n   \n\n")
+    with pytest.raises(ValidationError, match="the corpus is empty"):
+        _tiny(tiny_bert, tmp_path, corpus=empty)
+    with pytest.raises(ValidationError, match="fewer than one batch"):
+        _tiny(tiny_bert, tmp_path, corpus=corpus_file, batch_size=512)
+    with pytest.raises(ValidationError, match="--layer-targets needs a student cut from the teacher"):
+        _tiny(tiny_bert, tmp_path, corpus=corpus_file, student=str(tiny_models["roberta"]), layer_targets=True)
+
+
+# --- corpus and augmentation ---------------------------------------------------------------------------
+
+def test_corpus_readers_dedupe_drop_empty_and_count(tmp_path, shared_data):
+    (tmp_path / "a.txt").write_text("one\n\ntwo\none\n  \n")
+    (tmp_path / "b.jsonl").write_text('{"body": "two"}\n{"body": "three"}\n{"body": ""}\n')
+    (tmp_path / "c.csv").write_text('id,text\n1,"four, with comma"\n2,five\n')
+    (tmp_path / "d.tsv").write_text("x\tsentence\n1\tsix\n")
+    c = read_corpus([tmp_path / "a.txt", tmp_path / "b.jsonl", tmp_path / "c.csv", tmp_path / "d.tsv"], field="body")
+    assert c.sentences == ["one", "two", "three", "four, with comma", "five", "six"]
+    counts = c.counts()
+    assert (counts["read"], counts["empty_dropped"], counts["duplicates_dropped"]) == (11, 3, 2)
+    assert [s["kind"] for s in counts["sources"]] == ["txt", "jsonl", "csv", "tsv"]
+    assert read_corpus([tmp_path / "c.csv"], column="0").sentences == ["id", "1", "2"]
+    with pytest.raises(ValidationError, match="no column 'body'"):
+        read_corpus([tmp_path / "c.csv"], column="body")
+    stsb = read_corpus([shared_data / "stsb" / "sts-dev.csv"])
+    assert stsb.sources[0].kind == "stsb" and stsb.sources[0].lines == 3000  # both sentences of 1,500 pairs
+    with pytest.raises(OfflineError, match="Hub is unreachable"):
+        read_corpus(["hf://someone/some-dataset"])
+
+
+def test_augmentation_is_offline_deterministic_and_off_by_default():
+    sentences = ["A big dog runs fast across the green field today.", "The small child is happy with the gift."]
+    a = augment(sentences, ["word-dropout", "span-swap", "synonym"], copies=3, seed=1)
+    assert a == augment(sentences, [Augment.WORD_DROPOUT, Augment.SPAN_SWAP, Augment.SYNONYM], copies=3, seed=1)
+    assert a and all(s not in sentences for s in a)
+    syn = augment(["The big dog is happy."], ["synonym"], copies=5, seed=0)
+    assert any(w in s for s in syn for w in ("large", "huge", "glad", "cheerful"))
+    assert augment(sentences, [], copies=3) == []
+    with pytest.raises(ValidationError, match="unknown augmentation 'back-translate'"):
+        parse_augment(["synonym,back-translate"])
+
+
+# --- CLI -----------------------------------------------------------------------------------------------
+
+def test_cli_distill_writes_a_sentence_transformers_folder(tiny_bert, corpus_file, tmp_path, capsys):
+    code = main(["distill", "--teacher", str(tiny_bert), "--student-layers", "0,3", "--dim", "8", "--corpus",
+                 str(corpus_file), "--corpus", "builtin", "--max-sentences", "200", "--augment", "synonym",
+                 "--batch-size", "32", "--loss", "cosine+mse", "--eval-sts", "builtin", "--cache-dir",
+                 str(tmp_path / "cache"), "-o", str(tmp_path / "out"), "--json"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["layers"] == [0, 3] and out["corpus"]["capped_to"] == 200 and out["corpus"]["augmented"] > 0
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(tmp_path / "out"), device="cpu")
+    v = st.encode(["a dog runs in the city", "the cat sleeps"])
+    assert v.shape == (2, 8)
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    ours = encode(load(tmp_path / "out"), ["a dog runs in the city", "the cat sleeps"])
+    np.testing.assert_allclose(v, ours, atol=1e-5)
+    assert main(["distill", "--teacher", str(tiny_bert), "--dim", "8", "--corpus", str(corpus_file),
+                 "--student-layers", "2", "--loss", "huber", "-o", str(tmp_path / "x")]) == 2
+
+
+def test_cli_ctrl_c_exits_130_with_a_checkpoint_and_resume_finishes(tiny_bert, corpus_file, tmp_path, capsys):
+    args = ["distill", "--teacher", str(tiny_bert), "--student-layers", "2", "--dim", "8", "--corpus", str(corpus_file),
+            "--batch-size", "32", "--epochs", "6", "--checkpoint-every", "3", "--cache-dir", str(tmp_path / "cache"),
+            "-o", str(tmp_path / "out"), "--json"]
+    ckpt = tmp_path / "out.run" / "checkpoint" / "trainer.json"
+
+    def press_ctrl_c_once_a_checkpoint_exists():
+        deadline = time.time() + 120
+        while not ckpt.is_file() and time.time() < deadline:
+            time.sleep(0.05)
+        signal.raise_signal(signal.SIGINT)  # delivered to the main thread, as a real Ctrl-C
+
+    watcher = threading.Thread(target=press_ctrl_c_once_a_checkpoint_exists)
+    watcher.start()
+    code = main(args)
+    watcher.join()
+    err = capsys.readouterr().err
+    assert code == 130, err
+    assert "--resume" in err and not (tmp_path / "out").exists()
+    step = json.loads(ckpt.read_text())["step"]
+    assert main([*args, "--resume"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["train"]["resumed_from"] == step and out["train"]["steps"] == out["train"]["total_steps"]
+    assert (tmp_path / "out" / "espresso.json").is_file() and not (tmp_path / "out.run").exists()

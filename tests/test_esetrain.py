@@ -1,0 +1,88 @@
+"""``train --ese`` on the shared loop: output, provenance read by shrink, exact resume, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+import torch
+
+pytest.importorskip("espresso_export.training", reason="the shared training loop (training.py) is not here yet")
+
+from espresso_export.checkpoint import load  # noqa: E402
+from espresso_export.data import builtin_resource, read_sts  # noqa: E402
+from espresso_export.ese import EseConfig, EseData, EseObjective  # noqa: E402
+from espresso_export.esetrain import EseTask, train_ese  # noqa: E402
+from espresso_export.training import TrainConfig, Trainer, TrainingInterrupted  # noqa: E402
+
+SMOKE = builtin_resource("sts_smoke.tsv")
+
+
+def test_train_ese_writes_an_ese_model_that_shrink_cuts_first_k(tiny_bert, tmp_path):
+    from espresso_export.shrinking import shrink
+
+    out = tmp_path / "ese"
+    result = train_ese(tiny_bert, SMOKE, out, objective=EseConfig(compression_dim=16),
+                       training=TrainConfig(batch_size=16, lr=1e-3, max_steps=4), eval_sts=SMOKE, eval_limit=60)
+    assert result.ese and result.train["steps"] == 4 and result.eval["best"] is not None
+    assert set(result.eval["last"]) == {"L4/full", "L1/16", "L2/16", "L3/16", "L4/16"}
+    prov = json.loads((out / "espresso.json").read_text())
+    assert prov["step"] == "train" and prov["ese"]["compression_dim"] == 16
+    assert not (tmp_path / "ese.run").exists()  # checkpoints removed after success
+    ckpt = load(out)
+    assert ckpt.ese_trained
+    cut = shrink(out, tmp_path / "cut", layers=2, dim=16)
+    assert cut.layers == [0, 1] and cut.head.value == "truncate"
+
+
+def test_control_run_is_not_marked_ese(tiny_bert, tmp_path):
+    out = tmp_path / "ctl"
+    result = train_ese(tiny_bert, SMOKE, out, objective=EseConfig(compression_dim=16, alpha=0, beta=0),
+                       training=TrainConfig(batch_size=16, lr=1e-3, max_steps=2))
+    assert not result.ese and "ese" not in json.loads((out / "espresso.json").read_text())
+    assert not load(out).ese_trained
+
+
+def _task(tiny_bert):
+    torch.manual_seed(0)
+    ckpt = load(tiny_bert)
+    data = EseData(read_sts(SMOKE))
+    objective = EseObjective.from_checkpoint(ckpt, EseConfig(compression_dim=16, layer_weights="learned"))
+    return EseTask(ckpt, objective, data, identity={"test": "resume"})
+
+
+def test_resume_continues_exactly(tiny_bert, tmp_path):
+    cfg = TrainConfig(batch_size=32, lr=1e-3, max_steps=5, checkpoint_every=0)
+    straight = _task(tiny_bert)
+    Trainer(straight, cfg, tmp_path / "a").run()
+
+    interrupted = _task(tiny_bert)
+
+    def ctrl_c(step):
+        if step == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(TrainingInterrupted):
+        Trainer(interrupted, cfg, tmp_path / "b").run(on_step=ctrl_c)
+    resumed = _task(tiny_bert)
+    result = Trainer(resumed, cfg, tmp_path / "b").run(resume=True)
+    assert result.resumed_from == 2 and result.steps == 5
+    want = dict(straight.ckpt.model.named_parameters())
+    for name, p in resumed.ckpt.model.named_parameters():
+        assert torch.allclose(p, want[name], atol=1e-6), name
+    assert torch.allclose(resumed.objective.logits, straight.objective.logits, atol=1e-6)
+
+
+def test_train_cli(tiny_bert, tmp_path, capsys):
+    from espresso_export.cli.app import main
+
+    out = tmp_path / "cli"
+    code = main(["train", str(tiny_bert), "--ese", "--data", str(SMOKE), "-k", "16", "--max-steps", "2",
+                 "--batch-size", "16", "--lr", "1e-3", "-o", str(out), "--json"])
+    assert code == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["ese"] is True and payload["objective"]["compression_dim"] == 16
+    code = main(["train", str(tiny_bert), "--ese", "--data", str(SMOKE), "--loss", "nope", "-o", str(tmp_path / "x")])
+    assert code == 2
