@@ -271,35 +271,46 @@ def quantize_tables(g: _Graph, exclude: set[str]) -> int:
         if any(c.op_type != "Gather" for c in g.consumers.get(table.name, [])):
             continue
         t = g.array(table.name).astype(np.float64)
+        # columns first (a few dimensions are large in every row), then each row gets its own scale
+        cols = np.maximum(np.abs(t).max(axis=0), 1e-12)
+        t = t / cols
         scale = np.maximum(np.abs(t).max(axis=1, keepdims=True), 1e-12) / TABLE_MAX
         tq = np.clip(np.round(t / scale), -TABLE_MAX, TABLE_MAX).astype(np.int8)
         p = f"espresso_t{k}_"
         q_name = g.shared(f"table_{table.name}", tq)
         s_name = g.shared(f"table_{table.name}_scale", scale.astype(np.float32))
+        c_name = g.shared(f"table_{table.name}_columns", cols.astype(np.float32))
         instead[node.name] = [
             mk("Gather", [q_name, node.input[1]], [p + "rows"], axis=0),
             mk("Cast", [p + "rows"], [p + "rowsf"], to=TensorProto.FLOAT),
             mk("Gather", [s_name, node.input[1]], [p + "scale"], axis=0),
-            mk("Mul", [p + "rowsf", p + "scale"], [node.output[0]], name=p + "Mul"),
+            mk("Mul", [p + "rowsf", p + "scale"], [p + "scaled"]),
+            mk("Mul", [p + "scaled", c_name], [node.output[0]], name=p + "Mul"),
         ]
     g.replace_nodes({}, instead)
     return len(instead)
 
 
-def quantize_int8(src: Path, dst: Path, feeds: list[dict], *, alpha: float, external_threshold: int) -> Int8Report:
-    """Write the int8 variant of ``src`` to ``dst`` (see the module docstring for the scheme)."""
+def quantize_int8(
+    src: Path, dst: Path, feeds: list[dict], *, alpha: float, external_threshold: int,
+    keep_fp32: tuple[str, ...] = (), tables: bool = True,
+) -> Int8Report:
+    """Write the int8 variant of ``src`` to ``dst`` (see the module docstring for the scheme).
+
+    Nodes whose name contains one of ``keep_fp32`` stay fp32, as do pooling and the head.
+    """
     from .graph import load_model, needs_external_data, save_model
 
     proto = load_model(src)
     g = _Graph(proto)
-    head = head_nodes(g.graph)
+    head = head_nodes(g.graph) | {n.name for n in g.graph.node if any(k in n.name for k in keep_fp32)}
     groups = g.weight_matmuls(exclude=head)
     if alpha > 0 and groups and feeds:
         ranges = activation_ranges(proto, list(groups), feeds, dst.parent)
         smooth(g, groups, ranges, alpha)
         groups = g.weight_matmuls(exclude=head)
     n_matmuls = quantize_matmuls(g, groups)
-    n_tables = quantize_tables(g, exclude=head)
+    n_tables = quantize_tables(g, exclude=head) if tables else 0
     g.drop_unused_initializers()
     try:
         save_model(proto, dst, external=needs_external_data(proto, external_threshold))
