@@ -65,6 +65,9 @@ def test_minilm_export_fp32_and_int8_pass_validation(minilm_export):
     assert fp32["min_cosine"] >= 0.9999 and fp32["max_abs_diff"] < 1e-3
     assert int8["min_cosine"] >= 0.99 and abs(int8["sts_probe"]["delta"]) <= 1.0
     assert files["model_int8.onnx"]["checked_on_cpu"]["isa"] == info["cpu"]["isa"]
+    scheme = files["model_int8.onnx"]["int8"]
+    assert scheme["matmuls_quantized"] == 3 * 6 and scheme["embedding_tables_quantized"] == 3
+    assert scheme["kept_fp32"]  # the PCA head stays fp32
     assert files["model_int8.onnx"]["bytes"] < files["model.onnx"]["bytes"] / 3
     assert (out / "tokenizer.json").is_file() and (out / "config.json").is_file()
     assert is_export_folder(out) and not is_export_folder(shrunk)

@@ -108,7 +108,8 @@ def check_file(folder: Path, file: str, precision: Quantize, ref: Reference, *, 
     n = len(ref.sts_first)
     spearman = sts_spearman(sts_vectors[:n], sts_vectors[n:], ref.sts_scores)
     all_cos = np.concatenate([*cos.values(), sts_cos])
-    worst = int(np.argmin(np.concatenate(list(cos.values())))) % len(ref.probe)
+    all_texts = ref.probe * len(cos) + texts
+    worst_text = all_texts[int(np.argmin(all_cos))]
 
     tokens_ok = _token_output_ok(enc, ref.probe[:RAGGED_BATCH])
     min_cos = float(all_cos.min())
@@ -117,7 +118,7 @@ def check_file(folder: Path, file: str, precision: Quantize, ref: Reference, *, 
     need_sts = MAX_STS_DELTA[precision]
     failures = []
     if min_cos < need_cos:
-        failures.append(f"min cosine {min_cos:.5f} < {need_cos} (worst probe text: {ref.probe[worst][:40]!r})")
+        failures.append(f"min cosine {min_cos:.5f} < {need_cos} (worst text: {worst_text[:40]!r})")
     if need_sts is not None and abs(delta) > need_sts:
         failures.append(f"STS probe Spearman {spearman:.2f} vs PyTorch {ref.sts_spearman:.2f} "
                         f"(delta {delta:+.2f}, allowed {need_sts})")
