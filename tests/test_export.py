@@ -155,10 +155,9 @@ def test_bidirectional_decoder_exports(tiny_models, tmp_path, mode):
 
 def test_full_validation_external_data_and_opset(tiny_bert, tmp_path):
     out = tmp_path / "onnx"
-    result = export(tiny_bert, out, quantize="int8", optimize="O2", opset=14, external_data_threshold=1,
-                    max_seq_length=16)
+    result = export(tiny_bert, out, optimize="O2", opset=14, external_data_threshold=1, max_seq_length=16)
     names = [f["file"] for f in result.files]
-    assert names == ["model.onnx", "model_O2.onnx", "model_int8.onnx", "model_int8_O2.onnx"]
+    assert names == ["model.onnx", "model_O2.onnx"]
     assert (out / "model.onnx.data").is_file() and result.files[0]["external_data"] is True
     info = json.loads((out / EXPORT_FILE).read_text())
     assert info["opset"] == 14 and info["max_seq_length"] == 16 and info["validated"] is True
@@ -166,6 +165,15 @@ def test_full_validation_external_data_and_opset(tiny_bert, tmp_path):
     enc = OnnxEncoder(out, "model.onnx")
     assert len(enc.tokenize(["the dog " * 50])[0].ids) == 16
     assert all(f["validation"]["passed"] for f in info["files"])
+
+
+@pytest.mark.slow
+def test_int8_optimised_variant(tiny_bert, tmp_path):
+    result = export(tiny_bert, tmp_path / "onnx", quantize="int8", optimize="O3")
+    names = [f["file"] for f in result.files]
+    assert names == ["model.onnx", "model_O3.onnx", "model_int8.onnx", "model_int8_O3.onnx"]
+    assert result.default_file == "model_int8_O3.onnx"
+    assert all(f["validation"]["passed"] for f in result.files)
 
 
 def test_failed_validation_writes_nothing(tiny_bert, tmp_path):
