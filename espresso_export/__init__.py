@@ -24,12 +24,20 @@ _LAZY = {
     "load": ("espresso_export.checkpoint", "load"),
     "Checkpoint": ("espresso_export.checkpoint", "Checkpoint"),
     "encode": ("espresso_export.embed", "encode"),
+    "export": ("espresso_export.exporting.pipeline", "export"),
+    "ExportOptions": ("espresso_export.exporting.options", "ExportOptions"),
+    "ExportResult": ("espresso_export.exporting.pipeline", "ExportResult"),
+    "OnnxEncoder": ("espresso_export.runtime", "OnnxEncoder"),
+    "is_export_folder": ("espresso_export.runtime", "is_export_folder"),
     "push": ("espresso_export.hub", "push"),
     "PushResult": ("espresso_export.hub", "PushResult"),
     "EspressoError": ("espresso_export.errors", "EspressoError"),
     "Head": ("espresso_export.types", "Head"),
     "Pooling": ("espresso_export.types", "Pooling"),
     "Select": ("espresso_export.types", "Select"),
+    "Quantize": ("espresso_export.types", "Quantize"),
+    "Optimize": ("espresso_export.types", "Optimize"),
+    "ExportFormat": ("espresso_export.types", "ExportFormat"),
 }
 
 __all__ = ["__version__", *_LAZY]

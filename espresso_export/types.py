@@ -24,6 +24,24 @@ class Select(str, Enum):
     SPREAD = "spread"  # L layers spread over the depth, always keeping the last
 
 
+class ExportFormat(str, Enum):
+    ONNX = "onnx"  # self-contained ONNX graph (pooling, head and normalisation inside)
+    SAFETENSORS = "safetensors"  # the PyTorch sentence-transformers folder
+
+
+class Quantize(str, Enum):
+    NONE = "none"
+    INT8 = "int8"  # CPU: per-token dynamic activations, per-channel weights, per-row embedding tables
+    FP16 = "fp16"  # GPU users
+
+
+class Optimize(str, Enum):
+    NONE = "none"
+    O1 = "O1"  # basic graph optimisations (constant folding, redundant nodes)
+    O2 = "O2"  # + transformer fusions (LayerNorm, SkipLayerNorm, Gelu, attention where the pattern matches)
+    O3 = "O3"  # + GELU approximation
+
+
 class Attention(str, Enum):
     """Decoder attention (bidirectional.py)."""
 

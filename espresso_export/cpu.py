@@ -1,0 +1,36 @@
+"""The CPU's int8-relevant instruction sets, read from ``/proc/cpuinfo`` (stdlib only).
+
+int8 matrix products are computed differently on CPUs with VNNI (one
+instruction, 32-bit accumulation) and on plain AVX2/AVX-512 (16-bit
+intermediate sums that can saturate), so an int8 file's accuracy is only
+known for the instruction set it was checked on.
+"""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+
+# best first: the first flag present names the instruction set int8 kernels use
+INT8_FLAGS = ("avx512_vnni", "avx_vnni", "avx512f", "avx2")
+
+
+def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str]:
+    """The CPU feature flags, or an empty set where ``/proc/cpuinfo`` is unavailable."""
+    try:
+        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return set(value.split())
+    return set()
+
+
+def int8_isa(cpuinfo: str | Path = "/proc/cpuinfo") -> dict:
+    """``{"isa": best flag or machine name, "flags": {flag: present}, "machine": ...}``."""
+    flags = cpu_flags(cpuinfo)
+    present = {f: f in flags for f in INT8_FLAGS}
+    best = next((f for f in INT8_FLAGS if present[f]), None)
+    return {"isa": best or platform.machine() or "unknown", "flags": present, "machine": platform.machine()}

@@ -1,0 +1,280 @@
+"""``export``: checkpoint -> a self-describing, validated export folder.
+
+::
+
+    OUT/
+      model.onnx                 fp32 graph: encoder -> pooling -> head -> L2 norm
+      model_O2.onnx              the same, optimised (with --optimize O2)
+      model_int8.onnx            int8 (with --quantize int8), and model_int8_O2.onnx
+      model_fp16.onnx            fp16 (with --quantize fp16)
+      tokenizer.json, tokenizer_config.json, config.json
+      export.json                dims, pooling, max length, inputs, files, validation, provenance
+      model.safetensors, modules.json, ...   the PyTorch folder (with --format safetensors)
+
+Everything is assembled in a temp folder and renamed into place only after
+every file passed validation; a failed check leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import __version__
+from ..checkpoint import Checkpoint, DenseLayer, load
+from ..cpu import int8_isa
+from ..data import read_sentences
+from ..errors import GateFailedError, UnsupportedModelError, ValidationError
+from ..layout import atomic_output, check_output, save_checkpoint, write_json
+from ..runtime import EXPORT_FILE, TOKENIZER_FILE, OnnxEncoder, length_sorted
+from ..types import Optimize, Quantize
+from .graph import GraphInfo, export_onnx
+from .options import ExportOptions
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+BASE_FILE = "model.onnx"
+# models whose position ids start after the padding index (max_position_embeddings - pad - 1 usable)
+_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "mpnet")
+
+
+@dataclass
+class ExportResult:
+    output: Path
+    source: str
+    formats: list[str]
+    files: list[dict] = field(default_factory=list)
+    default_file: str | None = None
+    validated: bool = False
+    dim: int = 0
+    pooling: str = ""
+    max_seq_length: int = 0
+    seconds: float = 0.0
+    hints: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "output": str(self.output), "source": self.source, "formats": self.formats, "files": self.files,
+            "default_file": self.default_file, "validated": self.validated, "dim": self.dim,
+            "pooling": self.pooling, "max_seq_length": self.max_seq_length, "seconds": round(self.seconds, 2),
+            "hints": self.hints,
+        }
+
+
+def onnx_file_name(quantize: Quantize, optimize: Optimize) -> str:
+    parts = ["model"]
+    if quantize is not Quantize.NONE:
+        parts.append(quantize.value)
+    if optimize is not Optimize.NONE:
+        parts.append(optimize.value)
+    return "_".join(parts) + ".onnx"
+
+
+def position_limit(ckpt: Checkpoint) -> int | None:
+    """The longest input the model's position embeddings allow (None: no fixed limit)."""
+    mpe = getattr(ckpt.config, "max_position_embeddings", None)
+    if not mpe or ckpt.arch.decoder:
+        return None
+    if ckpt.config.model_type in _OFFSET_POSITIONS:
+        return int(mpe) - int(getattr(ckpt.config, "pad_token_id", 1) or 0) - 1
+    return int(mpe)
+
+
+def _set_max_length(ckpt: Checkpoint, wanted: int | None) -> None:
+    if wanted is None:
+        return
+    limit = position_limit(ckpt)
+    if limit is not None and wanted > limit:
+        raise ValidationError(f"--max-seq-len {wanted} is more than the model's {limit} positions")
+    ckpt.max_seq_length = wanted
+
+
+def _provenance(ckpt: Checkpoint, weights_sha: str, options: ExportOptions) -> dict:
+    previous = ckpt.provenance or {}
+    prov = {
+        "espresso_version": __version__,
+        "step": "export",
+        "source": {"id": ckpt.source, "weights_sha256": weights_sha},
+        "formats": [f.value for f in options.formats],
+    }
+    if previous.get("ese"):
+        prov["ese"] = previous["ese"]
+    if previous:
+        prov["parent"] = previous
+    return prov
+
+
+def _file_bytes(path: Path) -> int:
+    data = path.with_name(path.name + ".data")
+    return path.stat().st_size + (data.stat().st_size if data.exists() else 0)
+
+
+def _post_description(ckpt: Checkpoint) -> list[str]:
+    out = []
+    for m in ckpt.post:
+        if isinstance(m, DenseLayer):
+            out.append(f"Dense({m.in_features}->{m.out_features}, {m.activation.rsplit('.', 1)[-1]})")
+        else:
+            out.append("Normalize")
+    return out
+
+
+def _manifest(ckpt: Checkpoint, graph: GraphInfo, options: ExportOptions, files: list[dict], weights_sha: str) -> dict:
+    tok = ckpt.tokenizer
+    return {
+        "format_version": FORMAT_VERSION,
+        "espresso_version": __version__,
+        "architecture": {"family": ckpt.arch.family, "model_type": ckpt.config.model_type},
+        "dims": {"hidden": ckpt.hidden_size, "embedding": ckpt.output_dim},
+        "pooling": ckpt.pooling.value,
+        "post": _post_description(ckpt),
+        "normalize": True,
+        "max_seq_length": ckpt.max_seq_length,
+        "do_lower_case": ckpt.do_lower_case,
+        "tokenizer": {"file": TOKENIZER_FILE, "pad_token": tok.pad_token, "pad_token_id": tok.pad_token_id,
+                      "padding_side": tok.padding_side},
+        "inputs": graph.inputs,
+        "outputs": graph.outputs,
+        "opset": graph.opset,
+        "exporter": graph.exporter,
+        "default_file": default_file(files),
+        "files": files,
+        "validated": all(f.get("validation", {}).get("passed") for f in files) if options.validate else False,
+        "cpu": int8_isa(),
+        "source": {"id": ckpt.source, "path": str(ckpt.path), "weights_sha256": weights_sha},
+        "provenance": ckpt.provenance,
+    }
+
+
+def default_file(files: list[dict]) -> str:
+    """The file a CPU user should load: int8 (optimised first), else fp32 (optimised first)."""
+    def rank(f: dict) -> tuple:
+        return ({"int8": 0, "none": 1}.get(f["quantization"], 2), f["optimization"] == "none")
+
+    return min(files, key=rank)["file"]
+
+
+def _calibration_feeds(folder: Path, options: ExportOptions) -> list[dict]:
+    sentences = read_sentences("builtin")
+    if len(sentences) > options.calibration_samples:
+        sentences = random.Random(0).sample(sentences, options.calibration_samples)
+    enc = OnnxEncoder(folder, BASE_FILE)
+    encodings = enc.tokenize(sentences)
+    return [enc.feed([encodings[i] for i in idx]) for idx in length_sorted([len(e.ids) for e in encodings], 32)]
+
+
+def _write_onnx_files(ckpt: Checkpoint, tmp: Path, options: ExportOptions, weights_sha: str) -> tuple[GraphInfo, list[dict]]:
+    from .optimize import optimize_file
+    from .quantize import convert_fp16, quantize_int8
+
+    graph = export_onnx(ckpt, tmp / BASE_FILE, options)
+    external = graph.external_data
+    files = [{"file": BASE_FILE, "quantization": "none", "optimization": "none", "external_data": external}]
+    write_json(tmp / EXPORT_FILE, _manifest(ckpt, graph, options, files, weights_sha))
+    work = tmp / ".work"
+    work.mkdir()
+    opt = options.optimize
+    try:
+        if opt is not Optimize.NONE:
+            fused = optimize_file(tmp / BASE_FILE, tmp / onnx_file_name(Quantize.NONE, opt), opt, external=external)
+            files.append({"file": onnx_file_name(Quantize.NONE, opt), "quantization": "none",
+                          "optimization": opt.value, "fused": fused, "external_data": external})
+        if options.quantize is Quantize.INT8:
+            feeds = _calibration_feeds(tmp, options)
+            sources = [(Optimize.NONE, tmp / BASE_FILE, {})]
+            if opt is not Optimize.NONE:
+                pre = work / "for_int8.onnx"
+                sources.append((opt, pre, optimize_file(tmp / BASE_FILE, pre, opt, external=external, for_int8=True)))
+            for level, src, fused in sources:
+                name = onnx_file_name(Quantize.INT8, level)
+                report = quantize_int8(src, tmp / name, feeds, alpha=options.smooth_alpha,
+                                       external_threshold=options.external_data_threshold)
+                files.append({"file": name, "quantization": "int8", "optimization": level.value, "fused": fused,
+                              "int8": report.to_dict(), "external_data": (tmp / (name + ".data")).exists()})
+        if options.quantize is Quantize.FP16:
+            levels = [Optimize.NONE] + ([opt] if opt is not Optimize.NONE else [])
+            for level in levels:
+                name = onnx_file_name(Quantize.FP16, level)
+                convert_fp16(tmp / onnx_file_name(Quantize.NONE, level), tmp / name,
+                             external_threshold=options.external_data_threshold)
+                files.append({"file": name, "quantization": "fp16", "optimization": level.value,
+                              "external_data": (tmp / (name + ".data")).exists()})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for f in files:
+        f["bytes"] = _file_bytes(tmp / f["file"])
+    write_json(tmp / EXPORT_FILE, _manifest(ckpt, graph, options, files, weights_sha))
+    return graph, files
+
+
+def _validate(ckpt: Checkpoint, tmp: Path, files: list[dict], options: ExportOptions) -> None:
+    from ..progress import track
+    from .validate import check_file, reference
+
+    ref = reference(ckpt)
+    isa = int8_isa()
+    for f in track(files, description="validating" if options.progress else None):
+        f["validation"] = check_file(tmp, f["file"], Quantize(f["quantization"]), ref,
+                                     min_cosine=options.min_cosine.get(f["quantization"]))
+        if f["quantization"] == "int8":
+            f["checked_on_cpu"] = isa
+    failed = [f for f in files if not f["validation"]["passed"]]
+    if failed:
+        detail = "; ".join(f"{f['file']}: {', '.join(f['validation']['failures'])}" for f in failed)
+        raise GateFailedError(f"export validation failed, nothing written ({detail}); "
+                              "--no-validate writes the files anyway")
+
+
+def export(
+    model: str | os.PathLike | Checkpoint,
+    output: str | os.PathLike,
+    options: ExportOptions | None = None,
+    **overrides,
+) -> ExportResult:
+    """Export ``model`` (any folder ``shrink`` writes, or a sentence-transformers folder) to ``output``.
+
+    Keyword overrides set :class:`ExportOptions` fields, e.g.
+    ``export("minilm-L3", "out", quantize="int8", optimize="O2")``.
+    """
+    start = time.perf_counter()
+    options = options or ExportOptions(**overrides)
+    if isinstance(model, Checkpoint):
+        ckpt = model
+        check_output(output, overwrite=options.overwrite, inputs=[ckpt.path])
+    else:
+        inputs = [model] if Path(model).expanduser().exists() else []
+        check_output(output, overwrite=options.overwrite, inputs=inputs)
+        ckpt = load(model, trust_remote_code=options.trust_remote_code)
+    _set_max_length(ckpt, options.max_seq_length)
+    if options.onnx and not getattr(ckpt.tokenizer, "is_fast", False):
+        raise UnsupportedModelError(f"{ckpt.path} has no fast tokenizer (tokenizer.json); the ONNX runtime needs one")
+    weights_sha = ckpt.weights_sha256()
+    result = ExportResult(output=Path(output).expanduser().resolve(), source=ckpt.source,
+                          formats=[f.value for f in options.formats], dim=ckpt.output_dim,
+                          pooling=ckpt.pooling.value, max_seq_length=int(ckpt.max_seq_length or 0))
+    with atomic_output(output, overwrite=options.overwrite, inputs=[ckpt.path]) as tmp:
+        if options.safetensors:
+            save_checkpoint(ckpt, tmp, post=ckpt.post, provenance=_provenance(ckpt, weights_sha, options))
+        if options.onnx:
+            if not options.safetensors:
+                ckpt.tokenizer.save_pretrained(str(tmp))
+                ckpt.config.save_pretrained(str(tmp))  # lets optimum's ORTModel classes open the folder
+            if not (tmp / TOKENIZER_FILE).is_file():
+                raise UnsupportedModelError(f"the tokenizer of {ckpt.path} cannot be saved as {TOKENIZER_FILE}")
+            graph, files = _write_onnx_files(ckpt, tmp, options, weights_sha)
+            if options.validate:
+                _validate(ckpt, tmp, files, options)
+            else:
+                result.hints.append("warning: --no-validate: the ONNX files were not compared with the PyTorch model")
+            write_json(tmp / EXPORT_FILE, _manifest(ckpt, graph, options, files, weights_sha))
+            result.files = files
+            result.default_file = default_file(files)
+            result.validated = options.validate
+    result.seconds = time.perf_counter() - start
+    return result

@@ -1,0 +1,148 @@
+"""Parity of every written ONNX file with the PyTorch model it came from.
+
+Each file is run the way a user runs it - through :class:`~espresso_export.runtime.OnnxEncoder`,
+so the tokenizer file, padding and batching are checked too - on a probe set
+(short and max-length texts, non-ASCII, at batch 1 and in ragged batches of 7)
+plus the sentences of the built-in STS probe, and compared with the PyTorch
+model's vectors:
+
+=========  ==============  ====================================
+precision  min cosine      STS probe Spearman vs PyTorch
+=========  ==============  ====================================
+fp32       >= 0.9999       reported
+int8       >= 0.99         within 1.0 point
+fp16       >= 0.999        within 1.0 point
+=========  ==============  ====================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..checkpoint import Checkpoint
+from ..data import BUILTIN, read_sts
+from ..embed import encode
+from ..metrics import cosine_rows, sts_spearman
+from ..runtime import TOKEN_OUTPUT, OnnxEncoder
+from ..types import Quantize
+
+MIN_COSINE = {Quantize.NONE: 0.9999, Quantize.INT8: 0.99, Quantize.FP16: 0.999}
+MAX_STS_DELTA = {Quantize.NONE: None, Quantize.INT8: 1.0, Quantize.FP16: 1.0}
+RAGGED_BATCH = 7
+
+PROBE_TEXTS = (
+    "a",
+    "Hi!",
+    "The cat sits on the mat.",
+    "A man is playing a guitar on the street while people walk by.",
+    "Café, naïve façade; the über-déjà-vu résumé.",
+    "Пример предложения на русском языке.",
+    "日本語の文も正しく埋め込まれるべきです。",
+    "مرحبا بالعالم",
+    "Emoji and symbols 🙂👍 ∑ ≤ € — “quotes”",
+    "12345 67.89 3.14159 2024-06-01",
+    "   leading and trailing spaces   ",
+    "UPPER CASE AND lower case MiXeD",
+    "a b c d e f g h i j k l m n o p",
+)
+
+
+def long_text(words: int = 2000) -> str:
+    """A text longer than any model's maximum length, so truncation is exercised."""
+    base = "the quick brown fox jumps over the lazy dog while music plays in the city and"
+    parts = base.split()
+    return " ".join(parts[i % len(parts)] for i in range(words))
+
+
+def probe_texts() -> list[str]:
+    return [*PROBE_TEXTS, long_text(), long_text(300)]
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+@dataclass
+class Reference:
+    """The PyTorch model's unit vectors for the probe texts and the STS probe."""
+
+    probe: list[str]
+    probe_vectors: np.ndarray
+    sts_name: str
+    sts_first: list[str]
+    sts_second: list[str]
+    sts_scores: list[float]
+    sts_vectors: np.ndarray  # first sentences, then second sentences
+    sts_spearman: float
+
+
+def reference(ckpt: Checkpoint) -> Reference:
+    probe = probe_texts()
+    pairs = read_sts(BUILTIN)
+    texts = pairs.sentence1 + pairs.sentence2
+    probe_vectors = _unit(encode(ckpt, probe, batch_size=1))
+    sts_vectors = _unit(encode(ckpt, texts, batch_size=32))
+    n = len(pairs)
+    return Reference(
+        probe=probe, probe_vectors=probe_vectors, sts_name=BUILTIN, sts_first=pairs.sentence1,
+        sts_second=pairs.sentence2, sts_scores=pairs.scores, sts_vectors=sts_vectors,
+        sts_spearman=sts_spearman(sts_vectors[:n], sts_vectors[n:], pairs.scores),
+    )
+
+
+def check_file(folder: Path, file: str, precision: Quantize, ref: Reference, *, min_cosine: float | None = None) -> dict:
+    """Compare one ONNX file of ``folder`` with the reference; returns the result for export.json."""
+    enc = OnnxEncoder(folder, file)
+    runs = {
+        "batch 1": enc.encode(ref.probe, batch_size=1),
+        f"ragged batch {RAGGED_BATCH}": enc.encode(ref.probe, batch_size=RAGGED_BATCH),
+    }
+    cos = {name: cosine_rows(v, ref.probe_vectors) for name, v in runs.items()}
+    diffs = [float(np.abs(v - ref.probe_vectors).max()) for v in runs.values()]
+    texts = ref.sts_first + ref.sts_second
+    sts_vectors = enc.encode(texts, batch_size=32)
+    sts_cos = cosine_rows(sts_vectors, ref.sts_vectors)
+    n = len(ref.sts_first)
+    spearman = sts_spearman(sts_vectors[:n], sts_vectors[n:], ref.sts_scores)
+    all_cos = np.concatenate([*cos.values(), sts_cos])
+    all_texts = ref.probe * len(cos) + texts
+    worst_text = all_texts[int(np.argmin(all_cos))]
+
+    tokens_ok = _token_output_ok(enc, ref.probe[:RAGGED_BATCH])
+    min_cos = float(all_cos.min())
+    delta = spearman - ref.sts_spearman
+    need_cos = MIN_COSINE[precision] if min_cosine is None else min_cosine
+    need_sts = MAX_STS_DELTA[precision]
+    failures = []
+    if min_cos < need_cos:
+        failures.append(f"min cosine {min_cos:.5f} < {need_cos} (worst text: {worst_text[:40]!r})")
+    if need_sts is not None and abs(delta) > need_sts:
+        failures.append(f"STS probe Spearman {spearman:.2f} vs PyTorch {ref.sts_spearman:.2f} "
+                        f"(delta {delta:+.2f}, allowed {need_sts})")
+    if not tokens_ok:
+        failures.append(f"output {TOKEN_OUTPUT} has the wrong shape")
+    return {
+        "passed": not failures,
+        "failures": failures,
+        "min_cosine": round(min_cos, 6),
+        "mean_cosine": round(float(all_cos.mean()), 6),
+        "max_abs_diff": float(f"{max(diffs + [float(np.abs(sts_vectors - ref.sts_vectors).max())]):.3g}"),
+        "min_cosine_by_run": {name: round(float(c.min()), 6) for name, c in cos.items()}
+        | {"sts probe, batch 32": round(float(sts_cos.min()), 6)},
+        "probe_texts": len(ref.probe),
+        "sts_probe": {
+            "name": ref.sts_name, "pairs": n, "spearman_pytorch": round(ref.sts_spearman, 3),
+            "spearman_onnx": round(spearman, 3), "delta": round(delta, 3),
+        },
+        "thresholds": {"min_cosine": need_cos, "max_sts_delta": need_sts},
+    }
+
+
+def _token_output_ok(enc: OnnxEncoder, texts: list[str]) -> bool:
+    encodings = enc.tokenize(texts)
+    tokens = enc.run(encodings, outputs=[TOKEN_OUTPUT])[0]
+    width = max(len(e.ids) for e in encodings)
+    return tokens.ndim == 3 and tokens.shape[:2] == (len(texts), width)

@@ -1,0 +1,154 @@
+"""A torch-free encoder for export folders: onnxruntime + tokenizers + numpy.
+
+This module is what an edge deployment ships. It imports only onnxruntime,
+tokenizers, numpy and the standard library (a test checks that ``torch`` is
+never imported)::
+
+    from espresso_export.runtime import OnnxEncoder
+
+    enc = OnnxEncoder("out/minilm-L3-d128-onnx")      # the file export.json recommends
+    vectors = enc.encode(["a sentence", "another"])   # float32, (2, enc.dim), unit length
+
+The ONNX graph already contains pooling, the head and L2 normalisation, so
+its first output is the final embedding; this class only tokenises
+(lower-casing, truncation and padding as the source model did), batches by
+token length and runs the graph.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+EXPORT_FILE = "export.json"
+TOKENIZER_FILE = "tokenizer.json"
+EMBEDDING_OUTPUT = "sentence_embedding"
+TOKEN_OUTPUT = "token_embeddings"
+
+
+class ExportFolderError(ValueError):
+    """The folder is not a usable export folder (missing or malformed files)."""
+
+
+def is_export_folder(path: str | os.PathLike) -> bool:
+    """True when ``path`` is a folder written by ``espresso-export export`` (it holds export.json)."""
+    return (Path(path) / EXPORT_FILE).is_file()
+
+
+def read_export_info(folder: str | os.PathLike) -> dict:
+    """The parsed ``export.json`` of an export folder."""
+    path = Path(folder) / EXPORT_FILE
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise ExportFolderError(f"{folder} is not an export folder: no {EXPORT_FILE}") from e
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ExportFolderError(f"cannot read {path}: {e}") from e
+    if not isinstance(info, dict) or not info.get("files"):
+        raise ExportFolderError(f"{path} lists no ONNX files")
+    return info
+
+
+def length_sorted(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Indices grouped into batches of similar length, longest first (little padding)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    return [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
+
+
+class OnnxEncoder:
+    """Sentence embeddings from an export folder, without PyTorch.
+
+    ``file`` picks one ONNX file of the folder (e.g. ``"model.onnx"`` or
+    ``"model_int8.onnx"``); by default the one ``export.json`` names as
+    ``default_file``. ``threads`` sets onnxruntime's intra-op threads.
+    """
+
+    def __init__(
+        self,
+        folder: str | os.PathLike,
+        file: str | None = None,
+        *,
+        threads: int | None = None,
+        providers: Sequence[str] | None = None,
+    ) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.folder = Path(folder)
+        self.info = read_export_info(self.folder)
+        names = [f["file"] for f in self.info["files"]]
+        self.file = file or self.info.get("default_file") or names[0]
+        if self.file not in names:
+            raise ExportFolderError(f"{self.file!r} is not an ONNX file of {self.folder}; it has: {', '.join(names)}")
+        self.entry = next(f for f in self.info["files"] if f["file"] == self.file)
+        tok_info = self.info.get("tokenizer", {})
+        tok_path = self.folder / tok_info.get("file", TOKENIZER_FILE)
+        if not tok_path.is_file():
+            raise ExportFolderError(f"{self.folder} has no {tok_path.name}")
+        self.tokenizer = Tokenizer.from_file(str(tok_path))
+        self.tokenizer.no_padding()
+        self.max_seq_length = int(self.info["max_seq_length"])
+        self.tokenizer.enable_truncation(max_length=self.max_seq_length)
+        self.pad_token_id = int(tok_info.get("pad_token_id") or 0)
+        self.padding_side = tok_info.get("padding_side", "right")
+        self.do_lower_case = bool(self.info.get("do_lower_case", False))
+
+        options = ort.SessionOptions()
+        if threads is not None:
+            options.intra_op_num_threads = int(threads)
+            options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(
+            str(self.folder / self.file), options, providers=list(providers or ["CPUExecutionProvider"])
+        )
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.dim = int(self.info["dims"]["embedding"])
+
+    @property
+    def pooling(self) -> str:
+        return str(self.info.get("pooling"))
+
+    def tokenize(self, texts: Sequence[str]) -> list:
+        """``tokenizers.Encoding`` per text, truncated to ``max_seq_length`` (not padded)."""
+        if self.do_lower_case:
+            texts = [t.lower() for t in texts]
+        return self.tokenizer.encode_batch(list(texts))
+
+    def feed(self, encodings: list) -> dict[str, np.ndarray]:
+        width = max(1, max(len(e.ids) for e in encodings))
+        n = len(encodings)
+        ids = np.full((n, width), self.pad_token_id, dtype=np.int64)
+        mask = np.zeros((n, width), dtype=np.int64)
+        types = np.zeros((n, width), dtype=np.int64)
+        for row, e in enumerate(encodings):
+            k = len(e.ids)
+            cols = slice(width - k, width) if self.padding_side == "left" else slice(0, k)
+            ids[row, cols] = e.ids
+            mask[row, cols] = e.attention_mask
+            types[row, cols] = e.type_ids
+        arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        return {name: arrays[name] for name in self.input_names}
+
+    def run(self, encodings: list, outputs: Sequence[str] = (EMBEDDING_OUTPUT,)) -> list[np.ndarray]:
+        """Run the graph on one batch of encodings (padded here); returns the requested outputs."""
+        return self.session.run(list(outputs), self.feed(encodings))
+
+    def encode(self, texts: str | Sequence[str], batch_size: int = 32) -> np.ndarray:
+        """Unit-length float32 embeddings, ``(len(texts), dim)``; a single string gives ``(dim,)``."""
+        single = isinstance(texts, str)
+        items = [texts] if single else list(texts)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        out = np.zeros((len(items), self.dim), dtype=np.float32)
+        if items:
+            encodings = self.tokenize(items)
+            for idx in length_sorted([len(e.ids) for e in encodings], batch_size):
+                out[idx] = self.run([encodings[i] for i in idx])[0]
+        return out[0] if single else out
+
+    def __repr__(self) -> str:
+        return f"OnnxEncoder({str(self.folder)!r}, file={self.file!r}, dim={self.dim})"

@@ -1,0 +1,89 @@
+"""The torch-free runtime: OnnxEncoder and export-folder detection."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from espresso_export import export
+from espresso_export.cpu import int8_isa
+from espresso_export.runtime import EXPORT_FILE, ExportFolderError, OnnxEncoder, is_export_folder, read_export_info
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXTS = ["the dog runs", "a", "music plays in the city today and tomorrow", "éçü", "the cat"]
+
+
+@pytest.fixture(scope="module")
+def bert_export(tiny_bert, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("rt") / "onnx"
+    export(tiny_bert, out, validate=False)
+    return out
+
+
+def test_runtime_never_imports_torch(bert_export):
+    code = (
+        "import sys\n"
+        "from espresso_export.runtime import OnnxEncoder, is_export_folder\n"
+        f"folder = {str(bert_export)!r}\n"
+        "assert is_export_folder(folder)\n"
+        "v = OnnxEncoder(folder).encode(['hello world', 'a'], batch_size=2)\n"
+        "print(v.shape, v.dtype)\n"
+        "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules]\n"
+        "print('heavy:', heavy)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "(2, 32) float32" in run.stdout
+    assert "heavy: []" in run.stdout
+
+
+def test_encode_shapes_order_and_batching(bert_export):
+    enc = OnnxEncoder(bert_export, threads=1)
+    assert enc.dim == 32 and enc.pooling == "mean" and enc.file == "model.onnx"
+    one_by_one = np.stack([enc.encode(t) for t in TEXTS])  # a str gives a 1-D vector
+    batched = enc.encode(TEXTS, batch_size=3)
+    assert batched.shape == (len(TEXTS), 32) and batched.dtype == np.float32
+    np.testing.assert_allclose(batched, one_by_one, atol=1e-5)  # input order restored after sorting
+    np.testing.assert_allclose(np.linalg.norm(batched, axis=1), 1.0, atol=1e-5)
+    assert enc.encode([]).shape == (0, 32)
+    with pytest.raises(ValueError, match="batch_size"):
+        enc.encode(TEXTS, batch_size=0)
+
+
+def test_truncates_to_max_seq_length(bert_export):
+    enc = OnnxEncoder(bert_export)
+    assert len(enc.tokenize(["dog " * 500])[0].ids) == enc.max_seq_length
+    assert enc.encode(["dog " * 500]).shape == (1, 32)
+
+
+def test_export_folder_errors(bert_export, tmp_path):
+    assert not is_export_folder(tmp_path)
+    with pytest.raises(ExportFolderError, match="no export.json"):
+        read_export_info(tmp_path)
+    with pytest.raises(ExportFolderError, match="not an ONNX file"):
+        OnnxEncoder(bert_export, "model_int8.onnx")
+    (tmp_path / EXPORT_FILE).write_text("{not json")
+    with pytest.raises(ExportFolderError, match="cannot read"):
+        read_export_info(tmp_path)
+    (tmp_path / EXPORT_FILE).write_text(json.dumps({"files": []}))
+    with pytest.raises(ExportFolderError, match="lists no ONNX files"):
+        read_export_info(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "flags, isa",
+    [("fpu sse avx2 avx512f avx512_vnni", "avx512_vnni"), ("avx2 avx_vnni", "avx_vnni"), ("sse avx avx2", "avx2")],
+)
+def test_int8_isa_reads_cpuinfo_flags(tmp_path, flags, isa):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\nprocessor\t: 1\nflags\t\t: {flags}\n")
+    info = int8_isa(cpuinfo)
+    assert info["isa"] == isa
+    assert info["flags"]["avx2"] is ("avx2" in flags)
+    assert int8_isa(tmp_path / "missing")["flags"] == {f: False for f in info["flags"]}
