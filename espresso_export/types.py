@@ -22,3 +22,8 @@ class Select(str, Enum):
     AUTO = "auto"  # first for ESE-trained models, spread otherwise
     FIRST = "first"  # the first L layers (ESE semantics)
     SPREAD = "spread"  # L layers spread over the depth, always keeping the last
+
+
+class IndexKind(str, Enum):
+    FLAT = "flat"  # exact inner-product search
+    IVF = "ivf"  # inverted lists: k-means cells, search the nprobe nearest cells
