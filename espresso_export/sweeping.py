@@ -61,8 +61,8 @@ class SweepOptions:
     threads: int | None = None
     batch_size: int = 64  # encoding
     latency_batch_size: int = 32
-    latency_texts: int = 128
-    latency_rounds: int = 3
+    latency_texts: int = 64
+    latency_rounds: int = 2
     seed: int = 0
 
 
@@ -169,16 +169,6 @@ class SweepResult:
         return buf.getvalue()
 
 
-def parse_int_list(text: str, option: str) -> list[int]:
-    try:
-        values = [int(p) for p in text.split(",") if p.strip()]
-    except ValueError as e:
-        raise ValidationError(f"{option} must be comma-separated integers like 2,3,4, got {text!r}") from e
-    if not values or any(v < 1 for v in values):
-        raise ValidationError(f"{option} must be positive integers like 2,3,4, got {text!r}")
-    return sorted(set(values))
-
-
 def pareto_front(points: Sequence[SweepPoint]) -> list[SweepPoint]:
     """Points no other point beats on both Spearman and throughput (ties kept)."""
     front = []
@@ -269,6 +259,65 @@ class _DepthEmbedder(Embedder):
             return encode(self.view, texts, batch_size=batch_size)
 
 
+def _check(options: SweepOptions) -> tuple[Head, Select, list[int], list[int]]:
+    head, select = Head(options.head), Select(options.select)
+    if head not in SWEEP_HEADS:
+        raise ValidationError(f"sweep --head must be pca or truncate, got {head.value}")
+    if select is Select.AUTO:
+        raise ValidationError("sweep --select must be first or spread")
+    if not 0 < options.target_retention <= 1.5:
+        raise ValidationError(f"--target-retention must be a fraction like 0.95, got {options.target_retention}")
+    if not options.sts:
+        raise ValidationError("sweep needs at least one --sts set")
+    depths, dims = sorted(set(options.layers)), sorted(set(options.dims))
+    if not depths or not dims:
+        raise ValidationError("sweep needs at least one depth (--layers) and one width (--dims)")
+    return head, select, depths, dims
+
+
+def _check_grid(ckpt: Checkpoint, depths: list[int], dims: list[int]) -> None:
+    bad = [d for d in depths if d > ckpt.depth]
+    if bad:
+        raise ValidationError(f"--layers {bad} exceed the model's depth of {ckpt.depth} layers")
+    wide = [d for d in dims if d > ckpt.output_dim]
+    if wide:
+        raise ValidationError(f"--dims {wide} exceed the embedding width {ckpt.output_dim}")
+
+
+def _score_points(ckpt: Checkpoint, pooled: dict[int, np.ndarray], texts: _Texts, sets, head: Head,
+                  kept: dict[int, list[int]], dims: list[int], target: float):
+    """Every (depth, width) point's Spearman and size, the source's scores, and each depth's widest head."""
+    n, width, n_sts = ckpt.depth, ckpt.output_dim, len(texts.texts)
+    source_per_set = _sts_scores(_apply(ckpt.post, pooled[n][:n_sts]), texts, sets)
+    source_score = float(np.mean(list(source_per_set.values())))
+    base = [m for m in ckpt.post if not isinstance(m, Normalize)] + [Normalize()]  # as shrink's build_head
+    outside, per_layer = _layer_params(ckpt)
+    points: list[SweepPoint] = []
+    widest: dict[int, list] = {}
+    for depth, keep in kept.items():
+        x = _apply(base, pooled[depth])
+        sts_x, cal_x = x[:n_sts], x[n_sts:]
+        fit = fit_pca(cal_x, dims[-1]) if head is Head.PCA else None  # narrower heads: its leading components
+        widest[depth] = (base + [fit.as_dense(), Normalize()] if fit is not None
+                         else base[:-1] + [truncation(width, dims[-1]), Normalize()])
+        backbone = outside + sum(per_layer[i] for i in keep) + _dense_params(base)
+        for k in dims:
+            if fit is not None:
+                emb, explained = (sts_x - fit.mean) @ fit.components[:k].T, float(fit.explained_variance_ratio[:k].sum())
+            else:
+                emb, explained = sts_x[:, :k], None
+            per_set = _sts_scores(emb, texts, sets)
+            score = float(np.mean(list(per_set.values())))
+            ret = score / source_score if source_score > 0 else None
+            points.append(SweepPoint(
+                layers=depth, kept=keep, dim=k, spearman=score, per_set=per_set, retention=ret, sentences_per_s=0.0,
+                p50_ms=0.0, params=backbone + k * width + k, bytes_per_vector=4 * k, explained_variance=explained,
+                meets_target=ret is not None and ret >= target,
+            ))
+    source_params = outside + sum(per_layer) + _dense_params(ckpt.post)
+    return points, widest, source_per_set, source_params
+
+
 def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, output: str | os.PathLike | None = None,
           overwrite: bool = False, progress: bool = False) -> SweepResult:
     """Measure every (depth, width) point of ``source``; write sweep.json/.csv/.png to ``output`` if given."""
@@ -276,110 +325,60 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, outp
     from .verification.sts import SMOKE_NOTE, load_sts
 
     start = time.perf_counter()
-    head = Head(options.head)
-    select = Select(options.select)
-    if head not in SWEEP_HEADS:
-        raise ValidationError(f"sweep --head must be pca or truncate, got {head.value}")
-    if select is Select.AUTO:
-        raise ValidationError("sweep --select must be first or spread")
-    if not (0 < options.target_retention <= 1.5):
-        raise ValidationError(f"--target-retention must be a fraction like 0.95, got {options.target_retention}")
+    head, select, depths, dims = _check(options)
     if output is not None:
         check_output(output, overwrite=overwrite)
     sets = [load_sts(s, columns=options.sts_columns, limit=options.sts_limit) for s in options.sts]
-    if not sets:
-        raise ValidationError("sweep needs at least one --sts set")
+    cal, cal_label = ([], None) if head is not Head.PCA else \
+        load_calibration(options.calibration, options.calibration_samples, options.seed)
+    if head is Head.PCA and len(cal) < dims[-1]:
+        raise ValidationError(f"calibration has {len(cal)} sentences, fewer than the widest --dims {dims[-1]}; "
+                              "a PCA needs at least that many")
     threads = options.threads or default_threads()
     timings: dict[str, float] = {}
     with fixed_threads(threads):
         t = time.perf_counter()
         ckpt = source if isinstance(source, Checkpoint) else load(source)
         timings["load"] = time.perf_counter() - t
-        n, width = ckpt.depth, ckpt.output_dim
-        depths = sorted(set(options.layers))
-        dims = sorted(set(options.dims))
-        bad = [d for d in depths if d > n]
-        if bad:
-            raise ValidationError(f"--layers {bad} exceed the model's depth of {n} layers")
-        if dims[-1] > width:
-            raise ValidationError(f"--dims {[d for d in dims if d > width]} exceed the embedding width {width}")
+        _check_grid(ckpt, depths, dims)
+        n = ckpt.depth
         kept = {d: select_layers(n, d, select) for d in depths}
-
-        cal: list[str] = []
-        cal_label = None
-        if head is Head.PCA:
-            cal, cal_label = load_calibration(options.calibration, options.calibration_samples, options.seed)
-            if len(cal) < dims[-1]:
-                raise ValidationError(f"calibration has {len(cal)} sentences, fewer than the widest --dims "
-                                      f"{dims[-1]}; a PCA needs at least that many")
         texts = _Texts(*[s.pairs.sentence1 + s.pairs.sentence2 for s in sets])
-        cal_rows = _Texts(cal)
-        t = time.perf_counter()
-        pooled = _pooled_by_depth(ckpt, texts.texts + cal_rows.texts, depths, kept, select, options.batch_size, progress)
-        timings["encode"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        base = [m for m in ckpt.post if not isinstance(m, Normalize)] + [Normalize()]
-        n_sts = len(texts.texts)
-        source_emb = _apply(ckpt.post, pooled[n][:n_sts])
-        source_per_set = _sts_scores(source_emb, texts, sets)
-        source_score = float(np.mean(list(source_per_set.values())))
-        outside, per_layer = _layer_params(ckpt)
-        points: list[SweepPoint] = []
-        widest_head: dict[int, list] = {}
-        for depth in depths:
-            x = _apply(base, pooled[depth])
-            sts_x, cal_x = x[:n_sts], x[n_sts:]
-            fit = fit_pca(cal_x, dims[-1]) if head is Head.PCA else None
-            backbone = outside + sum(per_layer[i] for i in kept[depth])
-            for k in dims:
-                if fit is not None:
-                    emb = (sts_x - fit.mean) @ fit.components[:k].T
-                    explained = float(fit.explained_variance_ratio[:k].sum())
-                else:
-                    emb, explained = sts_x[:, :k], None
-                per_set = _sts_scores(emb, texts, sets)
-                score = float(np.mean(list(per_set.values())))
-                ret = score / source_score if source_score > 0 else None
-                points.append(SweepPoint(
-                    layers=depth, kept=kept[depth], dim=k, spearman=score, per_set=per_set, retention=ret,
-                    sentences_per_s=0.0, p50_ms=0.0, params=backbone + _dense_params(base) + k * width + k,
-                    bytes_per_vector=4 * k, explained_variance=explained,
-                    meets_target=ret is not None and ret >= options.target_retention,
-                ))
-            if fit is not None:
-                widest_head[depth] = base + [fit.as_dense(), Normalize()]
-            else:
-                widest_head[depth] = base[:-1] + [truncation(width, dims[-1]), Normalize()]
+        pooled = _pooled_by_depth(ckpt, texts.texts + cal, depths, kept, select, options.batch_size, progress)
+        timings["encode"] = time.perf_counter() - t
+        t = time.perf_counter()
+        points, widest, source_per_set, source_params = _score_points(
+            ckpt, pooled, texts, sets, head, kept, dims, options.target_retention)
         timings["heads_and_scores"] = time.perf_counter() - t
 
         t = time.perf_counter()
         sample = texts.texts if len(texts.texts) <= options.latency_texts else \
             random.Random(options.seed).sample(texts.texts, options.latency_texts)
-        embedders = [_DepthEmbedder.of(ckpt, None if d == n else kept[d], widest_head[d]) for d in depths]
+        embedders = [_DepthEmbedder.of(ckpt, None if d == n else kept[d], widest[d]) for d in depths]
         embedders.append(_DepthEmbedder.of(ckpt, None, ckpt.post))
-        stats = measure(embedders, sample, [options.latency_batch_size], rounds=options.latency_rounds,
-                        progress="latency (per depth)" if progress else None)
+        stats = [s[options.latency_batch_size] for s in measure(
+            embedders, sample, [options.latency_batch_size], rounds=options.latency_rounds, warmup=1,
+            progress="latency (per depth)" if progress else None)]
         timings["latency"] = time.perf_counter() - t
-    by_depth = {d: s[options.latency_batch_size] for d, s in zip(depths, stats)}
-    src_stats = stats[-1][options.latency_batch_size]
+    by_depth = dict(zip(depths, stats))
     for p in points:
-        p.sentences_per_s = by_depth[p.layers].sentences_per_s
-        p.p50_ms = by_depth[p.layers].p50_ms
+        p.sentences_per_s, p.p50_ms = by_depth[p.layers].sentences_per_s, by_depth[p.layers].p50_ms
     for p in pareto_front(points):
         p.pareto = True
 
     notes = []
     if any(s.smoke for s in sets):
         notes.append(SMOKE_NOTE.format(n=len(load_sts("builtin").pairs)))
-    if select is Select.FIRST and not ckpt.ese_trained and min(depths) < n:
+    if select is Select.FIRST and not ckpt.ese_trained and depths[0] < n:
         notes.append("this model is not ESE-trained: its first-L cuts usually score below spread cuts "
                      "(try --select spread)")
     result = SweepResult(
-        source=ckpt.source, source_depth=n, source_dim=width, source_spearman=source_score,
-        source_per_set=source_per_set, source_sentences_per_s=src_stats.sentences_per_s,
-        source_p50_ms=src_stats.p50_ms, source_params=outside + sum(per_layer) + _dense_params(ckpt.post),
-        head=head, select=select,
+        source=ckpt.source, source_depth=n, source_dim=ckpt.output_dim,
+        source_spearman=float(np.mean(list(source_per_set.values()))), source_per_set=source_per_set,
+        source_sentences_per_s=stats[-1].sentences_per_s, source_p50_ms=stats[-1].p50_ms,
+        source_params=source_params, head=head, select=select,
         sts_sets=[{"name": s.name, "spec": s.spec, "kind": s.kind, "pairs": len(s.pairs), "smoke_set": s.smoke}
                   for s in sets],
         calibration=None if head is not Head.PCA else {"source": cal_label, "size": len(cal)},
@@ -390,11 +389,15 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, outp
     timings["total"] = time.perf_counter() - start
     result.timings = timings
     if output is not None:
-        from .verification.plots import plot_sweep
-
-        with atomic_output(output, overwrite=overwrite) as tmp:
-            result.output = Path(output).expanduser().resolve()
-            write_text_atomic(tmp / "sweep.csv", result.to_csv())
-            write_text_atomic(tmp / "sweep.json", json.dumps(result.to_dict(), indent=2) + "\n")
-            plot_sweep(result, tmp / "sweep.png")
+        _write(result, output, overwrite)
     return result
+
+
+def _write(result: SweepResult, output: str | os.PathLike, overwrite: bool) -> None:
+    from .verification.plots import plot_sweep
+
+    with atomic_output(output, overwrite=overwrite) as tmp:
+        result.output = Path(output).expanduser().resolve()
+        write_text_atomic(tmp / "sweep.csv", result.to_csv())
+        write_text_atomic(tmp / "sweep.json", json.dumps(result.to_dict(), indent=2) + "\n")
+        plot_sweep(result, tmp / "sweep.png")

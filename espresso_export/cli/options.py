@@ -66,3 +66,16 @@ CalibrationOpt = Annotated[
 CalibrationSamplesOpt = Annotated[
     int, typer.Option("--calibration-samples", min=1, help="Use at most this many calibration sentences.")
 ]
+
+
+def parse_int_list(text: str, option: str) -> list[int]:
+    """``"2,3,4"`` -> ``[2, 3, 4]`` (positive, duplicates dropped, order kept); a clear error otherwise."""
+    from ..errors import ValidationError
+
+    try:
+        values = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError as e:
+        raise ValidationError(f"{option} must be comma-separated integers like 1,32, got {text!r}") from e
+    if not values or any(v < 1 for v in values):
+        raise ValidationError(f"{option} must be positive integers like 1,32, got {text!r}")
+    return list(dict.fromkeys(values))

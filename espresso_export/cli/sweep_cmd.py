@@ -10,7 +10,7 @@ from ..types import Head, Select
 from .app import app
 from .options import (
     BatchSizeOpt, CalibrationOpt, CalibrationSamplesOpt, JsonOpt, OutputOpt, OverwriteOpt, SeedOpt, StsColumnsOpt,
-    StsLimitOpt, StsOpt, ThreadsOpt,
+    StsLimitOpt, StsOpt, ThreadsOpt, parse_int_list,
 )
 
 
@@ -42,16 +42,16 @@ def sweep(
     threads: ThreadsOpt = None,
     latency_batch_size: Annotated[int, typer.Option("--latency-batch-size", min=1,
                                                     help="Batch size of the throughput measurement.")] = 32,
-    latency_texts: Annotated[int, typer.Option("--latency-texts", min=1, help="Texts timed per depth and round.")] = 128,
+    latency_texts: Annotated[int, typer.Option("--latency-texts", min=1, help="Texts timed per depth and round.")] = 64,
     latency_rounds: Annotated[int, typer.Option("--latency-rounds", min=1,
-                                                help="Timed rounds, alternating the depths.")] = 3,
+                                                help="Timed rounds, alternating the depths.")] = 2,
     batch_size: BatchSizeOpt = 64,
     overwrite: OverwriteOpt = False,
     seed: SeedOpt = 0,
     json_out: JsonOpt = False,
 ) -> None:
     """Measure every (layers, dim) cut in memory: Spearman, throughput, size; write a table and a plot."""
-    from ..sweeping import SweepOptions, parse_int_list, sweep as run_sweep
+    from ..sweeping import SweepOptions, sweep as run_sweep
     from ..verification.sts import parse_columns
     from .render import print_hints, print_json
 

@@ -10,7 +10,7 @@ import typer
 from ..types import IndexKind
 from .app import app
 from .options import (
-    BatchSizeOpt, SeedOpt, StsColumnsOpt, StsLimitOpt, StsOpt, ThreadsOpt, TrustRemoteCodeOpt,
+    BatchSizeOpt, SeedOpt, StsColumnsOpt, StsLimitOpt, StsOpt, ThreadsOpt, TrustRemoteCodeOpt, parse_int_list,
 )
 
 
@@ -67,7 +67,6 @@ def verify(
 ) -> None:
     """Measure a model against its source: STS retention, latency, size, retrieval; exit 3 if a threshold fails."""
     from ..layout import write_text_atomic
-    from ..verification.latency import parse_batch_sizes
     from ..verification.report import Thresholds
     from ..verification.retrieval import IndexOptions
     from ..verification.runner import VerifyOptions, verify as run_verify
@@ -78,7 +77,8 @@ def verify(
     options = VerifyOptions(
         sts=tuple(sts or ["builtin"]), sts_columns=parse_columns(sts_columns), sts_limit=sts_limit,
         retrieval=tuple(retrieval or ()), retrieval_min_score=relevant_score,
-        index=IndexOptions(kind=index, nlist=nlist, nprobe=nprobe), batch_sizes=parse_batch_sizes(batch_sizes),
+        index=IndexOptions(kind=index, nlist=nlist, nprobe=nprobe),
+        batch_sizes=parse_int_list(batch_sizes, "--batch-sizes"),
         threads=threads, latency_texts=latency_texts, latency_rounds=latency_rounds, encode_batch_size=batch_size,
         trust_remote_code=trust_remote_code, seed=seed,
     )

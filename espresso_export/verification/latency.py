@@ -45,16 +45,6 @@ def default_threads() -> int:
         return os.cpu_count() or 1
 
 
-def parse_batch_sizes(text: str) -> list[int]:
-    try:
-        sizes = [int(p) for p in text.split(",") if p.strip()]
-    except ValueError as e:
-        raise ValidationError(f"--batch-sizes must be comma-separated integers like 1,32, got {text!r}") from e
-    if not sizes or any(s < 1 for s in sizes):
-        raise ValidationError(f"--batch-sizes must be positive integers like 1,32, got {text!r}")
-    return list(dict.fromkeys(sizes))
-
-
 @contextmanager
 def fixed_threads(threads: int | None) -> Iterator[None]:
     """Pin torch's intra-op thread count for the block (ONNX sessions get theirs when opened)."""

@@ -60,6 +60,8 @@ def verify(
     start = time.perf_counter()
     if not options.sts:
         raise ValidationError("verify needs at least one --sts set")
+    if not options.batch_sizes or min(options.batch_sizes) < 1:
+        raise ValidationError(f"latency batch sizes must be positive integers, got {list(options.batch_sizes)}")
     if thresholds.min_retrieval_retention is not None and not options.retrieval:
         raise ValidationError("--min-retrieval-retention needs a --retrieval set")
     sts_sets = [load_sts(spec, columns=options.sts_columns, limit=options.sts_limit) for spec in options.sts]
