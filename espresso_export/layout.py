@@ -116,6 +116,27 @@ def write_json(path: Path, obj) -> None:
     path.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n", encoding="utf-8")
 
 
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write one file via a temp file beside it and a rename: readers never see half a file."""
+    path = Path(path).expanduser().resolve()
+    if path.is_dir():
+        raise ValidationError(f"{path} is a folder; expected a file path")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.chmod(tmp, 0o644)  # mkstemp makes it owner-only; a report is meant to be read
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as e:
+        raise _write_error(path, e) from e
+    return path
+
+
 def pooling_config(dim: int, mode: Pooling) -> dict:
     """Pooling config in the key style every sentence-transformers release reads."""
     return {

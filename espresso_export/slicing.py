@@ -6,7 +6,8 @@ layers 0..5, and "the first 3" are 0, 1, 2.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from .architectures import Architecture, get_attr_path, set_attr_path
 from .errors import ValidationError
@@ -76,3 +77,25 @@ def cut(model, arch: Architecture, keep: Sequence[int]) -> None:
         for module in layer.modules():  # decoders index their KV cache by layer
             if hasattr(module, "layer_idx"):
                 module.layer_idx = new_idx
+
+
+@contextmanager
+def temporary_cut(model, arch: Architecture, keep: Sequence[int]) -> Iterator[None]:
+    """Run ``model`` with only the layers ``keep`` inside the block, then restore it exactly.
+
+    No weights are copied: the kept blocks are the model's own. Used to time or
+    encode several depths of one loaded model (``sweep``).
+    """
+    stack = get_attr_path(model, arch.layers_path)
+    config = model.config
+    saved = {name: getattr(config, name) for name in (arch.depth_field, *arch.per_layer_fields) if hasattr(config, name)}
+    layer_idx = [(m, m.layer_idx) for m in stack.modules() if hasattr(m, "layer_idx")]
+    cut(model, arch, keep)
+    try:
+        yield
+    finally:
+        set_attr_path(model, arch.layers_path, stack)
+        for name, value in saved.items():
+            setattr(config, name, value)
+        for module, idx in layer_idx:
+            module.layer_idx = idx

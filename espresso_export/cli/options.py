@@ -66,3 +66,45 @@ BidirectionalOpt = Annotated[
                  help="Decoders: make all layers (ESE's LLM recipe) or the last layer (BeLLM) bidirectional; "
                       "mean pooling. Recorded in config.json and espresso.json."),
 ]
+
+ThreadsOpt = Annotated[
+    Optional[int],
+    typer.Option("--threads", min=1, help="Intra-op threads for torch and onnxruntime (fixed for every model "
+                                          "measured). Default: torch's default, the physical core count."),
+]
+StsOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--sts", help="STS set, repeatable: 'builtin' (a shipped smoke set, not a benchmark), an STS-B file "
+                               "(tab-separated, score in column 5, sentences in 6-7), a csv/tsv/jsonl with "
+                               "sentence1,sentence2,score columns, or a Hub dataset id owner/name[:split] (online, "
+                               "needs `datasets`). Default: builtin."),
+]
+StsColumnsOpt = Annotated[
+    Optional[str],
+    typer.Option("--sts-columns", help="Column names for csv/tsv/jsonl STS files: sentence1,sentence2,score."),
+]
+StsLimitOpt = Annotated[
+    Optional[int],
+    typer.Option("--sts-limit", min=2, help="Use N pairs of each STS set, spread evenly over it (quick checks)."),
+]
+CalibrationOpt = Annotated[
+    Optional[Path],
+    typer.Option("--calibration", help="Sentences for the PCA head: .txt (one a line) or .jsonl. "
+                                       "Default: a small corpus shipped with espresso-export."),
+]
+CalibrationSamplesOpt = Annotated[
+    int, typer.Option("--calibration-samples", min=1, help="Use at most this many calibration sentences.")
+]
+
+
+def parse_int_list(text: str, option: str) -> list[int]:
+    """``"2,3,4"`` -> ``[2, 3, 4]`` (positive, duplicates dropped, order kept); a clear error otherwise."""
+    from ..errors import ValidationError
+
+    try:
+        values = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError as e:
+        raise ValidationError(f"{option} must be comma-separated integers like 1,32, got {text!r}") from e
+    if not values or any(v < 1 for v in values):
+        raise ValidationError(f"{option} must be positive integers like 1,32, got {text!r}")
+    return list(dict.fromkeys(values))

@@ -1,0 +1,104 @@
+"""``espresso-export sweep``: the depth x width map of one model."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ..types import Head, Select
+from .app import app
+from .options import (
+    BatchSizeOpt, CalibrationOpt, CalibrationSamplesOpt, JsonOpt, OutputOpt, OverwriteOpt, SeedOpt, StsColumnsOpt,
+    StsLimitOpt, StsOpt, ThreadsOpt, parse_int_list,
+)
+
+
+@app.command(
+    epilog="Examples:\n\n"
+    "  espresso-export sweep minilm --layers 2,3,4,6 --dims 64,128,256 -o sweep-minilm\n\n"
+    "  espresso-export sweep model/ --layers 1,2,3,4,5,6 --dims 128,384 --sts sts-test.csv "
+    "--target-retention 0.9 -o sweep/",
+)
+def sweep(
+    model: Annotated[str, typer.Argument(help="Source model folder, Hub id, or alias.")],
+    output: OutputOpt,
+    layers: Annotated[str, typer.Option("--layers", "-l", help="Depths to try, comma-separated (2,3,4,6).")],
+    dims: Annotated[str, typer.Option("--dims", "-d", help="Embedding widths to try, comma-separated (64,128,256).")],
+    head: Annotated[Head, typer.Option("--head", case_sensitive=False,
+                                       help="pca (fitted on the calibration corpus) or truncate (first-k).")] = Head.PCA,
+    select: Annotated[Select, typer.Option(
+        "--select", case_sensitive=False,
+        help="first: the first L layers (one forward pass for every depth); spread: L layers spread over the "
+             "depth, keeping the last (one encode per depth).")] = Select.FIRST,
+    sts: StsOpt = None,
+    sts_columns: StsColumnsOpt = None,
+    sts_limit: StsLimitOpt = None,
+    target_retention: Annotated[float, typer.Option(
+        "--target-retention", help="Recommend the smallest and the fastest point keeping this fraction of the "
+                                   "source's Spearman.")] = 0.95,
+    calibration: CalibrationOpt = None,
+    calibration_samples: CalibrationSamplesOpt = 4096,
+    threads: ThreadsOpt = None,
+    latency_batch_size: Annotated[int, typer.Option("--latency-batch-size", min=1,
+                                                    help="Batch size of the throughput measurement.")] = 32,
+    latency_texts: Annotated[int, typer.Option("--latency-texts", min=1, help="Texts timed per depth and round.")] = 64,
+    latency_rounds: Annotated[int, typer.Option("--latency-rounds", min=1,
+                                                help="Timed rounds, alternating the depths.")] = 2,
+    batch_size: BatchSizeOpt = 64,
+    overwrite: OverwriteOpt = False,
+    seed: SeedOpt = 0,
+    json_out: JsonOpt = False,
+) -> None:
+    """Measure every (layers, dim) cut in memory: Spearman, throughput, size; write a table and a plot."""
+    from ..sweeping import SweepOptions, sweep as run_sweep
+    from ..verification.sts import parse_columns
+    from .render import print_hints, print_json
+
+    options = SweepOptions(
+        layers=parse_int_list(layers, "--layers"), dims=parse_int_list(dims, "--dims"), head=head, select=select,
+        sts=tuple(sts or ["builtin"]), sts_columns=parse_columns(sts_columns), sts_limit=sts_limit,
+        calibration=calibration, calibration_samples=calibration_samples, target_retention=target_retention,
+        threads=threads, batch_size=batch_size, latency_batch_size=latency_batch_size, latency_texts=latency_texts,
+        latency_rounds=latency_rounds, seed=seed,
+    )
+    result = run_sweep(model, options, output=output, overwrite=overwrite, progress=not json_out)
+    if json_out:
+        print_json(result.to_dict())
+        return
+    _print(result)
+    print_hints(f"note: {n}" for n in result.notes)
+
+
+def _print(result) -> None:
+    from rich.table import Table
+
+    from ..console import out_console
+
+    console = out_console()
+    table = Table(title=f"sweep of {result.source} ({result.head.value} head, {result.select.value} layers, "
+                        f"{result.threads} thread(s))", title_justify="left")
+    for col in ("layers", "dim", "Spearman", "retention", "sent/s", "speed-up", "params", "bytes/vec", "pareto"):
+        table.add_column(col, justify="right")
+    for p in sorted(result.points, key=lambda p: (p.layers, p.dim)):
+        ret = "n/a" if p.retention is None else f"{p.retention:.3f}"
+        style = "green" if p.meets_target else None
+        table.add_row(str(p.layers), str(p.dim), f"{p.spearman:.2f}", ret, f"{p.sentences_per_s:.1f}",
+                      f"{p.sentences_per_s / result.source_sentences_per_s:.2f}x", f"{p.params / 1e6:.2f}M",
+                      str(p.bytes_per_vector), "*" if p.pareto else "", style=style)
+    table.add_row(f"{result.source_depth} (source)", str(result.source_dim), f"{result.source_spearman:.2f}", "1.000",
+                  f"{result.source_sentences_per_s:.1f}", "1.00x", f"{result.source_params / 1e6:.2f}M",
+                  str(4 * result.source_dim), "", style="bold")
+    console.print(table)
+    target = f"{100 * result.target_retention:g}% of the source's Spearman"
+    for name, point in (("smallest", result.smallest), ("fastest", result.fastest)):
+        if point is None:
+            continue
+        console.print(f"[bold]{name}[/] meeting {target}: {point.label} (Spearman {point.spearman:.2f}, "
+                      f"{point.sentences_per_s:.0f} sent/s, {point.params / 1e6:.1f}M params)\n"
+                      f"  {result.shrink_command(point)}", highlight=False, soft_wrap=True)
+    if result.smallest is None:
+        console.print(f"[yellow]no point keeps {target}[/]; the best is "
+                      f"{max(result.points, key=lambda p: p.spearman).label}", highlight=False)
+    console.print(f"table and plot: {result.output}/sweep.{{json,csv,png}} ({result.timings['total']:.1f} s)",
+                  highlight=False)

@@ -1,0 +1,187 @@
+"""One interface over every model ``verify`` and ``sweep`` measure.
+
+An :class:`Embedder` has ``encode(texts, batch_size) -> float32 (n, dim)``,
+``dim``, ``n_params``, ``disk_bytes`` and ``load_seconds``. :func:`open_embedder`
+picks the implementation from the spec: a folder holding ``export.json`` is an
+ONNX export (run by :mod:`espresso_export.runtime`, no torch), anything else
+is loaded with :func:`espresso_export.checkpoint.load` (folder, Hub id, alias).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import UnsupportedModelError
+
+EXPORT_MANIFEST = "export.json"
+
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes of every file under ``folder`` (symlinks followed, as in a Hub cache snapshot)."""
+    total = 0
+    for root, _dirs, files in os.walk(folder, followlinks=True):
+        for name in files:
+            try:
+                total += (Path(root) / name).stat().st_size
+            except OSError:  # a dangling symlink holds no bytes
+                continue
+    return total
+
+
+@dataclass
+class Embedder(ABC):
+    """A model that turns texts into vectors, plus the facts ``verify`` reports about it."""
+
+    spec: str  # what the user passed
+    kind: str  # "pytorch" or "onnx"
+    dim: int
+    n_params: int | None
+    disk_bytes: int | None
+    load_seconds: float
+    path: Path | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @abstractmethod
+    def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        """Float32 embeddings, shape ``(len(texts), dim)``, in the order of ``texts``."""
+
+    @property
+    def bytes_per_vector(self) -> int:
+        return self.dim * np.dtype(np.float32).itemsize
+
+    def info(self) -> dict:
+        return {
+            "spec": self.spec, "kind": self.kind, "path": str(self.path) if self.path else None, "dim": self.dim,
+            "n_params": self.n_params, "disk_bytes": self.disk_bytes, "bytes_per_vector": self.bytes_per_vector,
+            "load_seconds": round(self.load_seconds, 4), **self.details,
+        }
+
+
+@dataclass
+class TorchEmbedder(Embedder):
+    checkpoint: Any = None
+
+    def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        from ..embed import encode
+
+        return encode(self.checkpoint, texts, batch_size=batch_size)
+
+    @classmethod
+    def from_checkpoint(cls, ckpt, *, spec: str | None = None, load_seconds: float = 0.0,
+                        disk_bytes: int | None = None) -> TorchEmbedder:
+        from ..checkpoint import DenseLayer
+
+        post_params = sum(m.weight.numel() + (0 if m.bias is None else m.bias.numel())
+                          for m in ckpt.post if isinstance(m, DenseLayer))
+        return cls(
+            spec=spec or ckpt.source, kind="pytorch", dim=ckpt.output_dim,
+            n_params=sum(p.numel() for p in ckpt.model.parameters()) + post_params,
+            disk_bytes=disk_bytes, load_seconds=load_seconds, path=ckpt.path,
+            details={"layers": ckpt.depth, "pooling": ckpt.pooling.value}, checkpoint=ckpt,
+        )
+
+
+@dataclass
+class OnnxEmbedder(Embedder):
+    encoder: Any = None
+
+    def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        return np.asarray(self.encoder.encode(list(texts), batch_size=batch_size), dtype=np.float32)
+
+
+def is_export_folder(path: Path) -> bool:
+    return path.is_dir() and (path / EXPORT_MANIFEST).is_file()
+
+
+def _onnx_params(folder: Path) -> int | None:
+    """Parameter count from the graphs' initializers (weights not loaded); None without ``onnx``."""
+    try:
+        import onnx
+    except ImportError:
+        return None
+    total = 0
+    for graph_file in sorted(folder.glob("*.onnx")):
+        model = onnx.load(str(graph_file), load_external_data=False)
+        for init in model.graph.initializer:
+            total += int(np.prod(init.dims)) if len(init.dims) else 1
+    return total or None
+
+
+def open_onnx(folder: Path, spec: str, *, threads: int | None) -> OnnxEmbedder:
+    try:
+        from .. import runtime
+    except ImportError as e:
+        raise UnsupportedModelError(
+            f"{folder} is an ONNX export folder ({EXPORT_MANIFEST}); ONNX export folders need the export "
+            "feature (espresso_export.runtime), which this installation does not have"
+        ) from e
+    import onnxruntime  # noqa: F401  (imported before the timer: load time is the model's, not the library's)
+
+    kwargs: dict[str, Any] = {}
+    accepted = inspect.signature(runtime.OnnxEncoder).parameters
+    if threads is not None:
+        name = next((n for n in ("threads", "intra_op_num_threads", "num_threads") if n in accepted), None)
+        if name is not None:
+            kwargs[name] = threads
+    start = time.perf_counter()
+    encoder = runtime.OnnxEncoder(folder, **kwargs)
+    seconds = time.perf_counter() - start
+    return OnnxEmbedder(
+        spec=spec, kind="onnx", dim=int(encoder.dim), n_params=_onnx_params(folder), disk_bytes=folder_bytes(folder),
+        load_seconds=seconds, path=folder, details={"threads_applied": bool(kwargs)}, encoder=encoder,
+    )
+
+
+def open_torch(spec: str, *, pooling=None, trust_remote_code: bool = False) -> TorchEmbedder:
+    import torch  # noqa: F401  (library imports happen before the timer)
+    import transformers  # noqa: F401
+
+    from ..checkpoint import load
+
+    start = time.perf_counter()
+    ckpt = load(spec, pooling=pooling, trust_remote_code=trust_remote_code)
+    seconds = time.perf_counter() - start
+    return TorchEmbedder.from_checkpoint(ckpt, spec=spec, load_seconds=seconds, disk_bytes=folder_bytes(ckpt.path))
+
+
+def open_embedder(spec: str | os.PathLike, *, threads: int | None = None, pooling=None,
+                  trust_remote_code: bool = False) -> Embedder:
+    """Open ``spec`` as an :class:`Embedder`: an ONNX export folder, else a PyTorch checkpoint."""
+    text = str(spec)
+    local = Path(text).expanduser()
+    if is_export_folder(local):
+        return open_onnx(local.resolve(), text, threads=threads)
+    return open_torch(text, pooling=pooling, trust_remote_code=trust_remote_code)
+
+
+class EncodeCache:
+    """Encode each distinct text once per embedder: STS sets and retrieval sets share sentences."""
+
+    def __init__(self, embedder: Embedder, *, batch_size: int = 64, progress: str | None = None) -> None:
+        self.embedder = embedder
+        self.batch_size = batch_size
+        self.progress = progress
+        self._rows: dict[str, np.ndarray] = {}
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._rows]
+        if missing:
+            from ..progress import track
+
+            chunk = max(self.batch_size * 8, 256)
+            pieces = [missing[i : i + chunk] for i in range(0, len(missing), chunk)]
+            for piece in track(pieces, description=self.progress, total_items=len(missing), count=len):
+                for text, row in zip(piece, self.embedder.encode(piece, batch_size=self.batch_size)):
+                    self._rows[text] = row
+        if not texts:
+            return np.zeros((0, self.embedder.dim), dtype=np.float32)
+        return np.stack([self._rows[t] for t in texts]).astype(np.float32, copy=False)

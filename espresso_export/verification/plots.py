@@ -1,0 +1,49 @@
+"""The sweep plot: STS Spearman vs throughput, one line per width, Pareto frontier marked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..sweeping import SweepResult
+
+
+def plot_sweep(result: SweepResult, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8.5, 5.5), dpi=120)
+    try:
+        dims = sorted({p.dim for p in result.points})
+        cmap = plt.get_cmap("viridis", max(2, len(dims)))
+        for i, dim in enumerate(dims):
+            pts = sorted((p for p in result.points if p.dim == dim), key=lambda p: p.sentences_per_s)
+            ax.plot([p.sentences_per_s for p in pts], [p.spearman for p in pts], "o-", color=cmap(i), ms=4,
+                    lw=1.2, label=f"d={dim}")
+        front = sorted((p for p in result.points if p.pareto), key=lambda p: p.sentences_per_s)
+        ax.plot([p.sentences_per_s for p in front], [p.spearman for p in front], "s", mfc="none", mec="crimson",
+                ms=10, mew=1.5, ls="--", color="crimson", lw=1, label="Pareto frontier")
+        for p in front:
+            ax.annotate(p.label, (p.sentences_per_s, p.spearman), textcoords="offset points", xytext=(6, -10),
+                        fontsize=7, color="crimson")
+        ax.axhline(result.source_spearman, color="black", ls="--", lw=1,
+                   label=f"source ({result.source_depth} layers, {result.source_dim}-d): {result.source_spearman:.1f}")
+        ax.plot([result.source_sentences_per_s], [result.source_spearman], "*", color="black", ms=12)
+        if result.source_spearman > 0:
+            ax.axhline(result.target_retention * result.source_spearman, color="gray", ls=":", lw=1,
+                       label=f"target: {100 * result.target_retention:g}% of source")
+        sets = ", ".join(s["name"] for s in result.sts_sets)
+        ax.set_title(f"{Path(result.source).name}: depth x width sweep ({result.head.value} head, "
+                     f"{result.select.value} layers)", fontsize=10)
+        ax.set_xlabel(f"throughput, sentences/s (batch {result.latency['batch_size']}, {result.threads} thread(s))")
+        ax.set_ylabel(f"Spearman x100 ({sets})")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="lower left")
+        fig.tight_layout()
+        fig.savefig(path)
+    finally:
+        plt.close(fig)
+    return path

@@ -1,0 +1,314 @@
+"""The verify report: one dataclass, three views (JSON dict, rich tables, Markdown) and the gate.
+
+The tables are built once as :class:`Section` rows and rendered either to the
+terminal or to Markdown for a model card, so both always show the same numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .. import __version__
+from ..errors import GateFailedError
+from .latency import LatencyStats
+from .retrieval import RetrievalScores
+from .sts import retention
+
+
+def ratio(candidate: float | int | None, source: float | int | None) -> float | None:
+    if candidate is None or source is None or source == 0:
+        return None
+    return float(candidate) / float(source)
+
+
+def _round(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None else round(float(x), digits)
+
+
+@dataclass(frozen=True)
+class StsRow:
+    name: str
+    spec: str
+    kind: str  # builtin / file / hub
+    pairs: int
+    candidate: float  # Spearman x100
+    source: float
+
+    @property
+    def smoke(self) -> bool:
+        return self.kind == "builtin"
+
+    @property
+    def retention(self) -> float | None:
+        return retention(self.candidate, self.source)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "spec": self.spec, "kind": self.kind, "smoke_set": self.smoke,
+                "pairs": self.pairs, "candidate_spearman": _round(self.candidate), "source_spearman": _round(self.source),
+                "retention": _round(self.retention)}
+
+
+@dataclass(frozen=True)
+class LatencyRow:
+    batch_size: int
+    candidate: LatencyStats
+    source: LatencyStats
+
+    @property
+    def p50_ratio(self) -> float | None:
+        return ratio(self.candidate.p50_ms, self.source.p50_ms)
+
+    @property
+    def speedup(self) -> float | None:
+        return ratio(self.candidate.sentences_per_s, self.source.sentences_per_s)
+
+    def to_dict(self) -> dict:
+        return {"batch_size": self.batch_size, "candidate": self.candidate.to_dict(), "source": self.source.to_dict(),
+                "p50_ratio": _round(self.p50_ratio), "p95_ratio": _round(ratio(self.candidate.p95_ms, self.source.p95_ms)),
+                "throughput_ratio": _round(self.speedup)}
+
+
+@dataclass(frozen=True)
+class RetrievalRow:
+    name: str
+    spec: str
+    index: str
+    candidate: RetrievalScores
+    source: RetrievalScores
+
+    @property
+    def mrr_retention(self) -> float | None:
+        return retention(self.candidate.mrr_at_10, self.source.mrr_at_10)
+
+    def to_dict(self) -> dict:
+        c, s = self.candidate, self.source
+        return {"name": self.name, "spec": self.spec, "index": self.index, "queries": c.queries, "docs": c.docs,
+                "candidate": c.to_dict(), "source": s.to_dict(), "mrr_retention": _round(self.mrr_retention),
+                "recall_retention": _round(retention(c.recall_at_10, s.recall_at_10)),
+                "index_bytes_ratio": _round(ratio(c.index_bytes, s.index_bytes)),
+                "query_time_ratio": _round(ratio(c.query_ms_per_query, s.query_ms_per_query))}
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    min_retention: float | None = None  # every STS set's Spearman retention
+    max_latency_ratio: float | None = None  # candidate p50 / source p50, at every batch size
+    min_retrieval_retention: float | None = None  # every retrieval set's MRR@10 retention
+
+    def to_dict(self) -> dict:
+        return {"min_retention": self.min_retention, "max_latency_ratio": self.max_latency_ratio,
+                "min_retrieval_retention": self.min_retrieval_retention}
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    threshold: str  # ">= 0.95" / "<= 1.0"
+    value: float | None
+    passed: bool
+
+    def describe(self) -> str:
+        shown = "undefined (source score <= 0)" if self.value is None else f"{self.value:.4f}"
+        return f"{self.name} = {shown}, needs {self.threshold}"
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "threshold": self.threshold, "value": _round(self.value), "passed": self.passed}
+
+
+def _at_least(name: str, value: float | None, bound: float) -> Check:
+    return Check(name, f">= {bound:g}", value, value is not None and value >= bound)
+
+
+def _at_most(name: str, value: float | None, bound: float) -> Check:
+    return Check(name, f"<= {bound:g}", value, value is not None and value <= bound)
+
+
+def gate_checks(report: VerifyReport, thresholds: Thresholds) -> list[Check]:
+    checks: list[Check] = []
+    if thresholds.min_retention is not None:
+        for row in report.sts:
+            checks.append(_at_least(f"STS retention on {row.name}", row.retention, thresholds.min_retention))
+    if thresholds.max_latency_ratio is not None:
+        for row in report.latency:
+            checks.append(_at_most(f"p50 latency ratio at batch {row.batch_size}", row.p50_ratio,
+                                   thresholds.max_latency_ratio))
+    if thresholds.min_retrieval_retention is not None:
+        for row in report.retrieval:
+            checks.append(_at_least(f"MRR@10 retention on {row.name}", row.mrr_retention,
+                                    thresholds.min_retrieval_retention))
+    return checks
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    headers: Sequence[str]
+    rows: Sequence[Sequence[str]]
+
+
+def _num(x: float | None, fmt: str = "{:.2f}") -> str:
+    return "n/a" if x is None else fmt.format(x)
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "n/a"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def _params(n: int | None) -> str:
+    return "n/a" if n is None else f"{n / 1e6:.2f}M"
+
+
+@dataclass
+class VerifyReport:
+    candidate: dict  # Embedder.info()
+    source: dict
+    threads: int
+    sts: list[StsRow]
+    latency: list[LatencyRow]
+    latency_texts: int
+    latency_rounds: int
+    retrieval: list[RetrievalRow]
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    # --- derived numbers ---------------------------------------------------------------------------
+    @property
+    def sts_average(self) -> dict | None:
+        if not self.sts:
+            return None
+        cand = sum(r.candidate for r in self.sts) / len(self.sts)
+        src = sum(r.source for r in self.sts) / len(self.sts)
+        return {"candidate_spearman": _round(cand), "source_spearman": _round(src), "retention": _round(retention(cand, src))}
+
+    @property
+    def size(self) -> dict:
+        c, s = self.candidate, self.source
+        return {key: _round(ratio(c.get(key), s.get(key)))
+                for key in ("n_params", "disk_bytes", "bytes_per_vector", "load_seconds")}
+
+    @property
+    def checks(self) -> list[Check]:
+        return gate_checks(self, self.thresholds)
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if not c.passed]
+
+    def raise_for_gate(self) -> None:
+        """Raise :class:`GateFailedError` (exit code 3) naming every threshold that does not hold."""
+        failed = self.failed
+        if failed:
+            raise GateFailedError("quality gate failed: " + "; ".join(c.describe() for c in failed))
+
+    # --- views -------------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {
+            "espresso_version": __version__,
+            "candidate": self.candidate,
+            "source": self.source,
+            "size_ratios": self.size,
+            "sts": {"sets": [r.to_dict() for r in self.sts], "average": self.sts_average},
+            "latency": {"threads": self.threads, "texts": self.latency_texts, "rounds": self.latency_rounds,
+                        "batches": [r.to_dict() for r in self.latency]},
+            "retrieval": [r.to_dict() for r in self.retrieval],
+            "gate": {"thresholds": self.thresholds.to_dict(), "passed": self.passed,
+                     "checks": [c.to_dict() for c in self.checks], "failed": [c.name for c in self.failed]},
+            "notes": self.notes,
+            "seconds": round(self.seconds, 2),
+        }
+
+    def sections(self) -> list[Section]:
+        c, s, r = self.candidate, self.source, self.size
+        out = [Section("models", ("", "candidate", "source", "ratio"), [
+            ("model", f"{c['spec']} ({c['kind']})", f"{s['spec']} ({s['kind']})", ""),
+            ("parameters", _params(c["n_params"]), _params(s["n_params"]), _num(r["n_params"], "{:.3f}")),
+            ("bytes on disk", _bytes(c["disk_bytes"]), _bytes(s["disk_bytes"]), _num(r["disk_bytes"], "{:.3f}")),
+            ("bytes per vector", f"{c['bytes_per_vector']} ({c['dim']}-d float32)",
+             f"{s['bytes_per_vector']} ({s['dim']}-d float32)", _num(r["bytes_per_vector"], "{:.3f}")),
+            ("load time", f"{c['load_seconds']:.2f} s", f"{s['load_seconds']:.2f} s", _num(r["load_seconds"])),
+        ])]
+        if self.sts:
+            rows = [(row.name, str(row.pairs), f"{row.candidate:.2f}", f"{row.source:.2f}", _num(row.retention, "{:.4f}"))
+                    for row in self.sts]
+            if len(self.sts) > 1:
+                avg = self.sts_average
+                rows.append(("average", "", f"{avg['candidate_spearman']:.2f}", f"{avg['source_spearman']:.2f}",
+                             _num(avg["retention"], "{:.4f}")))
+            out.append(Section("STS: Spearman x100 of cosine vs gold",
+                               ("set", "pairs", "candidate", "source", "retention"), rows))
+        if self.latency:
+            out.append(Section(
+                f"latency: ms per batch, {self.threads} thread(s), {self.latency_texts} texts x {self.latency_rounds} rounds",
+                ("batch", "cand. p50", "cand. p95", "src. p50", "src. p95", "p50 ratio", "cand. sent/s", "src. sent/s",
+                 "speed-up"),
+                [(str(row.batch_size), f"{row.candidate.p50_ms:.1f}", f"{row.candidate.p95_ms:.1f}",
+                  f"{row.source.p50_ms:.1f}", f"{row.source.p95_ms:.1f}", _num(row.p50_ratio, "{:.3f}"),
+                  f"{row.candidate.sentences_per_s:.1f}", f"{row.source.sentences_per_s:.1f}",
+                  _num(row.speedup, "{:.2f}x")) for row in self.latency]))
+        for row in self.retrieval:
+            cs, ss = row.candidate, row.source
+            out.append(Section(
+                f"retrieval: {row.name} ({cs.queries} queries, {cs.docs} docs, faiss {row.index})",
+                ("", "candidate", "source", "ratio"),
+                [("MRR@10", f"{cs.mrr_at_10:.4f}", f"{ss.mrr_at_10:.4f}", _num(row.mrr_retention, "{:.4f}")),
+                 ("recall@10", f"{cs.recall_at_10:.4f}", f"{ss.recall_at_10:.4f}",
+                  _num(retention(cs.recall_at_10, ss.recall_at_10), "{:.4f}")),
+                 ("index memory", _bytes(cs.index_bytes), _bytes(ss.index_bytes),
+                  _num(ratio(cs.index_bytes, ss.index_bytes), "{:.3f}")),
+                 ("query time (ms/query)", f"{cs.query_ms_per_query:.4f}", f"{ss.query_ms_per_query:.4f}",
+                  _num(ratio(cs.query_ms_per_query, ss.query_ms_per_query), "{:.3f}"))]))
+        checks = self.checks
+        out.append(Section(
+            "gate" + ("" if checks else ": no thresholds given"), ("check", "threshold", "value", "result"),
+            [(ch.name, ch.threshold, _num(ch.value, "{:.4f}"), "pass" if ch.passed else "FAIL") for ch in checks]))
+        return out
+
+    def to_markdown(self) -> str:
+        lines = ["## Verification", "",
+                 f"`{self.candidate['spec']}` measured against `{self.source['spec']}` with espresso-export "
+                 f"{__version__} (`espresso-export verify`), in one process, {self.threads} thread(s).", ""]
+        for sec in self.sections():
+            lines += [f"### {sec.title[0].upper()}{sec.title[1:]}", ""]
+            if not sec.rows:
+                continue
+            lines.append("| " + " | ".join(sec.headers) + " |")
+            lines.append("|" + "|".join("---" for _ in sec.headers) + "|")
+            lines += ["| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |" for row in sec.rows]
+            lines.append("")
+        verdict = "passed" if self.passed else "FAILED: " + "; ".join(c.describe() for c in self.failed)
+        lines += [f"Gate: **{verdict}**." if self.checks else "No gate thresholds were given.", ""]
+        lines += [f"> {note}" for note in self.notes]
+        return "\n".join(lines).rstrip() + "\n"
+
+    def print(self) -> None:
+        from rich.table import Table
+
+        from ..console import out_console
+
+        console = out_console()
+        for sec in self.sections():
+            if not sec.rows:
+                console.print(f"[bold]{sec.title}[/]")
+                continue
+            table = Table(title=sec.title, title_justify="left")
+            for h in sec.headers:
+                table.add_column(h, justify="left" if h in ("", "set", "check", "threshold") else "right")
+            for row in sec.rows:
+                table.add_row(*[("[bold red]FAIL[/]" if v == "FAIL" else str(v)) for v in row])
+            console.print(table)
+        if self.checks:
+            console.print("[bold green]gate passed[/]" if self.passed else
+                          "[bold red]gate failed:[/] " + "; ".join(c.describe() for c in self.failed), highlight=False)
+        for note in self.notes:
+            console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)

@@ -1,0 +1,143 @@
+"""Retrieval quality with faiss: MRR@10, recall@10, index memory and query time.
+
+Embeddings are L2-normalised, so inner product is cosine similarity. The
+index is exact (``flat``, the default) or inverted lists (``ivf`` with
+``nlist`` k-means cells of which ``nprobe`` are searched). A set is a BEIR
+folder (:func:`espresso_export.data.read_retrieval`) or is built from an STS
+file (:func:`espresso_export.data.retrieval_from_sts`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from ..data import RetrievalSet, read_retrieval, retrieval_from_sts
+from ..errors import ValidationError
+from ..types import IndexKind
+from .embedders import EncodeCache
+from .sts import DEFAULT_COLUMNS, load_sts
+
+TOP_K = 10
+
+
+@dataclass(frozen=True)
+class IndexOptions:
+    kind: IndexKind = IndexKind.FLAT
+    nlist: int = 100
+    nprobe: int = 10
+    threads: int | None = None
+    repeats: int = 5  # query timing: median of this many searches of all queries
+
+    def describe(self) -> str:
+        if self.kind is IndexKind.IVF:
+            return f"ivf (nlist {self.nlist}, nprobe {self.nprobe})"
+        return "flat"
+
+
+@dataclass(frozen=True)
+class RetrievalScores:
+    mrr_at_10: float
+    recall_at_10: float
+    index_bytes: int
+    build_seconds: float
+    query_ms_per_query: float
+    queries: int
+    docs: int
+    dim: int
+
+    def to_dict(self) -> dict:
+        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+def load_retrieval(spec: str | os.PathLike, *, columns: tuple[str, str, str] = DEFAULT_COLUMNS,
+                   min_score: float = 4.0, limit: int | None = None) -> RetrievalSet:
+    """A BEIR folder, or an STS spec turned into queries (sentence1) and a corpus (sentence2)."""
+    path = Path(str(spec)).expanduser()
+    if path.is_dir():
+        return read_retrieval(path)
+    sts = load_sts(spec, columns=columns, limit=limit)
+    return replace(retrieval_from_sts(sts.pairs, min_score=min_score), name=f"{sts.name} (as retrieval)")
+
+
+def build_index(docs: np.ndarray, options: IndexOptions):
+    import faiss
+
+    n, d = docs.shape
+    if options.kind is IndexKind.FLAT:
+        index = faiss.IndexFlatIP(d)
+    else:
+        if options.nlist < 1 or options.nlist > n:
+            raise ValidationError(f"--nlist must be between 1 and the corpus size {n}, got {options.nlist}")
+        if options.nprobe < 1 or options.nprobe > options.nlist:
+            raise ValidationError(f"--nprobe must be between 1 and --nlist {options.nlist}, got {options.nprobe}")
+        quantizer = faiss.IndexFlatIP(d)
+        index = faiss.IndexIVFFlat(quantizer, d, options.nlist, faiss.METRIC_INNER_PRODUCT)
+        index.cp.min_points_per_centroid = 1  # small corpora: train anyway, without faiss's warning
+        index.train(docs)
+        index.nprobe = options.nprobe
+    index.add(docs)
+    return index
+
+
+def index_bytes(index) -> int:
+    """Memory an index needs: the size of its serialised form (vectors, lists, quantizer)."""
+    import faiss
+
+    return int(faiss.serialize_index(index).nbytes)
+
+
+def normalise(x: np.ndarray) -> np.ndarray:
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return np.ascontiguousarray(x / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+def rank_metrics(ranked: np.ndarray, data: RetrievalSet, positions: list[int], k: int = TOP_K) -> tuple[float, float]:
+    """MRR@k and recall@k of ``ranked`` (row i: corpus positions for query ``positions[i]``, best first)."""
+    rr, recall = [], []
+    for row, qpos in zip(ranked, positions):
+        relevant = data.relevant[data.query_ids[qpos]]
+        hits = [data.doc_ids[j] in relevant for j in row[:k] if j >= 0]
+        first = next((rank for rank, hit in enumerate(hits, 1) if hit), None)
+        rr.append(1.0 / first if first else 0.0)
+        recall.append(sum(hits) / len(relevant))
+    return float(np.mean(rr)), float(np.mean(recall))
+
+
+def search(query_emb: np.ndarray, doc_emb: np.ndarray, options: IndexOptions, k: int = TOP_K):
+    """``(ranked corpus positions, index bytes, build seconds, median seconds to search all queries)``."""
+    import faiss
+
+    if options.threads is not None:
+        faiss.omp_set_num_threads(options.threads)
+    queries, docs = normalise(query_emb), normalise(doc_emb)
+    start = time.perf_counter()
+    index = build_index(docs, options)
+    build = time.perf_counter() - start
+    k = min(k, docs.shape[0])
+    ranked = None
+    timings = []
+    for _ in range(max(1, options.repeats)):
+        start = time.perf_counter()
+        _, ranked = index.search(queries, k)
+        timings.append(time.perf_counter() - start)
+    return ranked, index_bytes(index), build, float(np.median(timings))
+
+
+def evaluate(cache: EncodeCache, data: RetrievalSet, options: IndexOptions = IndexOptions()) -> RetrievalScores:
+    """Encode the evaluated queries and the corpus with ``cache``'s model and score the ranking."""
+    positions = data.evaluated_queries
+    query_emb = cache.encode([data.queries[i] for i in positions])
+    doc_emb = cache.encode(data.docs)
+    ranked, nbytes, build, seconds = search(query_emb, doc_emb, options)
+    mrr, recall = rank_metrics(ranked, data, positions)
+    return RetrievalScores(
+        mrr_at_10=mrr, recall_at_10=recall, index_bytes=nbytes, build_seconds=build,
+        query_ms_per_query=1000.0 * seconds / max(1, len(positions)), queries=len(positions), docs=len(data.docs),
+        dim=int(doc_emb.shape[1]),
+    )

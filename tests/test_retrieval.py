@@ -1,0 +1,189 @@
+"""Retrieval: BEIR reading, STS-built sets, faiss flat/IVF search and MRR@10 / recall@10 with known answers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from espresso_export.data import RetrievalSet, StsPairs, read_retrieval, retrieval_from_sts
+from espresso_export.errors import NotFoundError, ValidationError
+from espresso_export.types import IndexKind
+from espresso_export.verification.embedders import EncodeCache, Embedder
+from espresso_export.verification.retrieval import IndexOptions, evaluate, load_retrieval, rank_metrics, search
+
+DIM = 12
+
+
+class TableEmbedder(Embedder):
+    """Fixed vectors per text: the test's ground truth, so every rank is known in advance."""
+
+    def __init__(self, table: dict[str, np.ndarray]) -> None:
+        super().__init__(spec="table", kind="table", dim=DIM, n_params=0, disk_bytes=0, load_seconds=0.0)
+        self.table = table
+        self.calls = 0
+
+    def encode(self, texts, batch_size=32):
+        self.calls += 1
+        return np.stack([self.table[t] for t in texts]).astype(np.float32)
+
+
+def _ranked_query(order: list[int]) -> np.ndarray:
+    """A query vector whose inner products rank the one-hot documents exactly in ``order``."""
+    q = np.zeros(DIM)
+    for rank, doc in enumerate(order):
+        q[doc] = DIM - rank
+    return q
+
+
+def _write_beir(folder: Path, *, qrels: str | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{i}", "title": f"T{i}", "text": f"doc {i}"}) + "\n" for i in range(DIM)))
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"q{i}", "text": f"query {i}"}) + "\n" for i in range(4)))
+    (folder / "qrels").mkdir(exist_ok=True)
+    (folder / "qrels" / "test.tsv").write_text(qrels if qrels is not None else (
+        "query-id\tcorpus-id\tscore\n"
+        "q0\td0\t1\nq0\td5\t0\n"      # q0: relevant d0, ranked 2nd
+        "q1\td3\t2\nq1\td11\t1\n"     # q1: d3 ranked 1st, d11 ranked 12th (outside the top 10)
+        "q2\td7\t1\n"                 # q2: d7 ranked 11th
+        "q3\td2\t0\n"                 # q3: nothing relevant -> not evaluated
+    ))
+    return folder
+
+
+@pytest.fixture()
+def beir(tmp_path) -> tuple[RetrievalSet, TableEmbedder]:
+    data = read_retrieval(_write_beir(tmp_path / "tiny"))
+    eye = np.eye(DIM)
+    table = {text: eye[i] for i, text in enumerate(data.docs)}
+    others = [d for d in range(DIM) if d not in (1, 0)]
+    table["query 0"] = _ranked_query([1, 0, *others])
+    table["query 1"] = _ranked_query([3, *[d for d in range(DIM) if d not in (3, 11)], 11])
+    table["query 2"] = _ranked_query([*[d for d in range(DIM) if d not in (7, 10)], 7, 10])
+    table["query 3"] = _ranked_query(list(range(DIM)))
+    return data, TableEmbedder(table)
+
+
+def test_read_beir_folder(beir):
+    data, _ = beir
+    assert data.docs[0] == "T0 doc 0"  # title joined to text, as BEIR does
+    assert data.relevant == {"q0": frozenset({"d0"}), "q1": frozenset({"d3", "d11"}), "q2": frozenset({"d7"})}
+    assert data.evaluated_queries == [0, 1, 2]
+
+
+def test_known_mrr_and_recall_flat(beir):
+    data, emb = beir
+    scores = evaluate(EncodeCache(emb), data, IndexOptions(kind=IndexKind.FLAT))
+    # reciprocal ranks 1/2, 1, 0 -> 0.5; recall@10 1, 1/2, 0 -> 0.5
+    assert scores.mrr_at_10 == pytest.approx(0.5)
+    assert scores.recall_at_10 == pytest.approx(0.5)
+    assert (scores.queries, scores.docs, scores.dim) == (3, DIM, DIM)
+    assert scores.index_bytes >= DIM * DIM * 4  # the flat index holds every float32 vector
+    assert scores.query_ms_per_query > 0
+
+
+def test_ivf_probing_every_cell_equals_flat(beir):
+    data, emb = beir
+    cache = EncodeCache(emb)
+    flat = evaluate(cache, data, IndexOptions(kind=IndexKind.FLAT))
+    ivf = evaluate(cache, data, IndexOptions(kind=IndexKind.IVF, nlist=3, nprobe=3))
+    assert ivf.mrr_at_10 == pytest.approx(flat.mrr_at_10)
+    assert ivf.recall_at_10 == pytest.approx(flat.recall_at_10)
+    assert emb.calls == 2  # queries and corpus were encoded once, then served from the cache
+
+
+def test_ivf_rejects_impossible_cells(beir):
+    data, emb = beir
+    with pytest.raises(ValidationError, match="--nlist must be between 1 and the corpus size 12"):
+        evaluate(EncodeCache(emb), data, IndexOptions(kind=IndexKind.IVF, nlist=50, nprobe=1))
+    with pytest.raises(ValidationError, match="--nprobe"):
+        evaluate(EncodeCache(emb), data, IndexOptions(kind=IndexKind.IVF, nlist=4, nprobe=5))
+
+
+def test_rank_metrics_direct():
+    data = RetrievalSet("t", ["a", "b"], ["qa", "qb"], ["x", "y", "z"], ["X", "Y", "Z"],
+                        {"a": frozenset({"z"}), "b": frozenset({"x", "y"})})
+    ranked = np.array([[0, 1, 2], [1, 2, 0]])
+    mrr, recall = rank_metrics(ranked, data, [0, 1])
+    assert mrr == pytest.approx((1 / 3 + 1) / 2)
+    assert recall == pytest.approx(1.0)
+    mrr1, recall1 = rank_metrics(ranked, data, [0, 1], k=1)
+    assert (mrr1, recall1) == (pytest.approx(0.5), pytest.approx(0.25))
+
+
+def test_search_orders_by_cosine():
+    docs = np.array([[1, 0], [0.6, 0.8], [0, 1]], dtype=np.float32) * np.array([[5], [1], [0.1]], dtype=np.float32)
+    ranked, nbytes, _, seconds = search(np.array([[0, 1]], dtype=np.float32), docs, IndexOptions())
+    assert ranked[0].tolist() == [2, 1, 0]  # vectors are normalised: norms do not change the order
+    assert nbytes > 0 and seconds >= 0
+
+
+def test_retrieval_built_from_sts():
+    pairs = StsPairs("pairs.tsv", ["a cat", "a cat", "a dog", "rain"], ["the cat", "a kitten", "a puppy", "sun"],
+                     [4.5, 4.0, 3.9, 0.0])
+    data = retrieval_from_sts(pairs)
+    assert data.queries == ["a cat", "a dog", "rain"]
+    assert data.docs == ["the cat", "a kitten", "a puppy", "sun"]
+    cat = data.query_ids[0]
+    assert {data.docs[data.doc_ids.index(d)] for d in data.relevant[cat]} == {"the cat", "a kitten"}
+    assert data.evaluated_queries == [0]  # 3.9 < 4: "a dog" has no relevant document
+    with pytest.raises(ValidationError, match="no pair scores >= 4.6"):
+        retrieval_from_sts(pairs, min_score=4.6)
+
+
+def test_load_retrieval_builtin_is_sts_built():
+    data = load_retrieval("builtin")
+    assert "smoke set" in data.name
+    assert len(data.relevant) >= 20 and len(data.docs) > len(data.relevant)
+
+
+@pytest.mark.parametrize("qrels, message", [
+    ("query-id\tcorpus-id\tscore\nq0\td99\t1\n", r"test.tsv:2: corpus id 'd99' is not in the corpus"),
+    ("query-id\tcorpus-id\tscore\nq9\td1\t1\n", r"test.tsv:2: query id 'q9' is not in the queries file"),
+    ("query-id\tcorpus-id\tscore\nq0\td1\n", r"test.tsv:2: expected 3 tab-separated columns"),
+    ("query-id\tcorpus-id\tscore\nq0\td1\thigh\n", r"test.tsv:2: score 'high' is not a number"),
+    ("query-id\tcorpus-id\tscore\nq0\td1\t0\n", r"no query has a relevant document"),
+], ids=["unknown-doc", "unknown-query", "two-columns", "bad-score", "nothing-relevant"])
+def test_malformed_qrels_name_file_and_line(tmp_path, qrels, message):
+    with pytest.raises(ValidationError, match=message):
+        read_retrieval(_write_beir(tmp_path / "bad", qrels=qrels))
+
+
+def test_malformed_corpus_names_file_and_line(tmp_path):
+    folder = _write_beir(tmp_path / "bad")
+    with open(folder / "corpus.jsonl", "a") as fh:
+        fh.write('{"_id": "d99", "text": \n')
+    with pytest.raises(ValidationError, match=r"corpus.jsonl:13: not valid JSON"):
+        read_retrieval(folder)
+    (folder / "queries.jsonl").unlink()
+    (folder / "corpus.jsonl").write_text('{"_id": "d0", "text": "x"}\n')
+    with pytest.raises(ValidationError, match="no queries.jsonl"):
+        read_retrieval(folder)
+    with pytest.raises(NotFoundError):
+        read_retrieval(tmp_path / "missing")
+
+
+def test_real_model_finds_the_obvious_answers(minilm_path):
+    """all-MiniLM-L6-v2 on a hand-built corpus where each query has one unmistakable answer."""
+    from espresso_export.verification.embedders import open_embedder
+
+    facts = {
+        "What is the capital of France?": "Paris is the capital and largest city of France.",
+        "How many legs does a spider have?": "Spiders are arachnids with eight legs.",
+        "Who wrote Romeo and Juliet?": "Romeo and Juliet is a tragedy written by William Shakespeare.",
+        "At what temperature does water boil?": "At sea level water boils at 100 degrees Celsius.",
+        "Which planet is known as the red planet?": "Mars is often called the Red Planet because of its colour.",
+    }
+    distractors = ["The stock market closed higher on Tuesday.", "She plays the violin in an orchestra.",
+                   "Bananas are rich in potassium.", "The train to Berlin was delayed by an hour."]
+    docs = list(facts.values()) + distractors
+    data = RetrievalSet("facts", [f"q{i}" for i in range(5)], list(facts), [f"d{i}" for i in range(len(docs))], docs,
+                        {f"q{i}": frozenset({f"d{i}"}) for i in range(5)})
+    scores = evaluate(EncodeCache(open_embedder(str(minilm_path))), data)
+    assert scores.mrr_at_10 == pytest.approx(1.0)
+    assert scores.recall_at_10 == pytest.approx(1.0)
+    assert scores.dim == 384

@@ -1,0 +1,104 @@
+"""sweep: a 2x2 map of MiniLM through the real CLI, agreement with shrink, and the in-place cut."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from espresso_export.cli.app import main
+from espresso_export.sweeping import SweepPoint, pareto_front
+
+FAST = ["--threads", "1", "--latency-texts", "16", "--latency-rounds", "1", "--latency-batch-size", "8"]
+
+
+@pytest.fixture(scope="module")
+def swept(minilm_path, calibration_file, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("sweep") / "minilm"
+    code = main(["sweep", str(minilm_path), "--layers", "2,3", "--dims", "32,64", "--sts", "builtin",
+                 "--sts-limit", "80", "--calibration", str(calibration_file), "--target-retention", "0.5",
+                 "-o", str(out), *FAST])
+    assert code == 0
+    return out
+
+
+def test_sweep_writes_table_json_and_plot(swept):
+    assert (swept / "sweep.png").stat().st_size > 10_000
+    assert (swept / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = list(csv.DictReader((swept / "sweep.csv").open()))
+    assert [(r["layers"], r["dim"]) for r in rows] == [("2", "32"), ("2", "64"), ("3", "32"), ("3", "64")]
+    assert [r["kept"] for r in rows] == ["0 1", "0 1", "0 1 2", "0 1 2"]  # first-L layers
+    report = json.loads((swept / "sweep.json").read_text())
+    assert report["source"]["depth"] == 6 and report["source"]["dim"] == 384
+    assert report["head"] == "pca" and report["select"] == "first"
+    assert report["calibration"]["size"] == 300
+    points = report["points"]
+    assert len(points) == 4
+    for p, row in zip(points, rows):
+        assert float(row["spearman"]) == pytest.approx(p["spearman"])
+        assert p["retention"] == pytest.approx(p["spearman"] / report["source"]["spearman"], abs=1e-3)
+        assert p["sentences_per_s"] > 0 and p["bytes_per_vector"] == 4 * p["dim"]
+        assert 0 < p["explained_variance"] <= 1
+    # throughput is measured per depth: both widths of one depth share it
+    assert points[0]["sentences_per_s"] == points[1]["sentences_per_s"]
+    # params: deeper and wider cost more, and all are below the source
+    assert points[0]["params"] < points[1]["params"] < points[3]["params"] < report["source"]["params"]
+    assert any(p["pareto"] for p in points)
+    assert report["recommended"]["smallest"]["command"].startswith("espresso-export shrink ")
+    assert set(report["timings_seconds"]) >= {"encode", "latency", "total"}
+
+
+def test_sweep_point_equals_the_shrunk_model(swept, minilm_path, calibration_file):
+    """A sweep point is what `shrink --select first` would build: same Spearman on the same pairs."""
+    from espresso_export import shrink
+    from espresso_export.embed import encode
+    from espresso_export.metrics import sts_spearman
+    from espresso_export.verification.sts import load_sts
+
+    report = json.loads((swept / "sweep.json").read_text())
+    point = next(p for p in report["points"] if (p["layers"], p["dim"]) == (2, 64))
+    ckpt = shrink(str(minilm_path), None, layers=2, dim=64, select="first", calibration=calibration_file).checkpoint
+    pairs = load_sts("builtin", limit=80).pairs
+    score = sts_spearman(encode(ckpt, pairs.sentence1), encode(ckpt, pairs.sentence2), pairs.scores)
+    assert point["spearman"] == pytest.approx(score, abs=1e-3)
+
+
+def test_sweep_refuses_bad_grids(tiny_bert, tmp_path, capsys):
+    assert main(["sweep", str(tiny_bert), "--layers", "2,9", "--dims", "16", "-o", str(tmp_path / "a")]) == 2
+    assert "exceed the model's depth of 4 layers" in capsys.readouterr().err
+    assert main(["sweep", str(tiny_bert), "--layers", "2", "--dims", "16,64", "-o", str(tmp_path / "b")]) == 2
+    assert "exceed the embedding width 32" in capsys.readouterr().err
+    assert main(["sweep", str(tiny_bert), "--layers", "two", "--dims", "16", "-o", str(tmp_path / "c")]) == 2
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("family", ["bert", "qwen2"])
+def test_temporary_cut_restores_the_model(tiny_models, family):
+    from espresso_export.checkpoint import load
+    from espresso_export.embed import encode
+    from espresso_export.slicing import cut, temporary_cut
+
+    ckpt = load(tiny_models[family])
+    texts = ["a dog runs in the city", "the cat sleeps"]
+    before = encode(ckpt, texts)
+    with temporary_cut(ckpt.model, ckpt.arch, [0, 2]):
+        assert ckpt.depth == 2
+        inside = encode(ckpt, texts)
+    assert ckpt.depth == 4
+    np.testing.assert_array_equal(encode(ckpt, texts), before)
+    reference = load(tiny_models[family])
+    cut(reference.model, reference.arch, [0, 2])  # the permanent cut gives what the block saw
+    np.testing.assert_allclose(encode(reference, texts), inside, rtol=1e-5, atol=1e-6)
+
+
+def _point(layers: int, dim: int, spearman: float, speed: float) -> SweepPoint:
+    return SweepPoint(layers=layers, kept=list(range(layers)), dim=dim, spearman=spearman, per_set={},
+                      retention=None, sentences_per_s=speed, p50_ms=1.0, params=layers, bytes_per_vector=4 * dim)
+
+
+def test_pareto_front():
+    a, b, c, d = _point(1, 64, 60, 400), _point(2, 64, 70, 300), _point(2, 128, 69, 300), _point(3, 64, 75, 100)
+    assert pareto_front([a, b, c, d]) == [a, b, d]  # c is beaten by b on quality at the same speed
