@@ -438,28 +438,6 @@ def is_stsb(text: str) -> bool:
 
 def _jsonl_texts(path: Path, text: str, field: str | None) -> list[str]:
     items = []
-
-# --- retrieval sets (queries, corpus, relevance) -----------------------------------------------
-
-
-@dataclass(frozen=True)
-class RetrievalSet:
-    """Queries, a corpus and, per query, the ids of its relevant documents (graded score > 0)."""
-
-    name: str
-    query_ids: list[str]
-    queries: list[str]
-    doc_ids: list[str]
-    docs: list[str]
-    relevant: dict[str, frozenset[str]]  # only queries with at least one relevant document
-
-    @property
-    def evaluated_queries(self) -> list[int]:
-        """Positions in ``queries`` of the queries that have relevant documents."""
-        return [i for i, q in enumerate(self.query_ids) if q in self.relevant]
-
-
-def _jsonl_objects(path: Path, text: str):
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -602,6 +580,37 @@ def read_corpus(specs, *, field: str | None = None, column: str | None = None) -
         raise ValidationError(f"the corpus is empty: no non-empty sentences in {', '.join(specs)}")
     return Corpus(sentences=sentences, sources=sources)
 
+
+# --- retrieval sets (queries, corpus, relevance) -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class RetrievalSet:
+    """Queries, a corpus and, per query, the ids of its relevant documents (graded score > 0)."""
+
+    name: str
+    query_ids: list[str]
+    queries: list[str]
+    doc_ids: list[str]
+    docs: list[str]
+    relevant: dict[str, frozenset[str]]  # only queries with at least one relevant document
+
+    @property
+    def evaluated_queries(self) -> list[int]:
+        """Positions in ``queries`` of the queries that have relevant documents."""
+        return [i for i, q in enumerate(self.query_ids) if q in self.relevant]
+
+
+def _jsonl_objects(path: Path, text: str):
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValidationError(f"{path}:{lineno}: not valid JSON ({e.msg})") from e
+        if not isinstance(obj, dict):
+            raise ValidationError(f"{path}:{lineno}: expected a JSON object")
         yield lineno, obj
 
 

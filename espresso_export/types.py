@@ -49,6 +49,7 @@ class Attention(str, Enum):
     ALL = "all"  # every layer bidirectional (ESE's LLM recipe)
     LAST = "last"  # only the last layer bidirectional (BeLLM)
 
+
 class IndexKind(str, Enum):
     FLAT = "flat"  # exact inner-product search
     IVF = "ivf"  # inverted lists: k-means cells, search the nprobe nearest cells
