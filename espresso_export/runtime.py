@@ -24,14 +24,16 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import ValidationError  # stdlib-only: keeps the runtime torch-free
+
 EXPORT_FILE = "export.json"
 TOKENIZER_FILE = "tokenizer.json"
 EMBEDDING_OUTPUT = "sentence_embedding"
 TOKEN_OUTPUT = "token_embeddings"
 
 
-class ExportFolderError(ValueError):
-    """The folder is not a usable export folder (missing or malformed files)."""
+class ExportFolderError(ValidationError, ValueError):
+    """The folder is not a usable export folder (missing or malformed files). Exit code 2."""
 
 
 def is_export_folder(path: str | os.PathLike) -> bool:
