@@ -40,7 +40,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "sweep-mpnet")
+    parser.add_argument("--replot", action="store_true", help="Redraw sweep.png and the table from sweep.json.")
     args = parser.parse_args()
+    if args.replot:
+        import json
+
+        from espresso_export.sweeping import SweepResult
+        from espresso_export.verification.plots import plot_sweep
+
+        result = SweepResult.from_dict(json.loads((args.out / "sweep.json").read_text()))
+        plot_sweep(result, args.out / "sweep.png")
+        print(markdown_table(result))
+        return
 
     from espresso_export.sweeping import SweepOptions, sweep
 

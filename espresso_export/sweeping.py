@@ -7,8 +7,8 @@ one PCA is fitted on the calibration embeddings at the widest requested
 width; narrower heads are its leading components (the same fit). Nothing is
 written per point. Latency is measured once per depth on the cut model
 (:func:`espresso_export.slicing.temporary_cut`, with the widest head attached:
-the head's k x d product is a negligible share), interleaved with the full
-source over several rounds, all in this process with a fixed thread count.
+the head's k x d product is a negligible share), the depths and the full
+source taking turns batch by batch, all in this process with a fixed thread count.
 
 ``--select spread`` (layers spread over the depth, always keeping the last)
 cannot reuse one pass: it runs one encode per depth on the cut model.
@@ -154,6 +154,22 @@ class SweepResult:
             "timings_seconds": {k: round(v, 2) for k, v in self.timings.items()},
             "notes": self.notes, "output": str(self.output) if self.output else None,
         }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SweepResult:
+        """Rebuild a result from its ``sweep.json`` (to re-plot or compare sweeps without re-running them)."""
+        src = d["source"]
+        fields_ = {f for f in SweepPoint.__dataclass_fields__}
+        return cls(
+            source=src["id"], source_depth=src["depth"], source_dim=src["dim"], source_spearman=src["spearman"],
+            source_per_set=src["per_set"], source_sentences_per_s=src["sentences_per_s"], source_p50_ms=src["p50_ms"],
+            source_params=src["params"], head=Head(d["head"]), select=Select(d["select"]), sts_sets=d["sts"],
+            calibration=d["calibration"], threads=d["threads"], latency=d["latency"],
+            target_retention=d["target_retention"],
+            points=[SweepPoint(**{k: v for k, v in p.items() if k in fields_}) for p in d["points"]],
+            timings=d.get("timings_seconds", {}), notes=d.get("notes", []),
+            output=Path(d["output"]) if d.get("output") else None,
+        )
 
     CSV_COLUMNS = ("layers", "kept", "dim", "spearman", "retention", "sentences_per_s", "speedup", "p50_ms", "params",
                    "bytes_per_vector", "explained_variance", "pareto", "meets_target")

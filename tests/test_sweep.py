@@ -102,3 +102,14 @@ def _point(layers: int, dim: int, spearman: float, speed: float) -> SweepPoint:
 def test_pareto_front():
     a, b, c, d = _point(1, 64, 60, 400), _point(2, 64, 70, 300), _point(2, 128, 69, 300), _point(3, 64, 75, 100)
     assert pareto_front([a, b, c, d]) == [a, b, d]  # c is beaten by b on quality at the same speed
+
+
+def test_sweep_json_round_trips(swept, tmp_path):
+    from espresso_export.sweeping import SweepResult
+    from espresso_export.verification.plots import plot_sweep
+
+    saved = json.loads((swept / "sweep.json").read_text())
+    result = SweepResult.from_dict(saved)
+    assert result.to_dict()["points"] == saved["points"]
+    assert result.smallest is not None and result.smallest.meets_target
+    assert plot_sweep(result, tmp_path / "again.png").stat().st_size > 10_000

@@ -1,10 +1,11 @@
 """Latency and throughput, measured side by side in one process.
 
 Every model runs the same texts in the same full batches with the same
-thread count. After a warm-up, rounds are interleaved (source, candidate,
-source, candidate, ...) so a load spike from another process hits both models
-alike instead of biasing one of them. A batch's time includes tokenisation,
-as a caller of ``encode`` would see it.
+thread count. After a warm-up, the models take turns batch by batch (and the
+turn order flips every round), so a load spike from another process hits all
+of them alike instead of biasing one. Throughput is ``batch size / median
+batch time``: one slow batch caused by a neighbour does not move it. A batch's
+time includes tokenisation, as a caller of ``encode`` would see it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class LatencyStats:
     p50_ms: float  # per batch
     p95_ms: float
     mean_ms: float
-    sentences_per_s: float
+    sentences_per_s: float  # batch size / p50 batch time
     timed_batches: int
 
     def to_dict(self) -> dict:
@@ -77,11 +78,10 @@ def full_batches(texts: Sequence[str], batch_size: int) -> list[list[str]]:
 
 def _stats(batch_size: int, times: list[float]) -> LatencyStats:
     ms = np.asarray(times) * 1000.0
-    total = float(np.sum(times))
+    p50 = float(np.percentile(ms, 50))
     return LatencyStats(
-        batch_size=batch_size, p50_ms=float(np.percentile(ms, 50)), p95_ms=float(np.percentile(ms, 95)),
-        mean_ms=float(ms.mean()), sentences_per_s=batch_size * len(times) / total if total > 0 else float("inf"),
-        timed_batches=len(times),
+        batch_size=batch_size, p50_ms=p50, p95_ms=float(np.percentile(ms, 95)), mean_ms=float(ms.mean()),
+        sentences_per_s=1000.0 * batch_size / p50 if p50 > 0 else float("inf"), timed_batches=len(times),
     )
 
 
@@ -107,9 +107,11 @@ def measure(
             for emb in embedders:
                 for i in range(warmup):
                     emb.encode(batches[i % len(batches)], batch_size=bs)
-        order = range(len(embedders)) if r % 2 == 0 else reversed(range(len(embedders)))
-        for idx in order:
-            for batch in batches:
+        order = list(range(len(embedders)))
+        if r % 2:
+            order.reverse()
+        for batch in batches:
+            for idx in order:
                 start = time.perf_counter()
                 embedders[idx].encode(batch, batch_size=bs)
                 times[idx][bs].append(time.perf_counter() - start)
