@@ -121,6 +121,7 @@ def main() -> None:
     ap.add_argument("--baseline", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--reference", action="store_true", help="also score the full source model on STS-B test")
     ap.add_argument("--json-out", type=Path)
+    ap.add_argument("--runs", help="ablation: comma-separated 0-based indices of the choices to run (default: all)")
     ap.add_argument("--cache-dir", type=Path, help="keep teacher targets here (default: a fresh temp folder, so "
                                                    "their computation is part of the wall time)")
     args = ap.parse_args()
@@ -139,7 +140,10 @@ def main() -> None:
             print("baseline (plain cut + PCA head):", report["baseline"], flush=True)
         if args.which == "ablation":
             report["runs"] = {}
+            chosen = {int(i) for i in args.runs.split(",")} if args.runs else set(range(len(ABLATION)))
             for i, (name, over) in enumerate(ABLATION):
+                if i not in chosen:
+                    continue
                 report["runs"][name] = run(setup, args, work, cache, over, tag=str(i))
                 print(name, json.dumps(report["runs"][name]), flush=True)
         else:
