@@ -366,14 +366,7 @@ def _sts_named(path: Path, text: str, delim: str, columns) -> list[tuple[str, st
 def _sts_jsonl(path: Path, text: str, columns) -> list[tuple[str, str, float]]:
     c1, c2, cs = columns
     rows = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValidationError(f"{where}: not valid JSON ({e.msg})") from e
+    for where, obj in jsonl_objects(path, text):
         missing = [c for c in columns if c not in obj]
         if missing:
             raise ValidationError(f"{where}: missing field(s) {', '.join(missing)}")
@@ -438,18 +431,10 @@ def is_stsb(text: str) -> bool:
 
 def _jsonl_texts(path: Path, text: str, field: str | None) -> list[str]:
     items = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValidationError(f"{path}:{lineno}: not valid JSON ({e.msg})") from e
-        if not isinstance(obj, dict):
-            raise ValidationError(f"{path}:{lineno}: expected a JSON object")
+    for where, obj in jsonl_objects(path, text):
         key = field or next((k for k in TEXT_FIELDS if k in obj), None)
         if key is None or key not in obj:
-            raise ValidationError(f"{path}:{lineno}: no {field or ' or '.join(TEXT_FIELDS)!r} field")
+            raise ValidationError(f"{where}: no {field or ' or '.join(TEXT_FIELDS)!r} field")
         value = obj[key]
         items.append("" if value is None else str(value))
     return items
@@ -601,25 +586,11 @@ class RetrievalSet:
         return [i for i, q in enumerate(self.query_ids) if q in self.relevant]
 
 
-def _jsonl_objects(path: Path, text: str):
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValidationError(f"{path}:{lineno}: not valid JSON ({e.msg})") from e
-        if not isinstance(obj, dict):
-            raise ValidationError(f"{path}:{lineno}: expected a JSON object")
-        yield lineno, obj
-
-
 def _beir_texts(path: Path, *, with_title: bool) -> tuple[list[str], list[str]]:
     ids: list[str] = []
     texts: list[str] = []
     seen: set[str] = set()
-    for lineno, obj in _jsonl_objects(path, _open_text(path)):
-        where = f"{path}:{lineno}"
+    for where, obj in jsonl_objects(path, _open_text(path)):
         if "_id" not in obj or "text" not in obj:
             raise ValidationError(f"{where}: needs the fields _id and text")
         key = str(obj["_id"])

@@ -26,7 +26,6 @@ import hashlib
 import logging
 import os
 import random
-import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
@@ -42,11 +41,11 @@ from .data import Corpus, read_corpus, read_sts, sentences_sha256
 from .embed import apply_post, encode, encode_layers, model_inputs, pool
 from .errors import ValidationError
 from .heads import PCAFit, fit_pca
-from .layout import atomic_output, check_output, save_checkpoint, write_json
+from .layout import check_output, write_json
 from .metrics import sts_spearman
 from .progress import track
 from .slicing import cut, select_layers
-from .training import TrainConfig, Trainer, TrainingTask, read_checkpoint_meta
+from .training import TrainConfig, Trainer, TrainingTask, check_run_dir, write_trained
 from .types import Pooling, Select
 
 log = logging.getLogger(__name__)
@@ -429,17 +428,6 @@ def prepare_corpus(corpus, *, field: str | None = None, column: str | None = Non
     return sentences, counts
 
 
-def _check_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
-    meta = read_checkpoint_meta(run_dir)
-    if resume and meta is None:
-        raise ValidationError(f"nothing to resume: no checkpoint in {run_dir} (was the run started with this -o?)")
-    if not resume and meta is not None:
-        if not overwrite:
-            raise ValidationError(f"a checkpoint of an unfinished run (step {meta.get('step')}) is in {run_dir}: "
-                                  "pass --resume to continue it, or --overwrite to start over")
-        shutil.rmtree(run_dir)
-
-
 def distill(
     teacher: str | os.PathLike,
     output: str | os.PathLike | None,
@@ -516,7 +504,7 @@ def distill(
             raise ValidationError("give an output folder or a run folder for the training checkpoints")
         run_dir = Path(str(Path(output).expanduser().resolve()) + ".run")
     run_dir = Path(run_dir).expanduser()
-    _check_run_dir(run_dir, resume=resume, overwrite=overwrite)
+    check_run_dir(run_dir, resume=resume, overwrite=overwrite)
 
     sentences, counts = prepare_corpus(corpus, field=corpus_field, column=corpus_column, max_sentences=max_sentences,
                                        augment_kinds=augment, augment_copies=augment_copies, seed=seed)
@@ -625,15 +613,8 @@ def distill(
         "best_eval": eval_info,
         "heldout": heldout_info,
     }
-    if s_ckpt.provenance:
-        prov["parent"] = s_ckpt.provenance
-    s_ckpt.provenance = prov
-    if output is not None:
-        with atomic_output(output, overwrite=overwrite, inputs=[s_ckpt.path]) as tmp:
-            save_checkpoint(s_ckpt, tmp, post=s_ckpt.post, provenance=prov)
-        output = Path(output).expanduser().resolve()
-        if not keep_checkpoints:
-            trainer.cleanup()
+    output = write_trained(s_ckpt, output, prov, overwrite=overwrite, trainer=trainer,
+                           keep_checkpoints=keep_checkpoints)
     return DistillResult(
         output=output, teacher=t_source, student=prov["student"]["id"], layers=keep, dim=dim, corpus=counts,
         pca_explained_variance=targets.pca.explained_variance, targets_cached=targets.reused,

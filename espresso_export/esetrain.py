@@ -24,9 +24,9 @@ from .data import read_sts, sentences_sha256
 from .embed import encode_layers
 from .ese import EseConfig, EseData, EseObjective, check_loss_fits
 from .errors import ValidationError
-from .layout import atomic_output, check_output, save_checkpoint
+from .layout import check_output
 from .metrics import sts_spearman
-from .training import TrainConfig, Trainer, TrainingTask
+from .training import TrainConfig, Trainer, TrainingTask, check_run_dir, write_trained
 from .types import Attention, Pooling
 
 
@@ -130,7 +130,6 @@ def train_ese(
     ``lora`` (a :class:`~espresso_export.lora.LoraSettings`) trains adapters only,
     merged into the weights before saving.
     """
-    from .distillation import _check_run_dir  # the run-folder rule distill uses (resume / overwrite)
 
     start = time.perf_counter()
     if output is not None:
@@ -140,7 +139,7 @@ def train_ese(
             raise ValidationError("give an output folder or a run folder for the training checkpoints")
         run_dir = Path(str(Path(output).expanduser().resolve()) + ".run")
     run_dir = Path(run_dir).expanduser()
-    _check_run_dir(run_dir, resume=resume, overwrite=overwrite)
+    check_run_dir(run_dir, resume=resume, overwrite=overwrite)
 
     examples = EseData.read(data, limit=data_limit, positive_threshold=positive_threshold)
     check_loss_fits(objective, examples)
@@ -197,15 +196,7 @@ def train_ese(
         prov["attention"] = att
     if lora is not None:
         prov["lora"] = {**lora.to_dict(), "merged": True}
-    if ckpt.provenance:
-        prov["parent"] = ckpt.provenance
-    ckpt.provenance = prov
-    if output is not None:
-        with atomic_output(output, overwrite=overwrite, inputs=[ckpt.path]) as tmp:
-            save_checkpoint(ckpt, tmp, post=ckpt.post, provenance=prov)
-        output = Path(output).expanduser().resolve()
-        if not keep_checkpoints:
-            trainer.cleanup()
+    output = write_trained(ckpt, output, prov, overwrite=overwrite, trainer=trainer, keep_checkpoints=keep_checkpoints)
     hints = []
     if ese_on:
         hints.append(f"hint: cut it with `espresso-export shrink {output or 'OUT'} --layers L --dim {objective.compression_dim}` "

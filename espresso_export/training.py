@@ -595,3 +595,34 @@ def train(task: TrainingTask, config: TrainConfig, run_dir: str | Path, *, resum
     On return the task's modules hold the best evaluated weights (the last ones without evaluation).
     """
     return Trainer(task, config, run_dir).run(resume=resume, progress=progress, on_step=on_step)
+
+
+def check_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
+    """The run-folder rule of every training command: resume needs a checkpoint; a fresh start refuses to
+    clobber an unfinished run unless ``overwrite``."""
+    meta = read_checkpoint_meta(run_dir)
+    if resume and meta is None:
+        raise ValidationError(f"nothing to resume: no checkpoint in {run_dir} (was the run started with this -o?)")
+    if not resume and meta is not None:
+        if not overwrite:
+            raise ValidationError(f"a checkpoint of an unfinished run (step {meta.get('step')}) is in {run_dir}: "
+                                  "pass --resume to continue it, or --overwrite to start over")
+        shutil.rmtree(run_dir)
+
+
+def write_trained(ckpt, output, prov: dict, *, overwrite: bool, trainer: "Trainer", keep_checkpoints: bool):
+    """Chain ``prov`` onto the checkpoint's lineage and write the trained model folder atomically.
+
+    Returns the resolved output folder (``None`` when ``output`` is ``None``: in-memory runs)."""
+    from .layout import save_checkpoint
+
+    if ckpt.provenance:
+        prov["parent"] = ckpt.provenance
+    ckpt.provenance = prov
+    if output is None:
+        return None
+    with atomic_output(output, overwrite=overwrite, inputs=[ckpt.path]) as tmp:
+        save_checkpoint(ckpt, tmp, post=ckpt.post, provenance=prov)
+    if not keep_checkpoints:
+        trainer.cleanup()
+    return Path(output).expanduser().resolve()
