@@ -77,6 +77,9 @@ def main() -> int:
     ap.add_argument("--test-limit", type=int, default=None, help="test pairs (a dry run only; default: all)")
     ap.add_argument("--loss", default="angle")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=0, help="training seed (batch order); run several to see the noise")
+    ap.add_argument("--arms", default="control,ESE", help="which fine-tuning runs to make (comma-separated)")
+    ap.add_argument("--no-cut", action="store_true", help="skip the L3/d128 cut comparison")
     ap.add_argument("--out", type=Path, default=HERE / ".cache" / "ese")
     ap.add_argument("--distill-model", type=Path, default=None, help="a distill L3/d128 model to compare the cut with")
     ap.add_argument("--run-distill", action="store_true", help="build that model with distill (shrink-then-heal)")
@@ -102,8 +105,9 @@ def main() -> int:
 
     tables = {"RAW": layer_table(load(base), test)}
     training = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, max_steps=args.max_steps,
-                           checkpoint_every=0)
-    runs = {"control": EseConfig(loss=args.loss, alpha=0.0, beta=0.0), "ESE": EseConfig(loss=args.loss)}
+                           checkpoint_every=0, seed=args.seed)
+    arms = {"control": EseConfig(loss=args.loss, alpha=0.0, beta=0.0), "ESE": EseConfig(loss=args.loss)}
+    runs = {name: arms[name] for name in args.arms.split(",")}
     for name, objective in runs.items():
         t0 = time.perf_counter()
         result = train_ese(base, stsb / "sts-train.csv", args.out / name, objective=objective, training=training,
@@ -114,6 +118,10 @@ def main() -> int:
         print(f"{name}: {result.train['steps']} steps in {report[name]['wall_seconds']} s", flush=True)
     report["tables"] = tables
 
+    print_tables(tables)
+    if set(runs) != set(arms):
+        (args.out / "report.json").write_text(json.dumps(report, indent=2, default=str))
+        return 0
     summary = {
         "raw_shallow_mean_d128": shallow_mean(tables["RAW"]),
         "ese_shallow_mean_d128": shallow_mean(tables["ESE"]),
@@ -125,6 +133,11 @@ def main() -> int:
     summary["target_shallow_gain_ge_10"] = summary["ese_shallow_mean_d128"] - summary["raw_shallow_mean_d128"] >= 10
     summary["target_last_within_0.5"] = abs(summary["ese_last_full"] - summary["control_last_full"]) <= 0.5
 
+    if args.no_cut:
+        report["summary"] = summary
+        print(json.dumps(summary, indent=2))
+        (args.out / "report.json").write_text(json.dumps(report, indent=2, default=str))
+        return 0
     cut = shrink(args.out / "ESE", args.out / "ESE-L3-d128", layers=3, dim=128, head="truncate", overwrite=True)
     summary["ese_cut_L3_d128"] = {"layers": cut.layers, "head": cut.head.value,
                                   "sts_test": final_score(args.out / "ESE-L3-d128", test)}
@@ -144,7 +157,6 @@ def main() -> int:
         summary["distill_L3_d128"] = {"model": str(distilled), "sts_test": final_score(distilled, test)}
     report["summary"] = summary
 
-    print_tables(tables)
     print(json.dumps(summary, indent=2))
     (args.out / "report.json").write_text(json.dumps(report, indent=2, default=str))
     return 0
