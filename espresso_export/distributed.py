@@ -112,7 +112,8 @@ class Dist:
             raise PeerFailure(
                 f"rank {self.rank} of {self.world}: {what} with the other ranks failed: another rank died, hangs "
                 f"or is unreachable (collective timeout {self.timeout:g} s, set {ENV_TIMEOUT} to change it). "
-                f"The last checkpoint can be continued with --resume, with any number of processes. [{first[:200]}]"
+                f"The last checkpoint can be continued with --resume, with any number of processes. "
+                f"(cause: {first[:200].replace('[', '(').replace(']', ')')})"
             ) from e
 
     # -- batches -------------------------------------------------------------------------------------
