@@ -314,6 +314,8 @@ def setup(device: str = "cpu") -> Dist:
     rank, world = int(os.environ["RANK"]), launched_world_size()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     cuda = (device or "cpu").lower() == "cuda"
+    if (device or "cpu").lower() == "mps":
+        raise ValidationError("several processes need --device cpu (gloo) or cuda (NCCL); Apple MPS trains in one process")
     if cuda:
         if not torch.cuda.is_available():
             raise ValidationError("--device cuda: no CUDA device is available on this machine")

@@ -537,7 +537,7 @@ class Trainer:
                  + ("" if loss is None else f", mean loss {loss:.4g}"))
         return float(score)
 
-    def _step(self, batch: list[int], stop: bool = False) -> float:
+    def _step(self, batch: list[int], flag: dict | None = None) -> float:
         import torch
 
         ctx = torch.autocast(self.device.type, dtype=self.amp) if self.amp is not None else nullcontext()
@@ -545,12 +545,12 @@ class Trainer:
             with ctx:
                 loss = self.task.loss(batch)
             value = float(loss.detach())
-            self._stop_any = stop
         else:  # this rank's slice; DDP averages gradients over the ranks, hence the factor world
             with ctx, self.dist.guard(f"step {self.step + 1}"):
                 term = self.ddp(batch, self.dist.shard(batch))
+            stop = bool(flag and flag["stop"])
             value, stops = self.dist.sum_floats([float(term.detach()), float(stop)], what=f"step {self.step + 1}")
-            self._stop_any = stops > 0  # every rank stops after the same step
+            self._stop_any = stops > 0  # a Ctrl-C on any rank: every rank stops after this same step
             loss = term * self.dist.world
         if not math.isfinite(value):
             from .errors import RuntimeFailure
@@ -606,7 +606,7 @@ class Trainer:
                 batches = epoch_batches(n, cfg.batch_size, cfg.seed, self.epoch, self.lengths)
                 while self.position < len(batches) and self.step < self.total:
                     batch = batches[self.position]
-                    last_loss = self._step(batch, flag["stop"])
+                    last_loss = self._step(batch, flag)
                     self.step += 1
                     self.position += 1
                     self.epoch_loss[0] += last_loss
@@ -616,7 +616,7 @@ class Trainer:
                     bar.update(loss_ema, done_items / max(time.perf_counter() - start, 1e-9))
                     if on_step is not None:
                         on_step(self.step)
-                    if self._stop_any:
+                    if (self._stop_any if self.ddp is not None else flag["stop"]):
                         where = self.save()
                         raise TrainingInterrupted(
                             f"interrupted at step {self.step}/{self.total}; resumable checkpoint saved in {where.parent} "
