@@ -86,8 +86,16 @@ def relaunch_under_torchrun(nproc: int) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    argv, i = [], 1
+    while i < len(sys.argv):  # drop --nproc N: torchrun's own parser would take it for --nproc-per-node
+        if sys.argv[i] == "--nproc":
+            i += 2
+            continue
+        if not sys.argv[i].startswith("--nproc="):
+            argv.append(sys.argv[i])
+        i += 1
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--master_addr", "127.0.0.1",
-           "--master_port", str(port), str(Path(__file__).resolve()), *sys.argv[1:]]
+           "--master_port", str(port), str(Path(__file__).resolve()), *argv]
     os.execv(sys.executable, cmd)
 
 

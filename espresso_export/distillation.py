@@ -17,6 +17,9 @@ per dimension). Which settings heal fastest is measured in benchmarks/README.md.
 Teacher outputs are computed once and cached as memory-mapped ``.npy`` files
 keyed by the teacher's weights hash and the corpus hash; the PCA targets are
 keyed by those plus the PCA settings. Epochs, reruns and other dims reuse them.
+Under ``torchrun`` each rank embeds its contiguous share of the corpus into the
+same cache files, rank 0 fits the PCA and broadcasts it, and each rank projects
+its share (:mod:`espresso_export.distributed`): the corpus is embedded once.
 """
 
 from __future__ import annotations

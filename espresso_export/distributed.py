@@ -63,6 +63,16 @@ def timeout_seconds() -> float:
     return value
 
 
+_COMM_MARKERS = ("gloo", "nccl", "timed out", "timeout", "connection", "peer", "socket", "broken pipe", "store")
+
+
+def _is_communication_error(e: BaseException) -> bool:
+    import torch.distributed as td
+
+    dist_error = getattr(td, "DistError", None)
+    return (dist_error is not None and isinstance(e, dist_error)) or any(m in str(e).lower() for m in _COMM_MARKERS)
+
+
 def launched_world_size() -> int:
     """``WORLD_SIZE`` as set by ``torchrun`` (1 when not launched by it)."""
     try:
@@ -106,6 +116,8 @@ class Dist:
         except torch.OutOfMemoryError:
             raise
         except RuntimeError as e:  # DistBackendError, gloo "Connection closed by peer", timeouts
+            if not _is_communication_error(e):  # a genuine failure of this rank's own work: as it is
+                raise
             first = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
             global _BROKEN
             _BROKEN = True

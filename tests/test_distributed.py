@@ -131,25 +131,33 @@ def test_the_sharded_teacher_cache_equals_the_single_process_cache(one_and_two):
 
 # --- faults ------------------------------------------------------------------------------------------
 
+def _start_ranks(args: list[str], n: int = 2, **env) -> list[subprocess.Popen]:
+    """Ranks started by hand, as torchrun would start them but without its agent (which would stop them itself)."""
+    port = free_port()
+    return [subprocess.Popen([sys.executable, "-m", "espresso_export", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env=_env(RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1",
+                                      MASTER_PORT=str(port), **env))
+            for r in range(n)]
+
+
+def _wait_for(path: Path, procs: list[subprocess.Popen], seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.is_file():
+        assert procs[0].poll() is None, procs[0].communicate()[1][-2000:]
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("fault", ["killed", pytest.param("stopped", marks=pytest.mark.slow)])
 def test_a_dead_or_stuck_rank_ends_the_run_within_the_timeout_and_resumes_on_one_process(
         fault, tiny_bert, calibration_file, tmp_path):
-    """Ranks started by hand (as torchrun would, without its agent, which would stop them itself)."""
     args = distill_args(tiny_bert, calibration_file, tmp_path / "out", tmp_path / "cache", "--checkpoint-every", "0",
                         epochs=6)
-    port = free_port()
-    procs = [subprocess.Popen([sys.executable, "-m", "espresso_export", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True,
-                              env=_env(RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-                                       MASTER_PORT=str(port), **{ENV_TIMEOUT: "4"}))
-             for r in range(2)]
+    procs = _start_ranks(args, **{ENV_TIMEOUT: "4"})
     try:
         ckpt = tmp_path / "out.run" / "checkpoint" / "trainer.json"
-        deadline = time.monotonic() + 120
-        while not ckpt.is_file():  # the first epoch is done: training is under way
-            assert procs[0].poll() is None, procs[0].communicate()[1][-2000:]
-            assert time.monotonic() < deadline, "training did not start"
-            time.sleep(0.05)
+        _wait_for(ckpt, procs)  # the first epoch is done: training is under way
         procs[1].send_signal(signal.SIGSTOP if fault == "stopped" else signal.SIGKILL)
         t0 = time.monotonic()
         _, err = procs[0].communicate(timeout=60)
@@ -175,6 +183,26 @@ def test_a_dead_or_stuck_rank_ends_the_run_within_the_timeout_and_resumes_on_one
                        epochs=6)
     assert main(ref) == 0
     assert_same_weights(weights(tmp_path / "out"), weights(tmp_path / "ref"), atol=2e-4)
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_one_rank_stops_every_rank_after_the_same_step(tiny_bert, calibration_file, tmp_path):
+    args = distill_args(tiny_bert, calibration_file, tmp_path / "out", tmp_path / "cache", "--checkpoint-every", "0",
+                        epochs=6)
+    procs = _start_ranks(args)
+    try:
+        ckpt = tmp_path / "out.run" / "checkpoint" / "trainer.json"
+        _wait_for(ckpt, procs)
+        procs[1].send_signal(signal.SIGINT)
+        outs = [p.communicate(timeout=60) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in procs] == [130, 130], [o[1][-1500:] for o in outs]
+    steps = {int(o[1].split("interrupted at step ")[1].split("/")[0]) for o in outs}
+    assert len(steps) == 1 and json.loads(ckpt.read_text())["step"] == steps.pop()
+    assert "Traceback" not in outs[0][1] + outs[1][1]
 
 
 # --- train --ese ---------------------------------------------------------------------------------------
