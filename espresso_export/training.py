@@ -418,6 +418,9 @@ class Trainer:
             raise ValidationError(f"--lr must be positive, got {config.lr}")
         self.device = resolve_device(config.device)
         self.dist = distributed.setup(config.device)  # joins torchrun's process group (no-op for one process)
+        if config.batch_size < self.dist.world:
+            raise ValidationError(f"--batch-size {config.batch_size} is the global batch, split across the "
+                                  f"{self.dist.world} processes: it must be at least {self.dist.world}")
         self.amp = amp_dtype(config.amp, self.device)
         self.lengths = task.lengths() if config.bucket else None
         self.per_epoch = steps_per_epoch(n, config.batch_size)
