@@ -154,7 +154,7 @@ class Dist:
             td.barrier(group=self._ctrl)
 
     def broadcast_json(self, value: Any = None, *, what: str = "a broadcast from rank 0") -> Any:
-        """Rank 0's JSON-able ``value`` on every rank (no pickle on the wire)."""
+        """Rank 0's JSON-able ``value`` on every rank (JSON on the wire, never pickle)."""
         if not self.enabled:
             return value
         import torch
@@ -190,12 +190,19 @@ class Dist:
         """Every rank's JSON-able ``value``, in rank order."""
         if not self.enabled:
             return [value]
+        import torch
         import torch.distributed as td
 
-        out: list = [None] * self.world
+        data = json.dumps(value).encode()
         with self.guard(what):
-            td.all_gather_object(out, json.dumps(value), group=self._ctrl)
-        return [json.loads(v) for v in out]
+            sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(self.world)]
+            td.all_gather(sizes, torch.tensor([len(data)], dtype=torch.int64), group=self._ctrl)
+            longest = max(int(t) for t in sizes)
+            mine = torch.zeros(longest, dtype=torch.uint8)
+            mine[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else mine[:0]
+            bufs = [torch.empty(longest, dtype=torch.uint8) for _ in range(self.world)]
+            td.all_gather(bufs, mine, group=self._ctrl)
+        return [json.loads(bytes(b[: int(n)].numpy()).decode()) for b, n in zip(bufs, sizes)]
 
     def sum_floats(self, values: Sequence[float], *, what: str = "the loss reduction") -> list[float]:
         """Element-wise sum of ``values`` over the ranks (float64, on the CPU group)."""
