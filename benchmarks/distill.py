@@ -4,18 +4,24 @@
     python benchmarks/distill.py b   # HPD: teacher all-mpnet-base-v2, student all-MiniLM-L6-v2, d128
     python benchmarks/distill.py c   # all-MiniLM-L6-v2 -> L3 (spread) / d128, healed from itself
     python benchmarks/distill.py ablation   # c's setting under several training choices, one process
+    python benchmarks/distill.py c --nproc 2 --threads 1   # the same run data-parallel on 2 processes (torchrun)
 
 Corpus: STS-B train + dev sentences (both sides of every pair) plus the two shared
 corpora (Tatoeba, Multi30k captions), de-duplicated, then a seeded random subset of
 ``--sentences``. The best checkpoint is chosen on a slice of STS-B dev; the score
 reported is Spearman x100 on STS-B test (never trained on). Wall time counts
 everything: loading, teacher targets (fresh cache), training, evaluation.
+
+``--nproc N`` relaunches this script under ``torchrun --nproc_per_node N`` (gloo on
+the CPU, NCCL with ``--device cuda``): the same global batch, split across the
+processes; rank 0 scores and reports.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import sys
@@ -32,6 +38,7 @@ from _models import SHARED, minilm, mpnet, stsb  # noqa: E402
 from espresso_export.checkpoint import load  # noqa: E402
 from espresso_export.data import read_sts  # noqa: E402
 from espresso_export.distillation import distill  # noqa: E402
+from espresso_export.distributed import current, setup as setup_dist  # noqa: E402
 from espresso_export.embed import encode  # noqa: E402
 from espresso_export.metrics import sts_spearman  # noqa: E402
 from espresso_export.shrinking import shrink  # noqa: E402
@@ -77,16 +84,45 @@ def stsb_first_corpus(folder: Path, total: int, seed: int) -> Path:
     rest = [s for s in read_corpus(specs[2:]).sentences if s not in seen]
     extra = max(0, total - len(sts))
     picked = [rest[i] for i in sorted(random.Random(seed).sample(range(len(rest)), min(extra, len(rest))))]
-    path = folder / "corpus-stsb-first.txt"
-    path.write_text("\n".join(sts + picked) + "\n", encoding="utf-8")
+    return _write_once(folder / "corpus-stsb-first.txt", "\n".join(sts + picked) + "\n")
+
+
+def _write_once(path: Path, text: str) -> Path:
+    """Write atomically: under torchrun every rank writes the same file into the shared work folder."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
     return path
 
 
 def dev_slice(folder: Path, every: int) -> Path:
     lines = stsb("dev").read_text(encoding="utf-8").splitlines()
     path = folder / "sts-dev-slice.csv"
-    path.write_text("\n".join(lines[::every]) + "\n", encoding="utf-8")
+    if current().main:
+        path.write_text("\n".join(lines[::every]) + "\n", encoding="utf-8")
+    current().barrier("writing the dev slice")
     return path
+
+
+def relaunch_under_torchrun(nproc: int) -> None:
+    """Replace this process by ``torchrun --nproc_per_node nproc`` running this script (once)."""
+    import os
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv, i = [], 1
+    while i < len(sys.argv):  # drop --nproc N: torchrun's own parser would take it for --nproc-per-node
+        if sys.argv[i] == "--nproc":
+            i += 2
+            continue
+        if not sys.argv[i].startswith("--nproc="):
+            argv.append(sys.argv[i])
+        i += 1
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--master_addr", "127.0.0.1",
+           "--master_port", str(port), str(Path(__file__).resolve()), *argv]
+    os.execv(sys.executable, cmd)
 
 
 def test_score(ckpt) -> float:
@@ -104,11 +140,14 @@ def run(setup: dict, args, work: Path, cache: Path, overrides: dict | None = Non
     kwargs = dict(dim=args.dim, corpus=corpus, max_sentences=cap, epochs=args.epochs,
                   batch_size=args.batch_size, lr=args.lr, max_seq_len=args.max_seq_len, loss=args.loss,
                   layer_targets=args.layer_targets, pca_samples=args.pca_samples, eval_sts=dev_slice(work, args.dev_every),
-                  cache_dir=cache, checkpoint_every=0, threads=args.threads, progress=True, seed=args.seed)
+                  cache_dir=cache, checkpoint_every=0, threads=args.threads, progress=True, seed=args.seed,
+                  device=args.device)
     kwargs.update(overrides or {})
     out = work / f"out{tag}"
     result = distill(_path(setup["teacher"]), out, student=_path(setup["student"]) if setup["student"] else None,
                      student_layers=setup["layers"], overwrite=True, **kwargs)
+    if not current().main:
+        return {}
     score = test_score(load(out))
     return {"test": score, "dev_initial": round(result.eval["initial"], 2), "dev_best": round(result.eval["best"], 2),
             "heldout_mse": [round(result.heldout["relative_mse_before"], 4), round(result.heldout["relative_mse_after"], 4)],
@@ -143,7 +182,9 @@ def main() -> None:
     ap.add_argument("--pca-samples", type=int, default=20000)
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--dev-every", type=int, default=3, help="evaluate on every n-th STS-B dev pair")
-    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (per process with --nproc)")
+    ap.add_argument("--nproc", type=int, default=1, help="data-parallel processes (relaunches under torchrun)")
+    ap.add_argument("--device", default="cpu")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--baseline", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--reference", action="store_true", help="also score the full source model on STS-B test")
@@ -152,17 +193,25 @@ def main() -> None:
     ap.add_argument("--cache-dir", type=Path, help="keep teacher targets here (default: a fresh temp folder, so "
                                                    "their computation is part of the wall time)")
     args = ap.parse_args()
+    if args.nproc > 1 and "WORLD_SIZE" not in os.environ:
+        relaunch_under_torchrun(args.nproc)
+    dist = setup_dist(args.device)  # joins torchrun's group (no-op for one process)
 
     t0 = time.perf_counter()
     setup = SETUPS["c" if args.which == "ablation" else args.which]
-    work = Path(tempfile.mkdtemp(prefix=f"distill-bench-{args.which}-"))
+    if dist.enabled:  # one work folder for every rank: torchrun's port names it
+        work = Path(tempfile.gettempdir()) / f"distill-bench-{args.which}-{os.environ['MASTER_PORT']}"
+        work.mkdir(exist_ok=True)
+    else:
+        work = Path(tempfile.mkdtemp(prefix=f"distill-bench-{args.which}-"))
     cache = args.cache_dir or work / "cache"  # fresh by default: teacher targets are part of the wall time
-    report: dict = {"benchmark": args.which, "setup": setup["label"], "args": {k: str(v) for k, v in vars(args).items()}}
+    report: dict = {"benchmark": args.which, "setup": setup["label"], "processes": dist.world,
+                    "args": {k: str(v) for k, v in vars(args).items()}}
     try:
-        if args.reference:
+        if args.reference and dist.main:
             ref = _path(setup["student"] or setup["teacher"])
             report["reference_test"] = test_score(load(ref))
-        if args.baseline:
+        if args.baseline and dist.main:
             report["baseline"] = baseline(setup, args)
             print("baseline (plain cut + PCA head):", report["baseline"], flush=True)
         if args.which == "ablation":
@@ -172,12 +221,17 @@ def main() -> None:
                 if i not in chosen:
                     continue
                 report["runs"][name] = run(setup, args, work, cache, over, tag=str(i))
-                print(name, json.dumps(report["runs"][name]), flush=True)
+                if dist.main:
+                    print(name, json.dumps(report["runs"][name]), flush=True)
         else:
             report["distill"] = run(setup, args, work, cache)
-            print("distill:", json.dumps(report["distill"]), flush=True)
+            if dist.main:
+                print("distill:", json.dumps(report["distill"]), flush=True)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if dist.main:
+            shutil.rmtree(work, ignore_errors=True)
+    if not dist.main:
+        return
     report["total_wall_s"] = round(time.perf_counter() - t0, 1)
     print(json.dumps(report, indent=2))
     if args.json_out:

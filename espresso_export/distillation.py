@@ -17,6 +17,9 @@ per dimension). Which settings heal fastest is measured in benchmarks/README.md.
 Teacher outputs are computed once and cached as memory-mapped ``.npy`` files
 keyed by the teacher's weights hash and the corpus hash; the PCA targets are
 keyed by those plus the PCA settings. Epochs, reruns and other dims reuse them.
+Under ``torchrun`` each rank embeds its contiguous share of the corpus into the
+same cache files, rank 0 fits the PCA and broadcasts it, and each rank projects
+its share (:mod:`espresso_export.distributed`): the corpus is embedded once.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import os
 import random
 import time
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
@@ -35,17 +39,17 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
+from . import __version__, distributed
 from .checkpoint import Checkpoint, DenseLayer, Normalize, load
 from .data import Corpus, read_corpus, read_sts, sentences_sha256
 from .embed import apply_post, encode, encode_layers, model_inputs, pool
 from .errors import ValidationError
 from .heads import PCAFit, fit_pca
-from .layout import check_output, write_json
+from .layout import write_json
 from .metrics import sts_spearman
 from .progress import track
 from .slicing import cut, select_layers
-from .training import TrainConfig, Trainer, TrainingTask, check_run_dir, write_trained
+from .training import TrainConfig, Trainer, TrainingTask, prepare_run, write_trained
 from .types import Pooling, Select
 
 log = logging.getLogger(__name__)
@@ -103,24 +107,59 @@ def _atomic_npy(path: Path, array_like_writer) -> None:
             tmp.unlink()
 
 
+@contextmanager
+def _shared_memmaps(files: dict, n: int, what: str):
+    """``.npy`` memmaps of ``n`` rows (``files``: key -> (path, width, dtype)) filled by every rank, each its
+    contiguous share of the rows, and renamed into place once all shares are written.
+
+    Yields ``(arrays, start, stop)``: this rank writes rows ``start:stop``. One process writes all rows."""
+    dist = distributed.current()
+    token = dist.broadcast_json(str(os.getpid()), what=what)  # one temp name per file, shared by the ranks
+    tmps = {k: p.with_name(f".{p.name}.tmp-{token}") for k, (p, _, _) in files.items()}
+    arrays: dict = {}
+    try:
+        if dist.main:
+            for k, (_, width, dtype) in files.items():
+                np.lib.format.open_memmap(tmps[k], mode="w+", dtype=dtype, shape=(n, width)).flush()
+        dist.barrier(what)
+        arrays.update({k: np.load(tmps[k], mmap_mode="r+") for k in files})
+        start, stop = dist.shard_bounds(n)[dist.rank]
+        yield arrays, start, stop
+        for arr in arrays.values():
+            arr.flush()
+        arrays.clear()
+        dist.barrier(f"{what}: waiting for every rank's share")
+        if dist.main:
+            for k, (path, _, _) in files.items():
+                os.replace(tmps[k], path)
+        dist.barrier(what)
+    finally:
+        arrays.clear()
+        if dist.main:
+            for tmp in tmps.values():
+                if tmp.exists():
+                    tmp.unlink()
+
+
 def _teacher_pass(teacher: Checkpoint, sentences: Sequence[str], folder: Path, need_final: bool,
                   layers: Sequence[int], batch_size: int, progress: bool) -> None:
-    """One forward pass of the teacher over the corpus, writing embeddings.npy and layer-<i>.npy."""
+    """One forward pass of the teacher over the corpus, writing embeddings.npy and layer-<i>.npy.
+
+    Under torchrun every rank embeds its contiguous share of the corpus into the same files."""
     import torch
 
     n, depth = len(sentences), teacher.depth
     post = _base_post(teacher)
-    tmp = {}
+    files = {}
     if need_final:
-        tmp["final"] = (folder / "embeddings.npy", teacher.output_dim, np.float32)
+        files["final"] = (folder / "embeddings.npy", teacher.output_dim, np.float32)
     for i in layers:
-        tmp[i] = (folder / f"layer-{i}.npy", teacher.hidden_size, np.float16)
-    arrays = {k: np.lib.format.open_memmap(p.with_name(f".{p.name}.tmp-{os.getpid()}"), mode="w+", dtype=dt,
-                                           shape=(n, w)) for k, (p, w, dt) in tmp.items()}
+        files[i] = (folder / f"layer-{i}.npy", teacher.hidden_size, np.float16)
     wanted = sorted({depth} | {i + 1 for i in layers})  # encode_layers counts depth, 1-based
-    chunks = [range(s, min(s + TEACHER_CHUNK, n)) for s in range(0, n, TEACHER_CHUNK)]
-    try:
-        for rng in track(chunks, description="teacher targets" if progress else None, total_items=n, count=len):
+    with _shared_memmaps(files, n, "the teacher pass") as (arrays, start, stop):
+        chunks = [range(s, min(s + TEACHER_CHUNK, stop)) for s in range(start, stop, TEACHER_CHUNK)]
+        for rng in track(chunks, description="teacher targets" if progress else None, total_items=stop - start,
+                         count=len):
             texts = [sentences[i] for i in rng]
             pooled = encode_layers(teacher, texts, wanted, batch_size=batch_size)
             if need_final:
@@ -129,16 +168,6 @@ def _teacher_pass(teacher: Checkpoint, sentences: Sequence[str], folder: Path, n
                 arrays["final"][rng.start : rng.stop] = final
             for i in layers:
                 arrays[i][rng.start : rng.stop] = pooled[i + 1].astype(np.float16)
-        for k, arr in arrays.items():
-            arr.flush()
-            del arr
-            path = tmp[k][0]
-            os.replace(path.with_name(f".{path.name}.tmp-{os.getpid()}"), path)
-    finally:
-        for path, _, _ in tmp.values():
-            leftover = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-            if leftover.exists():
-                leftover.unlink()
 
 
 def teacher_targets(
@@ -170,31 +199,41 @@ def teacher_targets(
                [type(p).__name__ for p in teacher.post])
     folder = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     folder = folder / f"teacher-{key}"
+    dist = distributed.current()
     folder.mkdir(parents=True, exist_ok=True)
+    dist.check_shared(folder, purpose="the teacher cache (--cache-dir)")
     pca_key = _sha(dim, m, seed)
     targets_file, pca_file = folder / f"targets-{pca_key}.npy", folder / f"pca-{pca_key}.safetensors"
-    reused = targets_file.is_file() and pca_file.is_file()
-    need_final = not reused and not (folder / "embeddings.npy").is_file()
-    missing = [i for i in layers if not (folder / f"layer-{i}.npy").is_file()]
+    # rank 0 decides what is missing: every rank then takes the same path
+    todo = dist.broadcast_json({
+        "reused": targets_file.is_file() and pca_file.is_file(),
+        "need_final": not (folder / "embeddings.npy").is_file(),
+        "missing": [i for i in layers if not (folder / f"layer-{i}.npy").is_file()],
+    } if dist.main else None, what="the teacher cache")
+    reused, missing = todo["reused"], todo["missing"]
+    need_final = not reused and todo["need_final"]
     if need_final or missing:
         _teacher_pass(teacher, sentences, folder, need_final, missing, batch_size, progress)
-    write_json(folder / "meta.json", {"format": CACHE_FORMAT, "teacher": teacher.source, "teacher_sha256": teacher_sha,
-                                      "corpus_sha256": corpus_sha, "sentences": len(sentences)})
+    if dist.main:
+        write_json(folder / "meta.json", {"format": CACHE_FORMAT, "teacher": teacher.source,
+                                          "teacher_sha256": teacher_sha, "corpus_sha256": corpus_sha,
+                                          "sentences": len(sentences)})
     if reused:
         pca = _load_pca(pca_file)
-    else:
+    else:  # rank 0 fits the PCA, every rank projects its share of the embeddings
         emb = np.load(folder / "embeddings.npy", mmap_mode="r")
-        idx = np.sort(np.random.default_rng(seed).choice(len(sentences), size=m, replace=False))
-        pca = fit_pca(np.asarray(emb[idx]), dim)
-
-        def write_targets(tmp: Path) -> None:
-            out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(len(sentences), dim))
-            for s in range(0, len(sentences), 65536):
-                out[s : s + 65536] = pca.transform(emb[s : s + 65536]).astype(np.float32)
-            out.flush()
-
-        _atomic_npy(targets_file, write_targets)
-        _save_pca(pca, pca_file)
+        fitted = None
+        if dist.main:
+            idx = np.sort(np.random.default_rng(seed).choice(len(sentences), size=m, replace=False))
+            fitted = _pca_arrays(fit_pca(np.asarray(emb[idx]), dim))
+        pca = _pca_from_arrays(dist.broadcast_arrays(fitted, what="the teacher PCA"))
+        files = {"targets": (targets_file, dim, np.float32)}
+        with _shared_memmaps(files, len(sentences), "the PCA targets") as (arrays, lo, hi):
+            for s in range(lo, hi, 65536):
+                e = min(s + 65536, hi)
+                arrays["targets"][s:e] = pca.transform(emb[s:e]).astype(np.float32)
+        if dist.main:
+            _save_pca(pca, pca_file)
     return TeacherTargets(
         targets=np.load(targets_file, mmap_mode="r"), pca=pca,
         layers={i: np.load(folder / f"layer-{i}.npy", mmap_mode="r") for i in layers},
@@ -202,22 +241,26 @@ def teacher_targets(
     )
 
 
+def _pca_arrays(pca: PCAFit) -> dict[str, np.ndarray]:
+    return {"mean": pca.mean, "components": pca.components, "explained_variance_ratio": pca.explained_variance_ratio,
+            "n_samples": np.array([pca.n_samples], dtype=np.int64)}
+
+
+def _pca_from_arrays(t: dict[str, np.ndarray]) -> PCAFit:
+    return PCAFit(mean=t["mean"], components=t["components"], explained_variance_ratio=t["explained_variance_ratio"],
+                  n_samples=int(t["n_samples"][0]))
+
+
 def _save_pca(pca: PCAFit, path: Path) -> None:
     from safetensors.numpy import save_file
 
-    def write(tmp: Path) -> None:
-        save_file({"mean": pca.mean, "components": pca.components, "explained_variance_ratio": pca.explained_variance_ratio,
-                   "n_samples": np.array([pca.n_samples], dtype=np.int64)}, str(tmp))
-
-    _atomic_npy(path, write)
+    _atomic_npy(path, lambda tmp: save_file(_pca_arrays(pca), str(tmp)))
 
 
 def _load_pca(path: Path) -> PCAFit:
     from safetensors.numpy import load_file
 
-    t = load_file(str(path))
-    return PCAFit(mean=t["mean"], components=t["components"], explained_variance_ratio=t["explained_variance_ratio"],
-                  n_samples=int(t["n_samples"][0]))
+    return _pca_from_arrays(load_file(str(path)))
 
 
 # --- the student -------------------------------------------------------------------------------------
@@ -491,20 +534,15 @@ def distill(
         if threads < 1:
             raise ValidationError(f"--threads must be at least 1, got {threads}")
         torch.set_num_threads(threads)
+    dist = distributed.setup(device)  # under torchrun: join the group; one process: nothing
+    progress = progress and dist.main  # bars and tables on rank 0 only
     if student is None and student_layers is None:
         raise ValidationError("give a --student, or --student-layers L to heal the teacher cut to L layers")
     if dim is None or dim < 1:
         raise ValidationError(f"--dim must be at least 1, got {dim}")
     if pca_samples < 1:
         raise ValidationError(f"--pca-samples must be at least 1, got {pca_samples}")
-    if output is not None:
-        check_output(output, overwrite=overwrite)
-    if run_dir is None:
-        if output is None:
-            raise ValidationError("give an output folder or a run folder for the training checkpoints")
-        run_dir = Path(str(Path(output).expanduser().resolve()) + ".run")
-    run_dir = Path(run_dir).expanduser()
-    check_run_dir(run_dir, resume=resume, overwrite=overwrite)
+    run_dir = prepare_run(output, run_dir, resume=resume, overwrite=overwrite)
 
     sentences, counts = prepare_corpus(corpus, field=corpus_field, column=corpus_column, max_sentences=max_sentences,
                                        augment_kinds=augment, augment_copies=augment_copies, seed=seed)
@@ -577,7 +615,7 @@ def distill(
     }
     task = HealTask(s_ckpt, projection, sentences, targets, loss=loss, layer_map=layer_map, layer_weight=layer_weight,
                     max_seq_len=max_seq_len, dropout=dropout, eval_pairs=eval_pairs, identity=identity, items=items)
-    mse_before = task.mse(held) if n_held else None
+    mse_before = task.mse(held) if n_held and dist.main else None
     config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay, warmup=warmup,
                          max_grad_norm=max_grad_norm, seed=seed, bucket=bucket, max_steps=max_steps, amp=amp,
                          checkpoint_every=checkpoint_every, device=device)
@@ -586,7 +624,7 @@ def distill(
                          on_step=on_step)
     task.projection.cpu()
     s_ckpt.model.cpu()
-    mse_after = task.mse(held) if n_held else None
+    mse_after = task.mse(held) if n_held and dist.main else None
     heldout_info = {"sentences": n_held, "relative_mse_before": mse_before, "relative_mse_after": mse_after}
 
     s_ckpt.post = task.ckpt_post
@@ -609,7 +647,7 @@ def distill(
                      "warmup": warmup, "weight_decay": weight_decay, "max_grad_norm": max_grad_norm,
                      "max_seq_len": max_seq_len, "loss": loss.value, "layer_targets": {str(k): v for k, v in layer_map.items()},
                      "layer_weight": layer_weight, "projection_init": projection_init.value, "dropout": dropout,
-                     "augment": list(augment), "seed": seed, "device": device},
+                     "augment": list(augment), "seed": seed, "device": device, "processes": dist.world},
         "best_eval": eval_info,
         "heldout": heldout_info,
     }

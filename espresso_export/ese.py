@@ -380,8 +380,11 @@ class EseObjective(torch.nn.Module):
         """Layers whose pooled output the loss reads (1-based; the last is always included)."""
         return self.layers if (self.config.alpha or self.config.beta) else [self.depth]
 
-    def layer_weights(self) -> dict[int, torch.Tensor]:
-        """``{i: w_i}`` for the trained layers; the last layer's weight is 1."""
+    def layer_weights(self, grad_scale: float = 1.0) -> dict[int, torch.Tensor]:
+        """``{i: w_i}`` for the trained layers; the last layer's weight is 1.
+
+        ``grad_scale`` scales the gradient the learned logits receive (not their value): data-parallel
+        ranks that each compute the whole batch's loss pass ``1 / world``."""
         weighting = LayerWeighting(self.config.layer_weights)
         shallow = self.layers[:-1]
         if weighting is LayerWeighting.LOG:
@@ -389,13 +392,17 @@ class EseObjective(torch.nn.Module):
         elif weighting is LayerWeighting.UNIFORM:
             values = torch.ones(len(shallow))
         else:
-            values = len(shallow) * torch.softmax(self.logits, dim=0)
+            logits = self.logits if grad_scale == 1.0 else self.logits * grad_scale + self.logits.detach() * (1 - grad_scale)
+            values = len(shallow) * torch.softmax(logits, dim=0)
         out = {i: values[j] for j, i in enumerate(shallow)}
         out[self.depth] = torch.tensor(1.0)
         return out
 
-    def compute(self, pooled: Mapping[int, torch.Tensor], batch: EseBatch) -> tuple[torch.Tensor, dict[str, float]]:
-        """The loss from pooled per-layer embeddings ``{i: (len(batch.texts), d)}`` (pure; no model)."""
+    def compute(self, pooled: Mapping[int, torch.Tensor], batch: EseBatch, *,
+                param_grad_scale: float = 1.0) -> tuple[torch.Tensor, dict[str, float]]:
+        """The loss from pooled per-layer embeddings ``{i: (len(batch.texts), d)}`` (pure; no model).
+
+        ``param_grad_scale`` scales the gradient of the objective's own parameters (see :meth:`layer_weights`)."""
         cfg = self.config
         k = cfg.compression_dim
         last = self.depth
@@ -404,7 +411,7 @@ class EseObjective(torch.nn.Module):
         parts: dict[str, float] = {"task": _f(task)}
         total = task
         if cfg.alpha or cfg.beta:
-            weights = self.layer_weights()
+            weights = self.layer_weights(param_grad_scale)
             express = task.new_zeros(())
             compress = task.new_zeros(())
             for i in self.layers:
@@ -424,8 +431,8 @@ class EseObjective(torch.nn.Module):
         parts["total"] = _f(total)
         return total, parts
 
-    def loss(self, batch: EseBatch) -> tuple[torch.Tensor, dict[str, float]]:
-        """Forward ``batch`` through the checkpoint (one pass, all hidden states) and return the loss."""
+    def pooled(self, batch: EseBatch) -> dict[int, torch.Tensor]:
+        """Forward ``batch``'s texts through the checkpoint (one pass): ``{i: (len(batch.texts), d)}`` for the used layers."""
         from .embed import pooled_layer_states, tokenize
 
         if self.ckpt is None:
@@ -433,8 +440,11 @@ class EseObjective(torch.nn.Module):
         inputs = tokenize(self.ckpt, batch.texts, self.max_length)
         device = next(self.ckpt.model.parameters()).device
         inputs = {k: v.to(device) for k, v in inputs.items()}
-        pooled = pooled_layer_states(self.ckpt, inputs, self.uses_layers)
-        return self.compute(pooled, batch)
+        return pooled_layer_states(self.ckpt, inputs, self.uses_layers)
+
+    def loss(self, batch: EseBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        """Forward ``batch`` through the checkpoint (one pass, all hidden states) and return the loss."""
+        return self.compute(self.pooled(batch), batch)
 
 
 # --- data ---------------------------------------------------------------------------------------------

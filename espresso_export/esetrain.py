@@ -17,16 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
+from . import __version__, distributed
 from .bidirectional import describe as describe_attention, switch
 from .checkpoint import Checkpoint, DenseLayer, load
 from .data import read_sts, sentences_sha256
 from .embed import encode_layers
 from .ese import EseConfig, EseData, EseObjective, check_loss_fits
 from .errors import ValidationError
-from .layout import check_output
 from .metrics import sts_spearman
-from .training import TrainConfig, Trainer, TrainingTask, check_run_dir, write_trained
+from .training import TrainConfig, Trainer, TrainingTask, prepare_run, write_trained
 from .types import Attention, Pooling
 
 
@@ -61,6 +60,26 @@ class EseTask(TrainingTask):
     def loss(self, batch):
         total, self.last_parts = self.objective.loss(self.data.collate([self.data[i] for i in batch]))
         return total
+
+    def shard_loss(self, batch, part, dist):
+        """In-batch negatives, CoSENT rankings and the batch PCA target couple a batch's examples, so a
+        rank's slice alone does not give the batch's loss. Each rank forwards its part, gathers the other
+        ranks' pooled states (as constants) and computes the loss of the whole global batch: summed over
+        the ranks, the gradients are exactly the single-process gradient of that batch."""
+        import torch
+
+        whole = self.data.collate([self.data[i] for i in batch])
+        mine = self.data.collate([self.data[i] for i in (part or batch[:1])])  # an empty part forwards a dummy
+        sizes = [stop - start for start, stop in dist.shard_bounds(len(batch))]
+        groups = 3 if whole.negative else 2  # rows: anchors, positives (, negatives)
+        joined = {}
+        for layer, x in self.objective.pooled(mine).items():
+            if not part:
+                x = x[:0]
+            got = dist.gather_rows(x, [groups * s for s in sizes])
+            joined[layer] = torch.cat([g[j * s : (j + 1) * s] for j in range(groups) for g, s in zip(got, sizes)])
+        total, self.last_parts = self.objective.compute(joined, whole, param_grad_scale=1.0 / dist.world)
+        return total - total.detach() * (1 - 1 / dist.world)  # value: a 1/world share; gradient: this rank's all
 
     def evaluate(self) -> float | None:
         """STS Spearman x100: the full-width last layer for a control run; for ESE the mean of that and of
@@ -132,14 +151,9 @@ def train_ese(
     """
 
     start = time.perf_counter()
-    if output is not None:
-        check_output(output, overwrite=overwrite)
-    if run_dir is None:
-        if output is None:
-            raise ValidationError("give an output folder or a run folder for the training checkpoints")
-        run_dir = Path(str(Path(output).expanduser().resolve()) + ".run")
-    run_dir = Path(run_dir).expanduser()
-    check_run_dir(run_dir, resume=resume, overwrite=overwrite)
+    dist = distributed.setup(training.device)  # under torchrun: join the group; one process: nothing
+    progress = progress and dist.main  # bars and tables on rank 0 only
+    run_dir = prepare_run(output, run_dir, resume=resume, overwrite=overwrite)
 
     examples = EseData.read(data, limit=data_limit, positive_threshold=positive_threshold)
     check_loss_fits(objective, examples)
@@ -187,7 +201,7 @@ def train_ese(
         "pooling": ckpt.pooling.value,
         "objective": objective.to_dict(),
         "data": {**examples.describe(), "sha256": identity["data_sha256"]},
-        "training": {"steps": result.steps, "epochs": result.epochs, **training.identity()},
+        "training": {"steps": result.steps, "epochs": result.epochs, **training.identity(), "processes": dist.world},
         "best_eval": eval_info,
     }
     if ese_on:  # read by Checkpoint.ese_trained: shrink then keeps the first layers and first k dims

@@ -8,6 +8,11 @@ does the rest:
   gradient clipping, mixed precision where the device supports it;
 * a seeded, length-bucketed batch order that depends only on ``(seed, epoch)``;
 * a rich progress bar with the loss, sentences/s and the ETA;
+* data-parallel under ``torchrun`` (:mod:`espresso_export.distributed`): each rank
+  takes its contiguous slice of every global batch (``batch_size`` stays the
+  global batch), gradients are averaged by DistributedDataParallel so a step
+  equals the single-process step on the same batch; only rank 0 shows
+  progress, evaluates and writes; checkpoints do not depend on the world size;
 * evaluation after every epoch (and before the first) keeping the best weights;
 * a checkpoint every N steps, at every epoch end and on Ctrl-C, that
   ``resume=True`` continues from *exactly*: weights, optimizer, scheduler,
@@ -43,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from . import distributed
 from .errors import EXIT_INTERRUPTED, EspressoError, ValidationError
 from .layout import atomic_output, write_json
 
@@ -90,6 +96,18 @@ class TrainingTask(ABC):
     def lengths(self) -> Sequence[int] | None:
         """Per-item lengths for length bucketing (fewer pad tokens), or None."""
         return None
+
+    def shard_loss(self, batch: Sequence[int], part: Sequence[int], dist):
+        """This rank's term of ``loss(batch)`` when it holds ``part`` (its slice) of the global ``batch``.
+
+        Contract: summed over the ranks, the terms' values give ``loss(batch)`` and the gradients
+        their parameters receive give its gradient. This default is right for a loss that is a mean
+        over the items (each term is the part's mean weighted by its share); a loss that couples the
+        items of a batch (in-batch negatives, rankings) overrides it and gathers what it needs.
+        """
+        if not part:  # the last batch has fewer items than ranks: join the all-reduce with a zero gradient
+            return self.loss(batch[:1]) * 0.0
+        return self.loss(part) * (len(part) / len(batch))
 
 
 @dataclass
@@ -319,12 +337,16 @@ def check_resumable(run_dir: Path, identity: dict) -> dict:
 
 
 @contextmanager
-def _sigint_flag():
-    """First Ctrl-C sets a flag (the loop saves and stops); a second one interrupts at once."""
+def _sigint_flag(repeat_interrupts: bool = True):
+    """First Ctrl-C sets a flag (the loop saves and stops); a second one interrupts at once.
+
+    Under torchrun a single Ctrl-C reaches each worker twice (from the terminal and forwarded by
+    the agent), so there (``repeat_interrupts=False``) every Ctrl-C only sets the flag: the ranks
+    agree on the step to stop after, rank 0 saves, all exit."""
     state = {"stop": False}
 
     def handler(signum, frame):
-        if state["stop"]:
+        if state["stop"] and repeat_interrupts:
             raise KeyboardInterrupt
         state["stop"] = True
 
@@ -395,6 +417,10 @@ class Trainer:
         if config.lr <= 0:
             raise ValidationError(f"--lr must be positive, got {config.lr}")
         self.device = resolve_device(config.device)
+        self.dist = distributed.setup(config.device)  # joins torchrun's process group (no-op for one process)
+        if config.batch_size < self.dist.world:
+            raise ValidationError(f"--batch-size {config.batch_size} is the global batch, split across the "
+                                  f"{self.dist.world} processes: it must be at least {self.dist.world}")
         self.amp = amp_dtype(config.amp, self.device)
         self.lengths = task.lengths() if config.bucket else None
         self.per_epoch = steps_per_epoch(n, config.batch_size)
@@ -419,12 +445,16 @@ class Trainer:
         self.history: list[dict] = []
         self.initial_score: float | None = None
         self.epoch_loss = [0.0, 0]
+        self.ddp = None  # the DistributedDataParallel wrapper when world > 1 (made in run, after a resume)
+        self._stop_any = False
 
     # -- persistence ----------------------------------------------------------------------------------
     def save(self) -> Path:
         from safetensors.torch import save_file
 
         target = self.run_dir / CHECKPOINT_DIR
+        if not self.dist.main:  # one writer: every rank holds the same state
+            return target
         opt_tensors, opt_meta = _optimizer_split(self.optimizer)
         py = random.getstate()
         meta = {
@@ -445,7 +475,17 @@ class Trainer:
     def load(self) -> None:
         from safetensors.torch import load_file
 
-        meta = check_resumable(self.run_dir, self.identity)
+        try:
+            meta, refused = check_resumable(self.run_dir, self.identity), None
+        except ValidationError as e:
+            meta, refused = None, e
+        seen = self.dist.all_gather_json(refused.message if refused else meta["step"],
+                                         what="checking the checkpoint every rank resumes from")
+        if refused is not None:
+            raise refused
+        if len(set(map(str, seen))) > 1:
+            raise ValidationError(f"cannot resume: the ranks see different checkpoints in {self.run_dir} ({seen}); "
+                                  "the run folder must be one folder every node shares")
         src = self.run_dir / CHECKPOINT_DIR
         _load_module_tensors(self.modules, src / "model.safetensors")
         self.optimizer.load_state_dict(_optimizer_join(load_file(str(src / "optimizer.safetensors")), meta["optimizer"]))
@@ -462,6 +502,8 @@ class Trainer:
         from safetensors.torch import save_file
 
         self.best = {"score": score, "step": self.step, "epoch": self.epoch}
+        if not self.dist.main:
+            return
         with atomic_output(self.run_dir / BEST_DIR, overwrite=True) as tmp:
             save_file(_module_tensors(self.modules), str(tmp / "model.safetensors"))
             write_json(tmp / "best.json", self.best)
@@ -469,7 +511,7 @@ class Trainer:
     def restore_best(self) -> None:
         """Load the best evaluated weights into the task's modules (if an evaluation ran)."""
         f = self.run_dir / BEST_DIR / "model.safetensors"
-        if self.best is not None and f.is_file():
+        if self.best is not None and self.dist.main and f.is_file():
             _load_module_tensors(self.modules, f)
 
     # -- the loop -------------------------------------------------------------------------------------
@@ -478,10 +520,14 @@ class Trainer:
 
         for m in self.modules.values():
             m.eval()
-        with torch.inference_mode():
-            score = self.task.evaluate()
+        score = None
+        if self.dist.main:  # one rank evaluates; the others wait for its score
+            with torch.inference_mode():
+                score = self.task.evaluate()
         for m in self.modules.values():
             m.train()
+        if self.dist.enabled:
+            score = self.dist.broadcast_json(score, what=f"{label}: waiting for rank 0's evaluation")
         if score is None:
             return None
         improved = self.best is None or score > self.best["score"]
@@ -494,17 +540,34 @@ class Trainer:
                  + ("" if loss is None else f", mean loss {loss:.4g}"))
         return float(score)
 
-    def _step(self, batch: list[int]) -> float:
+    def _step(self, batch: list[int], flag: dict | None = None) -> float:
         import torch
 
         ctx = torch.autocast(self.device.type, dtype=self.amp) if self.amp is not None else nullcontext()
-        with ctx:
-            loss = self.task.loss(batch)
-        if not torch.isfinite(loss):
+        if self.ddp is None:
+            with ctx:
+                loss = self.task.loss(batch)
+            value = float(loss.detach())
+        else:  # this rank's slice; DDP averages gradients over the ranks, hence the factor world
+            with ctx, self.dist.guard(f"step {self.step + 1}"):
+                term = self.ddp(batch, self.dist.shard(batch))
+            stop = bool(flag and flag["stop"])
+            value, stops = self.dist.sum_floats([float(term.detach()), float(stop)], what=f"step {self.step + 1}")
+            self._stop_any = stops > 0  # a Ctrl-C on any rank: every rank stops after this same step
+            loss = term * self.dist.world
+        if not math.isfinite(value):
             from .errors import RuntimeFailure
 
-            raise RuntimeFailure(f"the loss became {loss.item()} at step {self.step + 1}; lower --lr")
+            raise RuntimeFailure(f"the loss became {value} at step {self.step + 1}; lower --lr")
         self.optimizer.zero_grad(set_to_none=True)
+        with self.dist.guard(f"the gradient all-reduce of step {self.step + 1}"):
+            self._backward(loss)
+        self.scheduler.step()
+        return value
+
+    def _backward(self, loss) -> None:
+        import torch
+
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
             self.scaler.unscale_(self.optimizer)
@@ -515,8 +578,6 @@ class Trainer:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.params, self.config.max_grad_norm)
             self.optimizer.step()
-        self.scheduler.step()
-        return float(loss.detach())
 
     def run(self, *, resume: bool = False, progress: str | None = None,
             on_step: Callable[[int], None] | None = None) -> TrainResult:
@@ -532,11 +593,14 @@ class Trainer:
             np.random.seed(cfg.seed)
             torch.manual_seed(cfg.seed)
         n = len(self.task)
+        if self.dist.enabled and self.ddp is None:
+            self.ddp = self.dist.wrap(self.modules, self.task_shard_loss, self.device)
         start = time.perf_counter()
         done_items = 0
         loss_ema = None
         last_loss = None
-        with _sigint_flag() as flag, _Bar(progress, self.total, self.step) as bar:
+        progress = progress if self.dist.main else None
+        with _sigint_flag(repeat_interrupts=not self.dist.enabled) as flag, _Bar(progress, self.total, self.step) as bar:
             if self.step == 0 and self.initial_score is None:
                 self.initial_score = self._evaluate(bar, "before training")
             for m in self.modules.values():
@@ -545,7 +609,7 @@ class Trainer:
                 batches = epoch_batches(n, cfg.batch_size, cfg.seed, self.epoch, self.lengths)
                 while self.position < len(batches) and self.step < self.total:
                     batch = batches[self.position]
-                    last_loss = self._step(batch)
+                    last_loss = self._step(batch, flag)
                     self.step += 1
                     self.position += 1
                     self.epoch_loss[0] += last_loss
@@ -555,7 +619,7 @@ class Trainer:
                     bar.update(loss_ema, done_items / max(time.perf_counter() - start, 1e-9))
                     if on_step is not None:
                         on_step(self.step)
-                    if flag["stop"]:
+                    if (self._stop_any if self.ddp is not None else flag["stop"]):
                         where = self.save()
                         raise TrainingInterrupted(
                             f"interrupted at step {self.step}/{self.total}; resumable checkpoint saved in {where.parent} "
@@ -583,9 +647,13 @@ class Trainer:
             resumed_from=resumed_from,
         )
 
+    def task_shard_loss(self, batch: list[int], part: list[int]):
+        return self.task.shard_loss(batch, part, self.dist)
+
     def cleanup(self) -> None:
-        """Remove the run folder (checkpoints) after a finished run."""
-        shutil.rmtree(self.run_dir, ignore_errors=True)
+        """Remove the run folder (checkpoints) after a finished run (rank 0 only)."""
+        if self.dist.main:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
 def train(task: TrainingTask, config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
@@ -610,6 +678,24 @@ def check_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
         shutil.rmtree(run_dir)
 
 
+def prepare_run(output, run_dir, *, resume: bool, overwrite: bool) -> Path:
+    """Check the output folder and apply :func:`check_run_dir` (on rank 0; its verdict reaches every rank).
+
+    Returns the run folder (default: ``OUT.run`` beside the output)."""
+    from .layout import check_output
+
+    dist = distributed.current()
+    if output is not None:
+        dist.on_main(lambda: check_output(output, overwrite=overwrite) and None, what="checking the output folder")
+    if run_dir is None:
+        if output is None:
+            raise ValidationError("give an output folder or a run folder for the training checkpoints")
+        run_dir = Path(str(Path(output).expanduser().resolve()) + ".run")
+    run_dir = Path(run_dir).expanduser()
+    dist.on_main(lambda: check_run_dir(run_dir, resume=resume, overwrite=overwrite), what="checking the run folder")
+    return run_dir
+
+
 def write_trained(ckpt, output, prov: dict, *, overwrite: bool, trainer: "Trainer", keep_checkpoints: bool):
     """Chain ``prov`` onto the checkpoint's lineage and write the trained model folder atomically.
 
@@ -619,7 +705,7 @@ def write_trained(ckpt, output, prov: dict, *, overwrite: bool, trainer: "Traine
     if ckpt.provenance:
         prov["parent"] = ckpt.provenance
     ckpt.provenance = prov
-    if output is None:
+    if output is None or not distributed.current().main:  # in memory, or not the writing rank
         return None
     with atomic_output(output, overwrite=overwrite, inputs=[ckpt.path]) as tmp:
         save_checkpoint(ckpt, tmp, post=ckpt.post, provenance=prov)

@@ -22,7 +22,9 @@ def _opt(*names: str, help: str, **kw):
     "--eval-sts sts-dev.csv -o minilm-L3-healed\n\n"
     "  espresso-export distill --teacher mpnet --student minilm --dim 128 --corpus a.txt --corpus b.jsonl "
     "--corpus-field text --epochs 2 -o hpd-minilm-128\n\n"
-    "  espresso-export distill ... --resume    (continue an interrupted run exactly)",
+    "  espresso-export distill ... --resume    (continue an interrupted run exactly)\n\n"
+    "  torchrun --nproc_per_node 4 -m espresso_export distill ... --device cuda    (4 GPUs, data-parallel; "
+    "--batch-size stays the global batch)",
 )
 def distill(
     output: OutputOpt,
@@ -86,6 +88,7 @@ def distill(
     """Distil a teacher into a small student with a d-dim projection (HPD), or heal a cut teacher."""
     from ..distillation import Loss, ProjectionInit
     from ..distillation import distill as run_distill
+    from ..distributed import current
     from ..errors import ValidationError
     from ..slicing import parse_layers
     from .render import print_hints, print_json, print_table
@@ -106,6 +109,8 @@ def distill(
         keep_checkpoints=keep_checkpoints, cache_dir=cache_dir, pooling=pooling, overwrite=overwrite,
         trust_remote_code=trust_remote_code, progress=not json_out,
     )
+    if not current().main:  # under torchrun, rank 0 reports
+        return
     print_hints(result.hints)
     if json_out:
         print_json(result.to_dict())

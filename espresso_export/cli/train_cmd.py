@@ -20,7 +20,9 @@ from .options import (
     "  espresso-export train minilm --ese --data sts-train.csv --eval-sts sts-dev.csv -o minilm-ese\n\n"
     "  espresso-export train minilm --ese --data snli.tsv.gz --loss infonce --compression-dim 64 -o minilm-ese-nli\n\n"
     "  espresso-export train qwen2-folder/ --ese --bidirectional all --lora --lr 2e-4 --data nli.jsonl -o qwen-ese\n\n"
-    "  espresso-export train minilm --data sts-train.csv -o minilm-ft    (no --ese: plain fine-tuning, the control)",
+    "  espresso-export train minilm --data sts-train.csv -o minilm-ft    (no --ese: plain fine-tuning, the control)\n\n"
+    "  torchrun --nproc_per_node 4 -m espresso_export train ... --device cuda    (4 GPUs, data-parallel; "
+    "--batch-size stays the global batch)",
 )
 def train(
     model: Annotated[str, typer.Argument(help="Model folder, Hub id, or alias (see `espresso-export models`).")],
@@ -68,6 +70,7 @@ def train(
     """Fine-tune a model so its first layers and first k dims carry the meaning (ESE), or plainly."""
     from ..errors import ValidationError
     from ..ese import EseConfig, LayerWeighting, SentenceLoss
+    from ..distributed import current
     from ..esetrain import train_ese
     from ..training import TrainConfig
     from .render import print_hints, print_json, print_table
@@ -95,6 +98,8 @@ def train(
         lora=lora_settings, pooling=pooling, resume=resume, run_dir=run_dir, keep_checkpoints=keep_checkpoints,
         overwrite=overwrite, trust_remote_code=trust_remote_code, progress=not json_out,
     )
+    if not current().main:  # under torchrun, rank 0 reports
+        return
     print_hints(result.hints)
     if json_out:
         print_json(result.to_dict())
