@@ -41,6 +41,7 @@ _LAZY = {
     "SweepOptions": ("espresso_export.sweeping", "SweepOptions"),
     "SweepResult": ("espresso_export.sweeping", "SweepResult"),
     "EspressoError": ("espresso_export.errors", "EspressoError"),
+    "PeerFailure": ("espresso_export.distributed", "PeerFailure"),
     "Head": ("espresso_export.types", "Head"),
     "IndexKind": ("espresso_export.types", "IndexKind"),
     "Pooling": ("espresso_export.types", "Pooling"),

@@ -187,3 +187,10 @@ def test_forced_failure_during_shrink_leaves_nothing(capsys, tiny_bert, tmp_path
     code, _, err = run(capsys, "shrink", folder, "--layers", "2", "--dim", "4", "-o", tmp_path / "o")
     assert code == 2 and "Softsign" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+
+
+def test_error_messages_print_brackets_verbatim(capsys, tmp_path):
+    """A message is text, not rich markup: a path like '[red]x[/red]' must survive as typed."""
+    missing = tmp_path / "[bold]missing[/bold]"
+    code, _, err = run(capsys, "shrink", missing, "--layers", "2", "-o", tmp_path / "o")
+    assert code == 2 and "[bold]missing[/bold]" in err and not (tmp_path / "o").exists()

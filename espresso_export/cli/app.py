@@ -57,6 +57,7 @@ _register()
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and map every outcome to an exit code."""
     import click
+    from rich.markup import escape
 
     from ..console import err_console
 
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     except EspressoError as e:
         if debug:
             err_console().print_exception()
-        err_console().print(f"[bold red]error:[/] {e.message}", highlight=False, soft_wrap=True)
+        err_console().print(f"[bold red]error:[/] {escape(e.message)}", highlight=False, soft_wrap=True)
         code = e.exit_code
     except (KeyboardInterrupt, click.exceptions.Abort):
         err_console().print("[yellow]interrupted[/]")
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             err_console().print_exception()
         first = str(e).splitlines()[0] if str(e) else ""
-        err_console().print(f"[bold red]error:[/] {e.__class__.__name__}: {first}"
+        err_console().print(f"[bold red]error:[/] {e.__class__.__name__}: {escape(first)}"
                             + ("" if debug else " (run with --debug for the traceback)"), highlight=False, soft_wrap=True)
         code = EXIT_RUNTIME
     if argv is None:
