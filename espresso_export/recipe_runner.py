@@ -79,26 +79,25 @@ class RunResult:
 
 def plan(recipe: Recipe) -> list[dict]:
     """What each step reads and writes, without running anything."""
-    rows, model, export, report = [], "source", None, None
+    rows, model, export, report, cut_from = [], "source", None, None, None
     folders = {s.kind: recipe.folder(s).name for s in recipe.steps}
     for i, s in enumerate(recipe.steps, start=1):
         c = s.config
-        if s.kind == "shrink":
-            reads = model
-        elif s.kind == "distill":
-            healed = c.student is None and model != "source" and folders.get("shrink") == model
-            teacher = c.teacher or ("the model 'shrink' cut" if healed else "source")
-            student = c.student or (f"teacher cut like {model}" if healed else model if model != "source"
-                                    else f"teacher cut to {c.student_layers}")
-            reads = f"teacher {teacher}, student {student}"
-        elif s.kind == "train":
-            reads = model
-        elif s.kind == "export":
-            reads = model
+        if s.kind == "distill":
+            if c.student is None and model == folders.get("shrink"):  # shrink, then heal
+                teacher = c.teacher or cut_from
+                reads = f"teacher {teacher}; student: {cut_from} cut like {model} (healing)"
+            else:
+                student = c.student or (model if model != "source" else f"source cut to {c.student_layers}")
+                reads = f"teacher {c.teacher or 'source'}; student {student}"
         elif s.kind == "verify":
             reads = f"{export or model} against {c.against or 'source'}"
-        else:
+        elif s.kind == "push":
             reads = ", ".join(filter(None, [model, export, report]))
+        else:
+            reads = model
+        if s.kind == "shrink":
+            cut_from = model
         if s.kind in MODEL_STEPS:
             model = folders[s.kind]
         elif s.kind == "export":

@@ -35,6 +35,7 @@ import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields
 from enum import Enum
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -419,8 +420,9 @@ def _looks_like_path(text: str) -> bool:
             or text.split(":", 1)[0].count("/") > 1)
 
 
-def _resolve(value: str, kind: str, base: Path, key: str, at: str) -> str:
-    """A path relative to ``base`` made absolute and checked; other specs (aliases, Hub ids, builtin) as given."""
+def _resolve(value: str, kind: str, base: Path, key: str, at: str, check: bool = True) -> str:
+    """A path relative to ``base`` made absolute and checked (``check``); other specs (aliases, Hub ids,
+    builtin) as given."""
     hint = f"; point it elsewhere with --set {key}=PATH"
     if kind == "dir":
         return str((base / Path(value).expanduser()).resolve())
@@ -430,49 +432,66 @@ def _resolve(value: str, kind: str, base: Path, key: str, at: str) -> str:
     if path.exists():
         return str(path)
     if kind == "file" or _looks_like_path(value):
+        if not check:
+            return str(path)
         raise NotFoundError(f"{at}: {key}: file not found: {path}{hint}")
     return value  # an alias or a Hub id (model or dataset)
 
 
 # --- building the recipe --------------------------------------------------------------------------------------
 
-def _build_step(kind: str, raw: Any, path: tuple, where: _Where, base: Path) -> Any:
+@dataclass
+class _Origin:
+    """Where the values come from: the file (line numbers, paths against its folder) or ``--set`` (the cwd)."""
+
+    where: _Where
+    base: Path
+    cli: dict[tuple, str] = field(default_factory=dict)  # raw path -> the --set item that set it
+    check_files: bool = True
+
+    def at(self, path: tuple) -> str:
+        return f"--set {self.cli[path]}" if path in self.cli else self.where.at(path)
+
+    def base_for(self, path: tuple) -> Path:
+        return Path.cwd().resolve() if path in self.cli else self.base
+
+    def from_cli(self, path: tuple) -> bool:
+        return path in self.cli
+
+
+def _build_step(kind: str, raw: Any, path: tuple, origin: _Origin) -> Any:
     cls = STEP_TYPES[kind]
     hints = typing.get_type_hints(cls)
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise ValidationError(f"{where.at(path)}: step {kind!r} must be a mapping of its settings, got {_shown(raw)}")
+        raise ValidationError(f"{origin.at(path)}: step {kind!r} must be a mapping of its settings, got {_shown(raw)}")
     known = {f.name: f for f in fields(cls)}
     values = {}
     for key, value in raw.items():
-        at = where.at((*path, key))
+        at = origin.at((*path, key))
         if kind == "push" and key == "token":
             raise ValidationError(f"{at}: push.token: a token never belongs in a recipe; set HF_TOKEN or run "
                                   "`hf auth login`")
         if key not in known:
             raise ValidationError(f"{at}: unknown key {kind}.{key}{_suggest(str(key), known)} "
                                   f"(known: {', '.join(known)})")
-        values[key] = _check_value(kind, key, value, hints[key], known[key], at, base, from_cli=False)
+        tp, f = hints[key], known[key]
+        try:
+            out = _coerce(value, tp, from_cli=origin.from_cli((*path, key)))
+        except _Mismatch:
+            raise ValidationError(f"{at}: {kind}.{key} must be {_type_name(tp)}, got {_shown(value)}") from None
+        path_kind = f.metadata.get("kind")
+        if path_kind and out is not None:
+            base = origin.base_for((*path, key))
+            out = ([_resolve(v, path_kind, base, f"{kind}.{key}", at, origin.check_files) for v in out]
+                   if isinstance(out, list) else _resolve(out, path_kind, base, f"{kind}.{key}", at, origin.check_files))
+        values[key] = out
     missing = [f.name for f in fields(cls) if f.name not in values and f.default is MISSING
                and f.default_factory is MISSING]
     if missing:
-        raise ValidationError(f"{where.at(path)}: step {kind!r} needs {', '.join(missing)}")
+        raise ValidationError(f"{origin.at(path)}: step {kind!r} needs {', '.join(missing)}")
     return cls(**values)
-
-
-def _check_value(kind: str, key: str, value: Any, tp, f, at: str, base: Path, *, from_cli: bool) -> Any:
-    try:
-        out = _coerce(value, tp, from_cli=from_cli)
-    except _Mismatch:
-        raise ValidationError(f"{at}: {kind}.{key} must be {_type_name(tp)}, got {_shown(value)}") from None
-    path_kind = f.metadata.get("kind")
-    if path_kind and out is not None:
-        if isinstance(out, list):
-            out = [_resolve(v, path_kind, base, f"{kind}.{key}", at) for v in out]
-        else:
-            out = _resolve(out, path_kind, base, f"{kind}.{key}", at)
-    return out
 
 
 def _check_steps(steps: list[Step], file: str) -> None:
@@ -501,32 +520,71 @@ def _check_steps(steps: list[Step], file: str) -> None:
                                       "layers), or a shrink step before it")
 
 
-def parse_recipe(text: str, *, file: str = "<recipe>", base: Path | None = None) -> Recipe:
-    """Parse and check a recipe's text (paths relative to ``base``, default the current folder)."""
-    base = (base or Path.cwd()).resolve()
+def _apply_overrides(data: dict, overrides, origin: _Origin) -> None:
+    """Write each ``key=value`` into the raw recipe before it is checked (so a file it replaces is never looked
+    for); the value is parsed as YAML."""
+    import yaml
+
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValidationError(f"--set needs key=value (e.g. distill.lr=1e-3), got {item!r}")
+        try:
+            value = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError as e:
+            raise ValidationError(f"--set {key}: cannot parse {text!r} as a YAML value: {e}") from None
+        if "." not in key:
+            if key not in TOP_KEYS or key == "steps":
+                raise ValidationError(f"--set {key}: unknown key {key!r}{_suggest(key, TOP_KEYS)}; step settings "
+                                      "are STEP.KEY, e.g. distill.lr=1e-3")
+            data[key] = value
+            origin.cli[(key,)] = item
+            continue
+        kind, _, name = key.partition(".")
+        steps = data.get("steps") if isinstance(data.get("steps"), list) else []
+        index = next((i for i, s in enumerate(steps) if isinstance(s, dict) and kind in s), None)
+        if index is None:
+            have = ", ".join(k for s in steps if isinstance(s, dict) for k in s)
+            raise ValidationError(f"--set {key}: the recipe has no {kind!r} step (it has: {have})")
+        if steps[index][kind] is None:
+            steps[index][kind] = {}
+        if not isinstance(steps[index][kind], dict):
+            raise ValidationError(f"{origin.at(('steps', index, kind))}: step {kind!r} must be a mapping")
+        steps[index][kind][name] = value
+        origin.cli[("steps", index, kind, name)] = item
+
+
+def parse_recipe(text: str, *, file: str = "<recipe>", base: Path | None = None,
+                 overrides: Sequence[str] = (), check_files: bool = True) -> Recipe:
+    """Parse and check a recipe's text (paths relative to ``base``, default the current folder), with
+    ``--set`` overrides applied first. ``check_files=False`` checks everything but the existence of files
+    (a recipe meant for another machine's data)."""
     data, where = _load_yaml(text, file)
     if not isinstance(data, dict):
         raise ValidationError(f"{file}: a recipe is a mapping with source and steps, got {_shown(data)}")
+    origin = _Origin(where, (base or Path.cwd()).resolve(), check_files=check_files)
+    _apply_overrides(data, overrides, origin)
     for key in data:
         if key not in TOP_KEYS:
-            raise ValidationError(f"{where.at((key,))}: unknown key {key!r}{_suggest(str(key), TOP_KEYS)} "
+            raise ValidationError(f"{origin.at((key,))}: unknown key {key!r}{_suggest(str(key), TOP_KEYS)} "
                                   f"(known: {', '.join(TOP_KEYS)})")
     for key, tp in (("name", str), ("description", str), ("source", str), ("output", str), ("threads", int)):
-        if key in data and data[key] is not None:
+        if data.get(key) is not None:
             try:
-                _coerce(data[key], tp, from_cli=False)
+                data[key] = _coerce(data[key], tp, from_cli=origin.from_cli((key,)))
             except _Mismatch:
-                raise ValidationError(f"{where.at((key,))}: {key} must be {_type_name(tp)}, "
+                raise ValidationError(f"{origin.at((key,))}: {key} must be {_type_name(tp)}, "
                                       f"got {_shown(data[key])}") from None
     if not data.get("source"):
         raise ValidationError(f"{file}: the recipe needs a source (a model folder, Hub id or alias)")
     raw_steps = data.get("steps")
     if not isinstance(raw_steps, list) or not raw_steps:
-        raise ValidationError(f"{where.at(('steps',))}: steps must be a non-empty list like "
+        raise ValidationError(f"{origin.at(('steps',))}: steps must be a non-empty list like "
                               "[{shrink: {layers: 3, dim: 128}}, {export: {}}]")
     steps: list[Step] = []
     for i, item in enumerate(raw_steps):
-        at = where.at(("steps", i))
+        at = origin.at(("steps", i))
         if not isinstance(item, dict) or len(item) != 1:
             raise ValidationError(f"{at}: each step is a mapping with one key, the step kind "
                                   f"({', '.join(STEP_TYPES)}), got {_shown(item)}")
@@ -534,92 +592,43 @@ def parse_recipe(text: str, *, file: str = "<recipe>", base: Path | None = None)
         if kind not in STEP_TYPES:
             raise ValidationError(f"{at}: unknown step {kind!r}{_suggest(str(kind), STEP_TYPES)} "
                                   f"(steps: {', '.join(STEP_TYPES)})")
-        config = _build_step(kind, raw, ("steps", i, kind), where, base)
+        config = _build_step(kind, raw, ("steps", i, kind), origin)
         steps.append(Step(kind, config, where.lines.get(("steps", i))))
     _check_steps(steps, file)
     threads = data.get("threads")
     if threads is not None and threads < 1:
-        raise ValidationError(f"{where.at(('threads',))}: threads must be at least 1, got {threads}")
+        raise ValidationError(f"{origin.at(('threads',))}: threads must be at least 1, got {threads}")
     name = data.get("name") or (Path(file).stem if file != "<recipe>" else "recipe")
     if not re.fullmatch(r"[A-Za-z0-9][\w.-]*", name):
-        raise ValidationError(f"{where.at(('name',))}: name must be letters, digits, '-', '_' and '.', got {name!r}")
-    source = _resolve(data["source"], "model", base, "source", where.at(("source",)))
-    output = (base / Path(data["output"]).expanduser()).resolve() if data.get("output") else None
-    recipe = Recipe(name=name, source=source, steps=steps, output=output, threads=threads,
-                    description=data.get("description"))
-    _check_push(recipe, where)
-    return recipe
-
-
-def _check_push(recipe: Recipe, where: _Where | None = None) -> None:
-    push = recipe.step("push")
+        raise ValidationError(f"{origin.at(('name',))}: name must be letters, digits, '-', '_' and '.', got {name!r}")
+    source = _resolve(data["source"], "model", origin.base_for(("source",)), "source", origin.at(("source",)),
+                      check_files)
+    output = None
+    if data.get("output"):
+        output = (origin.base_for(("output",)) / Path(data["output"]).expanduser()).resolve()
+    push = next((s for s in steps if s.kind == "push"), None)
     if push is not None:
         from .hub import validate_repo_id
 
         try:
             validate_repo_id(push.config.repo_id)
         except ValidationError as e:
-            at = where.at(("steps", recipe.steps.index(push), "push", "repo_id")) if where else "--set"
+            at = origin.at(("steps", steps.index(push), "push", "repo_id"))
             raise ValidationError(f"{at}: push.repo_id: {e.message}") from None
+    return Recipe(name=name, source=source, steps=steps, output=output, threads=threads,
+                  description=data.get("description"))
 
 
-def load_recipe(spec: str | os.PathLike, *, overrides: list[str] = ()) -> Recipe:
-    """Read a recipe file (or a shipped recipe's name), check it, then apply ``--set`` overrides."""
+def load_recipe(spec: str | os.PathLike, *, overrides: Sequence[str] = (), check_files: bool = True) -> Recipe:
+    """Read a recipe file (or a shipped recipe's name) with ``--set`` overrides and check it."""
     path = find_recipe(spec)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ValidationError(f"cannot read the recipe {path}: {e}") from e
-    recipe = parse_recipe(text, file=str(path), base=path.parent)
+    recipe = parse_recipe(text, file=str(path), base=path.parent, overrides=overrides, check_files=check_files)
     recipe.path = path
-    for item in overrides:
-        apply_override(recipe, item)
     return recipe
-
-
-# --- --set ---------------------------------------------------------------------------------------------------
-
-def apply_override(recipe: Recipe, item: str) -> None:
-    """``step.key=value`` or ``source=...`` / ``output=...`` / ``threads=...``, the value parsed as YAML."""
-    import yaml
-
-    key, sep, text = item.partition("=")
-    key = key.strip()
-    if not sep or not key:
-        raise ValidationError(f"--set needs key=value (e.g. distill.lr=1e-3), got {item!r}")
-    try:
-        value = yaml.safe_load(text) if text.strip() else None
-    except yaml.YAMLError as e:
-        raise ValidationError(f"--set {key}: cannot parse {text!r} as a YAML value: {e}") from None
-    base = Path.cwd()
-    at = f"--set {key}"
-    if "." not in key:
-        if key == "source":
-            recipe.source = _resolve(str(value), "model", base, key, at)
-        elif key == "output":
-            recipe.output = (base / Path(str(value)).expanduser()).resolve()
-        elif key == "threads":
-            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-                raise ValidationError(f"{at}: threads must be a positive integer, got {_shown(value)}")
-            recipe.threads = value
-        elif key in ("name", "description"):
-            setattr(recipe, key, str(value))
-        else:
-            raise ValidationError(f"{at}: unknown key {key!r}{_suggest(key, TOP_KEYS)}; step settings are "
-                                  "STEP.KEY, e.g. distill.lr=1e-3")
-        return
-    kind, _, name = key.partition(".")
-    step = recipe.step(kind)
-    if step is None:
-        known = ", ".join(s.kind for s in recipe.steps)
-        raise ValidationError(f"{at}: the recipe has no {kind!r} step (it has: {known})")
-    known = {f.name: f for f in fields(step.config)}
-    if name not in known:
-        raise ValidationError(f"{at}: unknown key {kind}.{name}{_suggest(name, known)} (known: {', '.join(known)})")
-    tp = typing.get_type_hints(type(step.config))[name]
-    setattr(step.config, name, _check_value(kind, name, value, tp, known[name], at, base, from_cli=True))
-    if kind == "push":
-        _check_push(recipe)
 
 
 # --- finding recipes ------------------------------------------------------------------------------------------
@@ -654,5 +663,5 @@ def recipe_header(path: Path) -> list[str]:
     return lines
 
 
-__all__ = ["Recipe", "Step", "STEP_TYPES", "load_recipe", "parse_recipe", "apply_override", "find_recipe",
+__all__ = ["Recipe", "Step", "STEP_TYPES", "load_recipe", "parse_recipe", "find_recipe",
            "shipped_recipes", "recipe_header"]
