@@ -303,10 +303,8 @@ class _Where:
 
 
 def _load_yaml(text: str, file: str) -> tuple[Any, _Where]:
-    try:
-        import yaml
-    except ImportError as e:  # pragma: no cover - pyyaml is a dependency
-        raise ValidationError("recipes need PyYAML: pip install pyyaml") from e
+    import yaml
+
     where = _Where(file)
     try:
         loader = yaml.SafeLoader(text)
