@@ -66,8 +66,8 @@ class RunResult:
 
     def raise_for_gate(self) -> None:
         if self.gate_error:
-            raise GateFailedError(f"{self.gate_error}; stopped before "
-                                  + ", ".join(s.kind for s in self.steps if s.status == "not run"))
+            skipped = [s.kind for s in self.steps if s.status == "not run"]
+            raise GateFailedError(self.gate_error + (f"; stopped before {', '.join(skipped)}" if skipped else ""))
 
     def to_dict(self) -> dict:
         return {"recipe": self.recipe.name, "file": str(self.recipe.path) if self.recipe.path else None,

@@ -269,3 +269,30 @@ def test_run_end_to_end_gate_stops_before_push_then_resume(minilm_path, calibrat
     assert "model-index" in card and "2 layers" in card and "32-d" in card
     pushed_report = json.loads((staged / "verify_report.json").read_text())
     assert pushed_report["gate"]["passed"] is True and pushed_report["gate"]["thresholds"]["min_retention"] == 0.5
+
+
+ESE_THEN_CUT = """\
+source: {model}
+steps:
+  - train: {{ese: true, data: {data}, compression_dim: 16, max_steps: 2, batch_size: 16, lr: 1.0e-3}}
+  - shrink: {{layers: 2, dim: 16}}
+  - export: {{}}
+  - verify: {{sts_limit: 20, latency_texts: 4, latency_rounds: 1, batch_sizes: [2]}}
+  - push: {{repo_id: me/ese-cut, dry_run: true}}
+"""
+
+
+def test_ese_then_cut_declares_matryoshka_dimensions(tiny_bert, tmp_path, capsys, one_thread):
+    """train (ESE) -> shrink: the cut of an ESE-trained model keeps the first layers and first-k dims, and the
+    staged card and config declare the widths a caller may truncate to."""
+    from espresso_export.data import builtin_resource
+
+    text = ESE_THEN_CUT.format(model=tiny_bert, data=builtin_resource("sts_smoke.tsv"))
+    code, out, _ = run(capsys, "run", write(tmp_path, text), "-o", tmp_path / "run", "--json")
+    assert code == 0, out
+    steps = json.loads(out)["steps"]
+    assert [s["status"] for s in steps] == ["done"] * 5
+    shrunk = json.loads((tmp_path / "run" / "2-shrink" / "espresso.json").read_text())
+    assert shrunk["layers"] == [0, 1] and shrunk["head"] == "truncate" and shrunk["parent"]["step"] == "train"
+    config = json.loads((tmp_path / "run" / "5-push" / "config.json").read_text())
+    assert config["matryoshka_dimensions"] == [16]

@@ -74,14 +74,15 @@ def run(
 
 def _grid(title: str, headers, rows) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     from ..console import out_console
 
-    table = Table(title=title, title_justify="left")
+    table = Table(title=Text(title), title_justify="left")
     for h in headers:
         table.add_column(h, overflow="fold")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(Text(cell) for cell in row))  # plain text: '[...]' in a setting is not markup
     out_console().print(table)
 
 
