@@ -39,7 +39,7 @@ def run(
 ) -> None:
     """Run a recipe: source -> shrink -> distill or train -> export -> verify (gate) -> push, one folder per step."""
     from ..errors import ValidationError
-    from .render import print_json
+    from .render import print_hints, print_json
 
     if list_:
         _list(json_out)
@@ -62,6 +62,9 @@ def run(
               [(str(r["index"]), r["step"], r["reads"], r["writes"], r["settings"]) for r in rows])
         return
     result = run_recipe(loaded, resume=resume, overwrite=overwrite, progress=not json_out)
+    if not json_out:  # the steps' own hints and warnings (shrink, distill, export, push)
+        print_hints(h for s in result.steps if s.status == "done" and s.result
+                    for h in [*s.result.get("hints", []), *s.result.get("warnings", [])])
     if json_out:
         print_json(result.to_dict())
     else:
