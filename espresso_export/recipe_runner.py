@@ -187,7 +187,7 @@ def run_recipe(recipe: Recipe, *, resume: bool = False, overwrite: bool = False,
             settings = step.to_dict()
             old = old_steps.get(outcome.index)
             reusing = (reusing and old is not None and old.get("kind") == step.kind and old.get("settings") == settings
-                       and old.get("status") == "done" and old.get("source") == recipe.source
+                       and old.get("status") in ("done", "reused") and old.get("source") == recipe.source
                        and _complete(step, outcome.folder))
             t0 = time.perf_counter()
             if reusing:
@@ -317,13 +317,9 @@ def _run_train(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite
     from .training import TrainConfig, read_checkpoint_meta
 
     c = step.config
-    try:
-        objective = EseConfig(loss=SentenceLoss(c.loss), compression_dim=c.compression_dim,
-                              alpha=c.alpha if c.ese else 0.0, beta=c.beta if c.ese else 0.0,
-                              layer_weights=LayerWeighting(c.layer_weights), layers_from=c.layers_from)
-    except ValueError as e:
-        raise ValidationError(f"train: {e}; loss takes angle, cosent or infonce, layer_weights log, uniform or "
-                              "learned") from e
+    objective = EseConfig(loss=SentenceLoss(c.loss), compression_dim=c.compression_dim,  # checked at load
+                          alpha=c.alpha if c.ese else 0.0, beta=c.beta if c.ese else 0.0,
+                          layer_weights=LayerWeighting(c.layer_weights), layers_from=c.layers_from)
     lora = None
     if c.lora_r is not None:
         from .lora import LoraSettings

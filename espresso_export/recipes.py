@@ -507,6 +507,13 @@ def _check_steps(steps: list[Step], file: str) -> None:
             raise ValidationError(f"{at}: verify must come after export (it measures the exported model)")
         if s.kind == "push" and i != len(kinds) - 1:
             raise ValidationError(f"{at}: push must be the last step")
+        if s.kind == "train":
+            from .ese import LayerWeighting, SentenceLoss  # torch: only for recipes that train
+
+            for key, enum in (("loss", SentenceLoss), ("layer_weights", LayerWeighting)):
+                if getattr(s.config, key) not in {m.value for m in enum}:
+                    raise ValidationError(f"{at}: train.{key} must be one of {', '.join(m.value for m in enum)}, "
+                                          f"got {getattr(s.config, key)!r}")
         if s.kind == "distill":
             before = kinds[:i]
             cut = "shrink" in before

@@ -296,3 +296,27 @@ def test_ese_then_cut_declares_matryoshka_dimensions(tiny_bert, tmp_path, capsys
     assert shrunk["layers"] == [0, 1] and shrunk["head"] == "truncate" and shrunk["parent"]["step"] == "train"
     config = json.loads((tmp_path / "run" / "5-push" / "config.json").read_text())
     assert config["matryoshka_dimensions"] == [16]
+
+
+def test_train_choices_are_checked_at_load(tmp_path):
+    with pytest.raises(ValidationError, match=r"r\.yaml:3: train\.loss must be one of angle, cosent, infonce, got 'nope'"):
+        load_recipe(write(tmp_path, "source: minilm\nsteps:\n  - train: {data: builtin, loss: nope}\n"))
+
+
+def test_resume_keeps_unchanged_steps_and_reruns_from_the_first_change(tiny_bert, tmp_path, capsys, one_thread):
+    recipe = write(tmp_path, f"source: {tiny_bert}\nsteps:\n  - shrink: {{layers: 2}}\n  - export: {{}}\n")
+    out_dir = tmp_path / "run"
+
+    def statuses(*extra):
+        code, out, err = run(capsys, "run", recipe, "-o", out_dir, "--json", *extra)
+        assert code == 0, err
+        return [s["status"] for s in json.loads(out)["steps"]]
+
+    assert statuses() == ["done", "done"]
+    assert statuses("--resume") == ["reused", "reused"]
+    assert statuses("--resume", "--set", "export.opset=14") == ["reused", "done"]
+    assert json.loads((out_dir / "2-export" / "export.json").read_text())["opset"] == 14
+    assert statuses("--resume", "--set", "shrink.layers=3") == ["done", "done"]  # a changed step reruns what follows
+    assert statuses("--overwrite") == ["done", "done"]
+    code, _, err = run(capsys, "run", recipe, "-o", out_dir, "--resume", "--overwrite")
+    assert code == 2 and "exclude each other" in err
