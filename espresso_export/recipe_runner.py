@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from .errors import GateFailedError, OutputExistsError, ValidationError
 from .layout import atomic_output, write_json, write_text_atomic
@@ -138,7 +137,6 @@ class _Flow:
     export: Path | None = None
     report: Path | None = None
     threads: int | None = None
-    extra: dict = field(default_factory=dict)
 
 
 def _read_state(folder: Path) -> dict:
