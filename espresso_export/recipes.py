@@ -640,7 +640,7 @@ def load_recipe(spec: str | os.PathLike, *, overrides: Sequence[str] = (), check
 
 def shipped_recipes() -> list[Path]:
     """The recipes shipped in ``recipes/`` of the source tree (empty for an installed wheel)."""
-    if not SHIPPED_DIR.is_dir():
+    if not (SHIPPED_DIR.is_dir() and (SHIPPED_DIR.parent / "pyproject.toml").is_file()):  # a source checkout only
         return []
     return sorted(p for p in SHIPPED_DIR.iterdir() if p.suffix in RECIPE_SUFFIXES and p.is_file())
 

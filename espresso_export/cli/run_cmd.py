@@ -24,7 +24,7 @@ def run(
     recipe: Annotated[Optional[str], typer.Argument(help="Recipe file (.yaml), or the name of a shipped recipe "
                                                          "(see --list).")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a setting, repeatable: STEP.KEY=VALUE "
-                                                      "(e.g. distill.lr=1e-3, verify.sts=[a.csv,b.csv]) or "
+                                                      "(e.g. distill.lr=1e-3, verify.sts=\\[a.csv,b.csv]) or "
                                                       "source=/ output=/ threads=; the value is read as YAML; "
                                                       "relative paths resolve against the current folder.")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Run folder (default: the recipe's "
