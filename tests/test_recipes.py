@@ -61,13 +61,16 @@ def test_shipped_recipe_is_valid_and_states_its_expectations(path):
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
-def test_shipped_recipe_files_exist_in_the_shared_data(path, shared_data, tmp_path):
+def test_shipped_recipe_files_exist_in_the_shared_data(path, shared_data):
     """The data paths (../../shared/data from recipes/) resolve to the project's shared data."""
     base = shared_data.parent.parent / "checkout" / "recipes"  # where ../../shared/data is the shared data
     recipe = parse_recipe(path.read_text(encoding="utf-8"), file=str(path), base=base)
-    data_files = [v for s in recipe.steps for f in ("corpus", "data", "sts", "eval_sts")
-                  for v in (lambda x: x if isinstance(x, list) else [x])(getattr(s.config, f, None)) if v]
-    assert data_files and all(Path(v).is_file() for v in data_files if v != "builtin")
+    data_files = []
+    for step in recipe.steps:
+        for key in ("corpus", "data", "sts", "eval_sts"):
+            value = getattr(step.config, key, None)
+            data_files += value if isinstance(value, list) else [value] if value else []
+    assert data_files and all(Path(v).is_file() for v in data_files)
 
 
 # --- strict validation ---------------------------------------------------------------------------------------
