@@ -1,0 +1,415 @@
+"""``run``: carry out a :class:`~espresso_export.recipes.Recipe`, each step's output feeding the next.
+
+The run folder holds one subfolder per step and the run's state::
+
+    RUN/
+      run.json          the recipe as run (settings resolved) and each step's status, time and summary
+      1-shrink/         a model folder (shrink, distill, train write one)
+      2-distill/
+      3-export/         the ONNX export
+      4-verify/         report.json, report.md
+      5-push/           the staged upload (dry_run) or push.json (the commit made)
+
+Wiring: shrink, distill and train read the previous model (the source at first); export reads the last model;
+verify measures the export (else the last model) against ``against`` (default: the source); push uploads the
+last model with the export and the verify report. A distill after a shrink heals the cut: the model the shrink
+cut is the teacher, cut again to the same layers (its step-0 output is the shrink's) with the shrink's dim.
+
+A verify gate that fails stops the run before push (:class:`~espresso_export.errors.GateFailedError`, exit 3).
+An existing run folder is refused unless ``resume`` (steps whose folder exists with unchanged settings and
+inputs are kept; an interrupted distill/train continues from its checkpoint) or ``overwrite`` (every step
+runs again and replaces its folder).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .errors import GateFailedError, OutputExistsError, ValidationError
+from .layout import atomic_output, write_json, write_text_atomic
+from .recipes import MODEL_STEPS, Recipe, Step
+
+STATE_FILE = "run.json"
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+PUSH_RECORD = "push.json"
+
+
+@dataclass
+class StepOutcome:
+    index: int
+    kind: str
+    folder: Path
+    status: str  # done | reused | gate failed | not run
+    summary: str = ""
+    seconds: float = 0.0
+    result: dict | None = None
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "folder": str(self.folder)}
+
+
+@dataclass
+class RunResult:
+    recipe: Recipe
+    steps: list[StepOutcome]
+    gate_error: str | None = None  # the failed gate's message: the run stopped there
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.gate_error is None
+
+    def raise_for_gate(self) -> None:
+        if self.gate_error:
+            skipped = [s.kind for s in self.steps if s.status == "not run"]
+            raise GateFailedError(self.gate_error + (f"; stopped before {', '.join(skipped)}" if skipped else ""))
+
+    def to_dict(self) -> dict:
+        return {"recipe": self.recipe.name, "file": str(self.recipe.path) if self.recipe.path else None,
+                "output": str(self.recipe.run_folder), "passed": self.passed, "gate_error": self.gate_error,
+                "steps": [s.to_dict() for s in self.steps], "seconds": round(self.seconds, 2)}
+
+
+# --- the plan -----------------------------------------------------------------------------------------------
+
+def plan(recipe: Recipe) -> list[dict]:
+    """What each step reads and writes, without running anything."""
+    rows, model, export, report, cut_from = [], "source", None, None, None
+    folders = {s.kind: recipe.folder(s).name for s in recipe.steps}
+    for i, s in enumerate(recipe.steps, start=1):
+        c = s.config
+        if s.kind == "distill":
+            if c.student is None and model == folders.get("shrink"):  # shrink, then heal
+                teacher = c.teacher or cut_from
+                reads = f"teacher {teacher}; student: {cut_from} cut like {model} (healing)"
+            else:
+                student = c.student or (model if model != "source" else f"source cut to {c.student_layers}")
+                reads = f"teacher {c.teacher or 'source'}; student {student}"
+        elif s.kind == "verify":
+            reads = f"{export or model} against {c.against or 'source'}"
+        elif s.kind == "push":
+            reads = ", ".join(filter(None, [model, export, report]))
+        else:
+            reads = model
+        if s.kind == "shrink":
+            cut_from = model
+        if s.kind in MODEL_STEPS:
+            model = folders[s.kind]
+        elif s.kind == "export":
+            export = folders[s.kind]
+        elif s.kind == "verify":
+            report = f"{folders[s.kind]}/{REPORT_JSON}"
+        rows.append({"index": i, "step": s.kind, "reads": reads, "writes": folders[s.kind], "settings": _settings(s)})
+    return rows
+
+
+def _settings(step: Step) -> str:
+    """The settings that differ from the library's defaults."""
+    from dataclasses import MISSING, fields
+
+    out = []
+    for f in fields(step.config):
+        value = getattr(step.config, f.name)
+        default = f.default if f.default is not MISSING else (
+            f.default_factory() if f.default_factory is not MISSING else MISSING)
+        if value != default:
+            shown = value.value if hasattr(value, "value") else value
+            if isinstance(shown, list):
+                shown = [v.value if hasattr(v, "value") else v for v in shown]
+            out.append(f"{f.name}={shown}")
+    return ", ".join(out)
+
+
+# --- running ------------------------------------------------------------------------------------------------
+
+@dataclass
+class _Flow:
+    """What the steps so far produced."""
+
+    model: str  # the current model: the source, or a step's folder
+    source: str
+    shrink_input: str | None = None  # the model the shrink step cut
+    shrink_folder: Path | None = None
+    export: Path | None = None
+    report: Path | None = None
+    threads: int | None = None
+
+
+def _read_state(folder: Path) -> dict:
+    try:
+        return json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _check_run_folder(recipe: Recipe, *, resume: bool, overwrite: bool) -> None:
+    if resume and overwrite:
+        raise ValidationError("--resume and --overwrite exclude each other")
+    folder = recipe.run_folder
+    if folder.exists() and not folder.is_dir():
+        raise OutputExistsError(f"run folder {folder} exists and is a file")
+    if folder.is_dir() and any(folder.iterdir()) and not (resume or overwrite):
+        raise OutputExistsError(f"run folder {folder} already exists; pass --resume to keep the finished steps or "
+                                "--overwrite to run every step again")
+
+
+def run_recipe(recipe: Recipe, *, resume: bool = False, overwrite: bool = False, progress: bool = False) -> RunResult:
+    """Run every step of ``recipe`` in its run folder; a failed gate stops the run before push.
+
+    Returns the outcome of each step; :meth:`RunResult.raise_for_gate` raises the gate failure (exit code 3).
+    """
+    import torch
+
+    start = time.perf_counter()
+    _check_run_folder(recipe, resume=resume, overwrite=overwrite)
+    push = recipe.step("push")
+    if push is not None and not push.config.dry_run:
+        _preflight_push()
+    folder = recipe.run_folder
+    folder.mkdir(parents=True, exist_ok=True)
+    previous = _read_state(folder) if resume else {}
+    old_steps = {s.get("index"): s for s in previous.get("steps", [])}
+    state = {"recipe": recipe.to_dict(), "steps": []}
+    flow = _Flow(model=recipe.source, source=recipe.source, threads=recipe.threads)
+    outcomes = [StepOutcome(i, s.kind, recipe.folder(s), "not run") for i, s in enumerate(recipe.steps, start=1)]
+    threads_before = torch.get_num_threads()
+    if recipe.threads:
+        torch.set_num_threads(recipe.threads)
+    reusing, gate_error = resume, None
+    try:
+        for step, outcome in zip(recipe.steps, outcomes):
+            settings = step.to_dict()
+            old = old_steps.get(outcome.index)
+            reusing = (reusing and old is not None and old.get("kind") == step.kind and old.get("settings") == settings
+                       and old.get("status") in ("done", "reused") and old.get("source") == recipe.source
+                       and _complete(step, outcome.folder))
+            t0 = time.perf_counter()
+            if reusing:
+                outcome.status, outcome.summary, outcome.result = "reused", old.get("summary", ""), old.get("result")
+                _advance(step, outcome.folder, flow)
+            else:
+                outcome.result, outcome.summary = _RUNNERS[step.kind](step, outcome.folder, flow, resume=resume,
+                                                                      overwrite=overwrite or resume, progress=progress)
+                outcome.status = "done"
+                _advance(step, outcome.folder, flow)
+            outcome.seconds = round(time.perf_counter() - t0, 2)
+            if step.kind == "verify":
+                gate_error = _gate_error(outcome.folder / REPORT_JSON)
+                if gate_error:
+                    outcome.status = "gate failed"
+            state["steps"].append({"index": outcome.index, "kind": step.kind, "settings": settings,
+                                   "source": recipe.source, "status": outcome.status, "summary": outcome.summary,
+                                   "seconds": outcome.seconds, "result": outcome.result})
+            write_json(folder / STATE_FILE, state)
+            if gate_error:
+                break
+    finally:
+        torch.set_num_threads(threads_before)
+    return RunResult(recipe, outcomes, gate_error=gate_error, seconds=time.perf_counter() - start)
+
+
+def _preflight_push() -> None:
+    """Fail before hours of training, not at the end: a real push needs a token and the network."""
+    from huggingface_hub import constants
+
+    from .errors import OfflineError
+    from .hub import resolve_token
+
+    resolve_token(None)
+    if constants.HF_HUB_OFFLINE:
+        raise OfflineError("the recipe pushes, but HF_HUB_OFFLINE is set; unset it or use push.dry_run: true")
+
+
+def _complete(step: Step, folder: Path) -> bool:
+    if step.kind == "verify":
+        return (folder / REPORT_JSON).is_file()
+    if step.kind == "push" and not step.config.dry_run:
+        return (folder / PUSH_RECORD).is_file()
+    return folder.is_dir()
+
+
+def _advance(step: Step, folder: Path, flow: _Flow) -> None:
+    if step.kind == "shrink":
+        flow.shrink_input, flow.shrink_folder = flow.model, folder
+    if step.kind in MODEL_STEPS:
+        flow.model = str(folder)
+    elif step.kind == "export":
+        flow.export = folder
+    elif step.kind == "verify":
+        flow.report = folder / REPORT_JSON
+
+
+def _gate_error(report: Path) -> str | None:
+    data = json.loads(report.read_text(encoding="utf-8"))
+    gate = data.get("gate") or {}
+    if gate.get("passed", True):
+        return None
+    failed = [c for c in gate.get("checks", []) if not c.get("passed")]
+    return "quality gate failed: " + "; ".join(f"{c['name']} = {c['value']}, needs {c['threshold']}" for c in failed)
+
+
+# --- one function per step: (step, folder, flow) -> (result dict, summary) ----------------------------------
+
+def _run_shrink(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):
+    from .shrinking import shrink
+
+    c = step.config
+    r = shrink(flow.model, folder, layers=c.layers, dim=c.dim, head=c.head, select=c.select, pooling=c.pooling,
+               calibration=c.calibration, calibration_samples=c.calibration_samples, overwrite=overwrite, seed=c.seed,
+               batch_size=c.batch_size, trust_remote_code=c.trust_remote_code, progress=progress,
+               attention=c.attention.value if c.attention is not None else None)
+    summary = (f"{len(r.layers)} of {r.source_depth} layers {r.layers}, {r.dim}-d, {r.head.value} head, "
+               f"{r.params_before / 1e6:.1f}M -> {r.params_after / 1e6:.1f}M parameters")
+    return r.to_dict(), summary
+
+
+def _shrink_cut(flow: _Flow) -> tuple[list[int], int]:
+    prov = json.loads((flow.shrink_folder / "espresso.json").read_text(encoding="utf-8"))
+    return list(prov["layers"]), int(prov["dim"])
+
+
+def _run_distill(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):
+    from .distillation import distill
+    from .training import read_checkpoint_meta
+
+    c = step.config
+    teacher, student, layers, dim = c.teacher, c.student, c.student_layers, c.dim
+    healing = student is None and flow.shrink_folder is not None and flow.model == str(flow.shrink_folder)
+    if healing:  # shrink then heal: the teacher cut again like the shrink step cut it
+        kept, shrink_dim = _shrink_cut(flow)
+        teacher = teacher or flow.shrink_input
+        layers = kept if layers is None else layers
+        dim = shrink_dim if dim is None else dim
+    else:
+        teacher = teacher or flow.source
+        if student is None and flow.model != flow.source:
+            student = flow.model
+    run_dir = Path(str(folder) + ".run")
+    r = distill(teacher, folder, dim=dim, corpus=c.corpus, student=student, student_layers=layers, select=c.select,
+                corpus_field=c.corpus_field, corpus_column=c.corpus_column, max_sentences=c.max_sentences,
+                augment=c.augment, augment_copies=c.augment_copies, pca_samples=c.pca_samples, epochs=c.epochs,
+                batch_size=c.batch_size, lr=c.lr, warmup=c.warmup, weight_decay=c.weight_decay,
+                max_grad_norm=c.max_grad_norm, max_seq_len=c.max_seq_len, max_steps=c.max_steps, loss=c.loss,
+                layer_targets=c.layer_targets, layer_weight=c.layer_weight, projection_init=c.projection_init,
+                dropout=c.dropout, bucket=c.bucket, eval_sts=c.eval_sts, eval_limit=c.eval_limit, heldout=c.heldout,
+                seed=c.seed, resume=resume and read_checkpoint_meta(run_dir) is not None, device=c.device, amp=c.amp,
+                checkpoint_every=c.checkpoint_every, run_dir=run_dir, keep_checkpoints=c.keep_checkpoints,
+                cache_dir=c.cache_dir, pooling=c.pooling, overwrite=overwrite, trust_remote_code=c.trust_remote_code,
+                threads=flow.threads, progress=progress)
+    t, h = r.train, r.heldout
+    summary = f"{t['steps']} steps on {r.corpus['training_sentences']} sentences, {r.dim}-d"
+    if h["sentences"]:
+        summary += f", held-out relative MSE {h['relative_mse_before']:.3f} -> {h['relative_mse_after']:.3f}"
+    if r.eval:
+        summary += f", eval STS {r.eval['initial']:.2f} -> best {r.eval['best']:.2f}"
+    return r.to_dict(), summary
+
+
+def _run_train(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):
+    from .ese import EseConfig, LayerWeighting, SentenceLoss
+    from .esetrain import train_ese
+    from .training import TrainConfig, read_checkpoint_meta
+
+    c = step.config
+    objective = EseConfig(loss=SentenceLoss(c.loss), compression_dim=c.compression_dim,  # checked at load
+                          alpha=c.alpha if c.ese else 0.0, beta=c.beta if c.ese else 0.0,
+                          layer_weights=LayerWeighting(c.layer_weights), layers_from=c.layers_from)
+    lora = None
+    if c.lora_r is not None:
+        from .lora import LoraSettings
+
+        lora = LoraSettings(r=c.lora_r, alpha=c.lora_r)
+    training = TrainConfig(epochs=c.epochs, batch_size=c.batch_size, lr=c.lr, warmup=c.warmup, max_steps=c.max_steps,
+                           seed=c.seed, checkpoint_every=c.checkpoint_every, device=c.device)
+    run_dir = Path(str(folder) + ".run")
+    r = train_ese(flow.model, c.data, folder, objective=objective, training=training, eval_sts=c.eval_sts,
+                  eval_limit=c.eval_limit, data_limit=c.data_limit, positive_threshold=c.positive_threshold,
+                  max_seq_len=c.max_seq_len, attention=c.attention, lora=lora, pooling=c.pooling,
+                  resume=resume and read_checkpoint_meta(run_dir) is not None, run_dir=run_dir,
+                  keep_checkpoints=c.keep_checkpoints, overwrite=overwrite, trust_remote_code=c.trust_remote_code,
+                  progress=progress)
+    summary = f"{'ESE' if r.ese else 'fine-tuning'}: {r.train['steps']} steps on {r.data.get('examples')} examples"
+    if r.eval:
+        summary += f", eval STS {r.eval['initial']:.2f} -> best {r.eval['best']:.2f}"
+    return r.to_dict(), summary
+
+
+def _run_export(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):
+    from .exporting.options import ExportOptions
+    from .exporting.pipeline import export
+
+    c = step.config
+    options = ExportOptions(formats=tuple(c.formats), quantize=c.quantize, optimize=c.optimize, opset=c.opset,
+                            max_seq_length=c.max_seq_length, validate=c.validate, overwrite=overwrite,
+                            exporter=c.exporter, smooth_alpha=c.smooth_alpha, calibration_samples=c.calibration_samples,
+                            min_cosine=dict(c.min_cosine), trust_remote_code=c.trust_remote_code, progress=progress)
+    r = export(flow.model, folder, options)
+    parts = []
+    for f in r.files:
+        v = f.get("validation")
+        parts.append(f"{f['file']} {f['bytes'] / 1e6:.1f} MB" + (f" (min cos {v['min_cosine']:.4f})" if v else ""))
+    return r.to_dict(), "; ".join(parts) or ", ".join(r.formats)
+
+
+def _run_verify(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):
+    from .verification.report import Thresholds
+    from .verification.retrieval import IndexOptions
+    from .verification.runner import VerifyOptions, verify
+    from .verification.sts import DEFAULT_COLUMNS
+
+    c = step.config
+    if c.sts_columns is not None and len(c.sts_columns) != 3:
+        raise ValidationError(f"verify.sts_columns needs three names (sentence1, sentence2, score), got {c.sts_columns}")
+    options = VerifyOptions(
+        sts=tuple(c.sts), sts_columns=tuple(c.sts_columns) if c.sts_columns else DEFAULT_COLUMNS,
+        sts_limit=c.sts_limit, retrieval=tuple(c.retrieval), retrieval_min_score=c.relevant_score,
+        index=IndexOptions(kind=c.index, nlist=c.nlist, nprobe=c.nprobe), batch_sizes=tuple(c.batch_sizes),
+        threads=c.threads or flow.threads, latency_texts=c.latency_texts, latency_rounds=c.latency_rounds,
+        encode_batch_size=c.batch_size, trust_remote_code=c.trust_remote_code, seed=c.seed,
+    )
+    thresholds = Thresholds(min_retention=c.min_retention, max_latency_ratio=c.max_latency_ratio,
+                            min_retrieval_retention=c.min_retrieval_retention)
+    candidate = str(flow.export) if flow.export is not None else flow.model
+    report = verify(candidate, c.against or flow.source, options=options, thresholds=thresholds, progress=progress)
+    data = report.to_dict()
+    with atomic_output(folder, overwrite=overwrite) as tmp:
+        write_text_atomic(tmp / REPORT_JSON, json.dumps(data, indent=2) + "\n")
+        write_text_atomic(tmp / REPORT_MD, report.to_markdown())
+    avg = report.sts_average or {}
+    parts = [f"STS {_fmt(avg.get('candidate_spearman'))} vs {_fmt(avg.get('source_spearman'))} "
+             f"(retention {_fmt(avg.get('retention'), '.3f')})"]
+    parts += [f"p50 latency ratio {row.batch_size}: {row.p50_ratio:.3f}" for row in report.latency
+              if row.p50_ratio is not None]
+    checks = report.checks
+    parts.append("no gate" if not checks else "gate passed" if report.passed else "gate FAILED")
+    return {"candidate": candidate, "sts": data["sts"], "latency": data["latency"], "size_ratios": data["size_ratios"],
+            "gate": data["gate"]}, "; ".join(parts)
+
+
+def _run_push(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):
+    from .hub import push
+
+    c = step.config
+    r = push(flow.model, c.repo_id, private=c.private, create_pr=c.create_pr, revision=c.revision,
+             commit_message=c.commit_message, onnx=flow.export, verify_report=flow.report,
+             dry_run=folder if c.dry_run else None, overwrite=overwrite, progress=progress)
+    data = r.to_dict()
+    if c.dry_run:
+        return data, f"dry run: {len(r.files)} files ({r.total_bytes / 1e6:.1f} MB) staged, nothing uploaded"
+    with atomic_output(folder, overwrite=overwrite) as tmp:
+        write_text_atomic(tmp / PUSH_RECORD, json.dumps(data, indent=2) + "\n")
+    return data, f"pushed {len(r.files)} files to {r.repo_id}: {r.pr_url or r.commit_url}"
+
+
+_RUNNERS = {"shrink": _run_shrink, "distill": _run_distill, "train": _run_train, "export": _run_export,
+            "verify": _run_verify, "push": _run_push}
+
+__all__ = ["RunResult", "StepOutcome", "plan", "run_recipe"]
+
+
+def _fmt(value, spec: str = ".2f") -> str:
+    return "n/a" if value is None else format(value, spec)
