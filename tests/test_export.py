@@ -253,3 +253,18 @@ def test_export_help_lists_options(capsys):
     text = capsys.readouterr().out
     for option in ("--format", "--quantize", "--optimize", "--opset", "--max-seq-len", "--no-validate", "--json"):
         assert option in text
+
+
+def test_verify_counts_only_the_served_graph(tiny_bert, tmp_path):
+    """An export folder holds several variants; verify's size and parameters are those of the file it serves."""
+    from espresso_export.verification.embedders import folder_bytes, open_embedder
+
+    out = tmp_path / "onnx"
+    result = export(tiny_bert, out, optimize="O2", external_data_threshold=1, validate=False)
+    assert result.default_file == "model_O2.onnx" and (out / "model.onnx.data").is_file()
+    emb = open_embedder(str(out))
+    assert emb.details["file"] == "model_O2.onnx"
+    unused = [out / "model.onnx", out / "model.onnx.data"]
+    assert emb.disk_bytes == folder_bytes(out) - sum(p.stat().st_size for p in unused)
+    torch_params = sum(p.numel() for p in load(tiny_bert).model.parameters())
+    assert 0.5 * torch_params < emb.n_params <= 1.1 * torch_params + 10_000  # one graph, not two

@@ -102,18 +102,39 @@ def is_export_folder(path: Path) -> bool:
     return path.is_dir() and (path / EXPORT_MANIFEST).is_file()
 
 
-def _onnx_params(folder: Path) -> int | None:
-    """Parameter count from the graphs' initializers (weights not loaded); None without ``onnx``."""
+def _graph_files(graph_file: Path) -> tuple[int | None, set[Path]]:
+    """A graph's parameter count (initializers, weights not loaded) and the external-data files it reads.
+
+    ``(None, set())`` without ``onnx``.
+    """
     try:
         import onnx
     except ImportError:
-        return None
-    total = 0
-    for graph_file in sorted(folder.glob("*.onnx")):
-        model = onnx.load(str(graph_file), load_external_data=False)
-        for init in model.graph.initializer:
-            total += int(np.prod(init.dims)) if len(init.dims) else 1
-    return total or None
+        return None, set()
+    model = onnx.load(str(graph_file), load_external_data=False)
+    total, external = 0, set()
+    for init in model.graph.initializer:
+        total += int(np.prod(init.dims)) if len(init.dims) else 1
+        if init.data_location == onnx.TensorProto.EXTERNAL:
+            external.update(graph_file.parent / e.value for e in init.external_data if e.key == "location")
+    return total or None, external
+
+
+def onnx_footprint(folder: Path, file: str) -> tuple[int | None, int]:
+    """Parameters and bytes on disk of what serving ``file`` needs: that graph, its external data, the tokenizer.
+
+    An export folder often holds several variants (fp32, int8, O2): a user deploys one, so the other graphs
+    (and their external data) do not count.
+    """
+    chosen = folder / file
+    n_params, needed = _graph_files(chosen)
+    others: set[Path] = set()
+    for graph in folder.glob("*.onnx"):
+        if graph != chosen:
+            others |= {graph} | _graph_files(graph)[1]
+    others -= needed
+    skipped = sum(p.stat().st_size for p in others if p.is_file())
+    return n_params, folder_bytes(folder) - skipped
 
 
 def open_onnx(folder: Path, spec: str, *, threads: int | None) -> OnnxEmbedder:
@@ -135,9 +156,11 @@ def open_onnx(folder: Path, spec: str, *, threads: int | None) -> OnnxEmbedder:
     start = time.perf_counter()
     encoder = runtime.OnnxEncoder(folder, **kwargs)
     seconds = time.perf_counter() - start
+    n_params, disk_bytes = onnx_footprint(folder, encoder.file)
     return OnnxEmbedder(
-        spec=spec, kind="onnx", dim=int(encoder.dim), n_params=_onnx_params(folder), disk_bytes=folder_bytes(folder),
-        load_seconds=seconds, path=folder, details={"threads_applied": bool(kwargs)}, encoder=encoder,
+        spec=spec, kind="onnx", dim=int(encoder.dim), n_params=n_params, disk_bytes=disk_bytes,
+        load_seconds=seconds, path=folder, details={"threads_applied": bool(kwargs), "file": encoder.file},
+        encoder=encoder,
     )
 
 
