@@ -241,20 +241,24 @@ def count_tokens(tj: dict, sentences: Sequence[str], *, lower: bool = False, bat
     return counts
 
 
-def read_keep_file(path: str | os.PathLike, vocab: dict[str, int]) -> set[str]:
-    """Tokens listed one a line, written exactly as in the vocabulary (e.g. ``##ing``)."""
-    from .data import _open_text
-
-    lines = [ln.rstrip("\r\n") for ln in _open_text(Path(path).expanduser()).splitlines()]
-    tokens = [ln for ln in lines if ln.strip()]
+def check_keep_tokens(tokens: Sequence[str], vocab: dict[str, int], where: str | None = None) -> set[str]:
+    """The ``--keep-file`` tokens, each written exactly as in the vocabulary (e.g. ``##ing``)."""
     missing = [t for t in tokens if t not in vocab]
     if missing:
         shown = ", ".join(repr(t) for t in missing[:5])
         raise ValidationError(
-            f"{path}: {len(missing)} line(s) are not tokens of the vocabulary ({shown}{', ...' if len(missing) > 5 else ''}); "
-            "write tokens exactly as the tokenizer does (e.g. ##ing), one a line"
+            f"{where or 'keep file'}: {len(missing)} line(s) are not tokens of the vocabulary "
+            f"({shown}{', ...' if len(missing) > 5 else ''}); write tokens exactly as the tokenizer does "
+            "(e.g. ##ing), one a line"
         )
     return set(tokens)
+
+
+def check_limits(min_count: int, keep_top: int | None) -> None:
+    if min_count < 1:
+        raise ValidationError(f"--min-count must be at least 1, got {min_count}")
+    if keep_top is not None and keep_top < 1:
+        raise ValidationError(f"--keep-top must be at least 1, got {keep_top}")
 
 
 @dataclass
@@ -279,10 +283,7 @@ def plan(tj: dict, counts, *, min_count: int = 1, keep_top: int | None = None, k
     """Decide the kept ids from corpus ``counts`` (see :func:`count_tokens`)."""
     import numpy as np
 
-    if min_count < 1:
-        raise ValidationError(f"--min-count must be at least 1, got {min_count}")
-    if keep_top is not None and keep_top < 1:
-        raise ValidationError(f"--keep-top must be at least 1, got {keep_top}")
+    check_limits(min_count, keep_top)
     kind = model_type(tj)
     vocab = full_vocab(tj)
     id_of = vocab
@@ -531,14 +532,50 @@ class PruneResult:
         return d
 
 
-def load_pruning_corpus(corpus, *, field: str | None = None, column: str | None = None):
-    if corpus is None or (not isinstance(corpus, (str, os.PathLike)) and not list(corpus)):
-        raise ValidationError("prune-vocab needs a --corpus: the texts whose tokens are kept")
-    return read_corpus(corpus, field=field, column=column)
+@dataclass
+class PruneRequest:
+    """Validated pruning inputs, read before any model is loaded (a bad file fails fast)."""
+
+    corpus: Any  # data.Corpus
+    min_count: int = 1
+    keep_top: int | None = None
+    keep_file: str | None = None
+    keep_lines: list[str] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, corpus, *, min_count: int = 1, keep_top: int | None = None,
+             keep_file: str | os.PathLike | None = None, field: str | None = None,
+             column: str | None = None) -> PruneRequest:
+        from .data import Corpus, _open_text
+
+        check_limits(min_count, keep_top)
+        if not isinstance(corpus, Corpus):
+            if corpus is None or (not isinstance(corpus, (str, os.PathLike)) and not list(corpus)):
+                raise ValidationError("vocabulary pruning needs a corpus: the texts whose tokens are kept")
+            corpus = read_corpus(corpus, field=field, column=column)
+        lines = []
+        if keep_file is not None:
+            lines = [ln.rstrip("\r\n") for ln in _open_text(Path(keep_file).expanduser()).splitlines()]
+            lines = [ln for ln in lines if ln.strip()]
+        return cls(corpus=corpus, min_count=min_count, keep_top=keep_top,
+                   keep_file=str(keep_file) if keep_file is not None else None, keep_lines=lines)
+
+    def apply(self, ckpt: Checkpoint) -> tuple[PruneStats, dict]:
+        """Prune ``ckpt`` in memory; returns the statistics and the provenance record."""
+        keep = check_keep_tokens(self.keep_lines, full_vocab(tokenizer_json(ckpt.tokenizer)), self.keep_file)
+        stats = prune_checkpoint(ckpt, self.corpus.sentences, min_count=self.min_count, keep_top=self.keep_top,
+                                 keep_tokens=keep)
+        corpus = {"sources": [s.spec for s in self.corpus.sources], "sentences": len(self.corpus),
+                  "sha256": self.corpus.sha256}
+        return stats, stats.provenance(corpus, min_count=self.min_count, keep_top=self.keep_top,
+                                       keep_file=self.keep_file)
 
 
-def corpus_record(corpus) -> dict:
-    return {"sources": [s.spec for s in corpus.sources], "sentences": len(corpus), "sha256": corpus.sha256}
+def coverage_hint(coverage: float) -> list[str]:
+    if coverage >= 1.0:
+        return []
+    return [f"note: {100 * (1 - coverage):.2f}% of the corpus tokens were dropped (--min-count/--keep-top): "
+            "the corpus sentences holding them are no longer encoded exactly as before"]
 
 
 def prune_vocab(
@@ -559,42 +596,30 @@ def prune_vocab(
     ``corpus``: one spec or a list (txt, jsonl, csv/tsv, STS-B, parquet, ``builtin``, ``hf://owner/name``; see
     :func:`espresso_export.data.read_corpus`), or a :class:`~espresso_export.data.Corpus`. ``min_count``: keep
     tokens seen at least this often; ``keep_top``: at most this many corpus tokens (the most frequent);
-    ``keep_file``: tokens to keep anyway, one a line. With ``output=None`` nothing is written.
+    ``keep_file``: tokens to keep anyway, one a line. With ``output=None`` nothing is written and the pruned
+    model is ``result.checkpoint``.
     """
-    from .data import Corpus
-
     start = time.perf_counter()
-    if min_count < 1:
-        raise ValidationError(f"--min-count must be at least 1, got {min_count}")
-    if keep_top is not None and keep_top < 1:
-        raise ValidationError(f"--keep-top must be at least 1, got {keep_top}")
     if output is not None:
         inputs = ([model_dir] if isinstance(model_dir, (str, os.PathLike)) and Path(model_dir).expanduser().exists()
                   else [])
         check_output(output, overwrite=overwrite, inputs=inputs)
-    texts = corpus if isinstance(corpus, Corpus) else load_pruning_corpus(corpus, field=field, column=column)
+    request = PruneRequest.read(corpus, min_count=min_count, keep_top=keep_top, keep_file=keep_file, field=field,
+                                column=column)
     ckpt = model_dir if isinstance(model_dir, Checkpoint) else load(model_dir, trust_remote_code=trust_remote_code)
-    model_type(tokenizer_json(ckpt.tokenizer))  # refuse before reading a keep file or counting
-    keep_tokens = read_keep_file(keep_file, full_vocab(tokenizer_json(ckpt.tokenizer))) if keep_file else set()
     params_before = sum(p.numel() for p in ckpt.model.parameters())
     weights_sha = ckpt.weights_sha256()
-    stats = prune_checkpoint(ckpt, texts.sentences, min_count=min_count, keep_top=keep_top, keep_tokens=keep_tokens)
+    stats, record = request.apply(ckpt)
     p = stats.plan
     result = PruneResult(
         output=None, source=ckpt.source, tokenizer=p.tokenizer_type, vocab_before=p.vocab_before,
         vocab_after=len(p.old_ids), params_before=params_before,
         params_after=sum(x.numel() for x in ckpt.model.parameters()),
         embedding_params_before=stats.embedding_params_before, embedding_params_after=stats.embedding_params_after,
-        corpus_sentences=len(texts), corpus_tokens=p.corpus_tokens, distinct_corpus_tokens=p.distinct_corpus_tokens,
-        coverage=p.coverage, kept_because=p.reasons,
+        corpus_sentences=len(request.corpus), corpus_tokens=p.corpus_tokens,
+        distinct_corpus_tokens=p.distinct_corpus_tokens, coverage=p.coverage, kept_because=p.reasons,
+        hints=coverage_hint(p.coverage),
     )
-    if p.coverage < 1.0:
-        result.hints.append(
-            f"note: {100 * (1 - p.coverage):.2f}% of the corpus tokens were dropped (--min-count/--keep-top): "
-            "those corpus sentences are no longer encoded exactly as before"
-        )
-    record = stats.provenance(corpus_record(texts), min_count=min_count, keep_top=keep_top,
-                              keep_file=str(keep_file) if keep_file else None)
     previous = ckpt.provenance or {}
     provenance = {"espresso_version": __version__, "step": STEP,
                   "source": {"id": ckpt.source, "weights_sha256": weights_sha}, PROVENANCE_KEY: record}
