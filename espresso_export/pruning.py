@@ -67,8 +67,8 @@ _BYTE_FALLBACK = [f"<0x{b:02X}>" for b in range(256)]
 
 
 def tokenizer_json(tokenizer) -> dict:
-    """The ``tokenizer.json`` document of a fast (``tokenizers``-backed) tokenizer."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
+    """The ``tokenizer.json`` document of a fast transformers tokenizer or a ``tokenizers.Tokenizer``."""
+    backend = tokenizer if hasattr(tokenizer, "to_str") else getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         raise UnsupportedModelError("vocabulary pruning needs a fast tokenizer (tokenizer.json); this one has none")
     return json.loads(backend.to_str())
