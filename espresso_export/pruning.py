@@ -268,7 +268,7 @@ class VocabPlan:
     tokenizer_type: str
     old_ids: list[int]  # new id -> old id
     vocab_before: int
-    reasons: dict[str, int]  # reason -> ids it alone would keep
+    reasons: dict[str, int]  # reason -> ids kept for it (the first reason that applies: they sum to len(old_ids))
     corpus_tokens: int  # token occurrences on the corpus
     distinct_corpus_tokens: int
     covered_tokens: int  # corpus occurrences whose token is kept
@@ -285,36 +285,41 @@ def plan(tj: dict, counts, *, min_count: int = 1, keep_top: int | None = None, k
 
     check_limits(min_count, keep_top)
     kind = model_type(tj)
-    vocab = full_vocab(tj)
-    id_of = vocab
+    id_of = full_vocab(tj)
+    token_of = {i: t for t, i in id_of.items()}
     eligible = np.flatnonzero(counts >= min_count)
     if keep_top is not None and len(eligible) > keep_top:
-        order = np.argsort(-counts[eligible], kind="stable")
+        order = np.argsort(-counts[eligible], kind="stable")  # ties: the lower id first
         eligible = eligible[order[:keep_top]]
-    groups: dict[str, set[int]] = {
-        "corpus": {int(i) for i in eligible},
-        "special": {int(t["id"]) for t in tj.get("added_tokens") or []} | {int(i) for i in config_ids},
-        "fallback": {id_of[t] for t in fallback_tokens(tj)},
-        "keep_file": {id_of[t] for t in keep_tokens},
-    }
+    special = {int(t["id"]) for t in tj.get("added_tokens") or []} | {int(i) for i in config_ids}
     if protect_below is not None:
-        groups["special"] |= set(range(protect_below + 1))
+        special |= set(range(protect_below + 1))
     unk = tj["model"].get("unk_token")
     if isinstance(unk, str) and unk in id_of:
-        groups["special"].add(id_of[unk])
+        special.add(id_of[unk])
     if kind == "Unigram" and tj["model"].get("unk_id") is not None:
-        groups["special"].add(int(tj["model"]["unk_id"]))
-    kept_ids = set().union(*groups.values())
-    token_of = {i: t for t, i in vocab.items()}
-    closed = close_merges(tj, {token_of[i] for i in kept_ids if i in token_of})
-    groups["merge_parts"] = {id_of[t] for t in closed} - kept_ids
-    kept_ids |= groups["merge_parts"]
-    old_ids = sorted(i for i in kept_ids if i in token_of)
+        special.add(int(tj["model"]["unk_id"]))
+    candidates = [
+        ("special", special),
+        ("corpus", {int(i) for i in eligible}),
+        ("keep_file", {id_of[t] for t in keep_tokens}),
+        ("fallback", {id_of[t] for t in fallback_tokens(tj)}),
+    ]
+    reasons: dict[str, int] = {}
+    kept_ids: set[int] = set()
+    for reason, ids in candidates:  # each id is counted under the first reason that keeps it
+        new = {i for i in ids if i in token_of} - kept_ids
+        reasons[reason] = len(new)
+        kept_ids |= new
+    closed = close_merges(tj, {token_of[i] for i in kept_ids})
+    merge_parts = {id_of[t] for t in closed} - kept_ids
+    reasons["merge_parts"] = len(merge_parts)
+    kept_ids |= merge_parts
+    old_ids = sorted(kept_ids)
     total = int(counts.sum())
     covered = int(counts[old_ids].sum()) if old_ids else 0
     return VocabPlan(
-        tokenizer_type=kind, old_ids=old_ids, vocab_before=len(vocab),
-        reasons={k: len(v) for k, v in groups.items()}, corpus_tokens=total,
+        tokenizer_type=kind, old_ids=old_ids, vocab_before=len(id_of), reasons=reasons, corpus_tokens=total,
         distinct_corpus_tokens=int((counts > 0).sum()), covered_tokens=covered,
     )
 

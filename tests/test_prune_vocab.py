@@ -61,6 +61,7 @@ def test_minilm_corpus_encodes_identically(minilm_pruned):
     assert result.tokenizer == "WordPiece" and result.coverage == 1.0 and result.corpus_sentences == len(CORPUS)
     assert result.vocab_before == 30522 and result.vocab_after < 30522 / 3
     assert result.kept_because["corpus"] == result.distinct_corpus_tokens
+    assert sum(result.kept_because.values()) == result.vocab_after
     for text in CORPUS:
         assert pruned.tokenizer.tokenize(text) == src.tokenizer.tokenize(text)
     np.testing.assert_array_equal(encode(pruned, SAMPLE), encode(src, SAMPLE))
@@ -329,6 +330,13 @@ def test_verify_reports_coverage_of_a_pruned_candidate(families, tiny_bert, tmp_
     assert verify(src_dir, src_dir, options=opts).vocabulary is None  # not pruned: nothing added
     other = verify(result.output, tiny_bert, options=opts)  # a source with another vocabulary
     assert other.vocabulary["computed"] is False and any("coverage was not measured" in n for n in other.notes)
+
+    from espresso_export import export
+
+    onnx_pruned = export(result.output, tmp_path / "pruned-onnx").output  # ONNX exports carry the provenance
+    onnx_source = export(src_dir, tmp_path / "source-onnx").output
+    both_onnx = verify(onnx_pruned, onnx_source, options=opts).vocabulary
+    assert both_onnx["computed"] and both_onnx["coverage"] == pytest.approx(v["coverage"])
 
 
 def test_cli_prune_vocab_json_and_errors(families, tmp_path, capsys):

@@ -27,7 +27,7 @@ CorpusColumnOpt = Annotated[Optional[str], typer.Option("--corpus-column", help=
 
 
 def pruning_rows(result) -> list[tuple[str, object]]:
-    """The table rows ``prune-vocab`` and ``shrink --prune-corpus`` print about the vocabulary."""
+    """The table rows ``prune-vocab`` prints about the vocabulary."""
     return [
         ("tokenizer", result.tokenizer),
         ("vocabulary", f"{result.vocab_before:,} -> {result.vocab_after:,} tokens "
