@@ -15,7 +15,8 @@ Kept, whatever the corpus says:
 
 =========  ============================================================================================
 WordPiece  every special/added token, every single character and its ``##`` form (what an unseen word
-           falls back on)
+           falls back on) that the tokenizer can produce at all (not ``##.`` or ``##東``: its pre-tokenizer
+           makes punctuation and CJK ideographs words of their own)
 BPE        every special/added token, every single-character symbol (for byte-level BPE: the 256
            byte symbols), ``<0xNN>`` byte-fallback tokens; then every token a kept token is merged from
            (recursively), and only the merges whose two parts and result are kept
@@ -118,14 +119,36 @@ def _single_char(token: str, prefixes: Sequence[str] = (), suffixes: Sequence[st
     return len(core) == 1
 
 
+def _reachable_wordpiece(backend, token: str, prefix: str) -> bool:
+    """Can WordPiece ever produce this single-character token? Not when the normalizer changes the character
+    (upper case in an uncased vocabulary, accents it strips), nor, for its ``##`` form, when the pre-tokenizer
+    always makes the character a word of its own (punctuation, CJK ideographs). Dropping unreachable tokens
+    changes no tokenization at all."""
+
+    def words(text: str) -> list[str]:
+        if backend.normalizer is not None:
+            text = backend.normalizer.normalize_str(text)
+        if backend.pre_tokenizer is None:
+            return text.split()
+        return [w for w, _ in backend.pre_tokenizer.pre_tokenize_str(text)]
+
+    if token.startswith(prefix) and len(token) > len(prefix):
+        char = token[len(prefix):]
+        return words("a" + char) == ["a" + char]
+    return words(token) == [token]
+
+
 def fallback_tokens(tj: dict) -> set[str]:
     """The tokens the tokenizer falls back on for input it has not seen (see the module docstring)."""
+    from tokenizers import Tokenizer
+
     model = tj["model"]
     vocab = model_vocab(tj)
     kind = model["type"]
     if kind == "WordPiece":
         prefix = model.get("continuing_subword_prefix") or "##"
-        return {t for t in vocab if _single_char(t, (prefix,))}
+        backend = Tokenizer.from_str(json.dumps(tj))
+        return {t for t in vocab if _single_char(t, (prefix,)) and _reachable_wordpiece(backend, t, prefix)}
     if kind == "BPE":
         prefix = model.get("continuing_subword_prefix") or ""
         suffix = model.get("end_of_word_suffix") or ""

@@ -88,6 +88,23 @@ def test_minilm_unseen_text_documented_difference(minilm_pruned):
         assert pruned.tokenizer.tokenize(text).count(unk) == src.tokenizer.tokenize(text).count(unk)
 
 
+def test_wordpiece_fallback_drops_only_tokens_the_tokenizer_never_produces(minilm_path):
+    from tokenizers import Tokenizer
+
+    from espresso_export.pruning import fallback_tokens
+
+    tj = json.loads((Path(minilm_path) / "tokenizer.json").read_text(encoding="utf-8"))
+    singles = {t for t in tj["model"]["vocab"] if len(t.removeprefix("##")) == 1}
+    kept = fallback_tokens(tj)
+    dropped = singles - kept
+    assert kept < singles and len(dropped) > 300 and "##." in dropped and "." in kept and "##a" in kept
+    chars = sorted({t.removeprefix("##") for t in singles})
+    text = " ".join(chars) + " " + " ".join(f"a{c} b{c}c {c}{c}" for c in chars)
+    original = Tokenizer.from_str(json.dumps(tj))
+    produced = set(original.encode(text, add_special_tokens=False).tokens)
+    assert produced and not produced & dropped  # what was dropped is unreachable: no tokenization changes
+
+
 def test_minilm_folder_is_consistent(minilm_pruned, minilm_path):
     from safetensors.torch import load_file
 
