@@ -42,10 +42,9 @@ def stsb(split: str) -> Path:
 
 SIZE_TARGET = 1 / 12
 # every setting is measured in PyTorch; the smallest that keeps the retention target is exported to int8
-SETTINGS = [("all", {}), ("min-count-2", {"min_count": 2}), ("top-16000", {"keep_top": 16000}),
-            ("top-12000", {"keep_top": 12000}), ("top-10000", {"keep_top": 10000}), ("top-8000", {"keep_top": 8000}),
+SETTINGS = [("all", {}), ("min-count-2", {"min_count": 2}), ("top-12000", {"keep_top": 12000}),
+            ("top-10000", {"keep_top": 10000}), ("top-8000", {"keep_top": 8000}), ("top-7000", {"keep_top": 7000}),
             ("top-6000", {"keep_top": 6000})]
-RETENTION_TARGET = 0.995
 
 
 def corpora() -> list[str]:
