@@ -588,9 +588,16 @@ class PruneRequest:
         return cls(corpus=corpus, min_count=min_count, keep_top=keep_top,
                    keep_file=str(keep_file) if keep_file is not None else None, keep_lines=lines)
 
+    def check(self, ckpt: Checkpoint) -> set[str]:
+        """Refuse an unsupported tokenizer or keep-file tokens it does not have; returns the tokens to keep.
+        Called right after loading, before any long work."""
+        tj = tokenizer_json(ckpt.tokenizer)
+        model_type(tj)
+        return check_keep_tokens(self.keep_lines, full_vocab(tj), self.keep_file)
+
     def apply(self, ckpt: Checkpoint) -> tuple[PruneStats, dict]:
         """Prune ``ckpt`` in memory; returns the statistics and the provenance record."""
-        keep = check_keep_tokens(self.keep_lines, full_vocab(tokenizer_json(ckpt.tokenizer)), self.keep_file)
+        keep = self.check(ckpt)
         stats = prune_checkpoint(ckpt, self.corpus.sentences, min_count=self.min_count, keep_top=self.keep_top,
                                  keep_tokens=keep)
         corpus = {"sources": [s.spec for s in self.corpus.sources], "sentences": len(self.corpus),

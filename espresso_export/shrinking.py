@@ -159,6 +159,8 @@ def shrink(
         prune = PruneRequest.read(prune_corpus, min_count=prune_min_count, keep_top=prune_keep_top,
                                   keep_file=prune_keep_file)
     ckpt = model if isinstance(model, Checkpoint) else load(model, pooling=pooling, trust_remote_code=trust_remote_code)
+    if prune is not None:
+        prune.check(ckpt)  # an unsupported tokenizer or a bad keep file fails before the cut and the head
     if attention is not None:  # decoders: all / last layer(s) bidirectional, before the cut (bidirectional.py)
         switch_attention(ckpt, attention)
     if pooling is not None:

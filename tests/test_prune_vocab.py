@@ -318,7 +318,7 @@ def test_min_count_and_keep_top_and_keep_file(families, tmp_path):
 # --- shrink --prune-corpus, verify, the CLI and bad input -------------------------------------------------
 
 
-def test_shrink_with_prune_corpus_equals_shrink_then_prune(tiny_bert, tmp_path, one_thread):
+def test_shrink_with_prune_corpus_equals_shrink_then_prune(tiny_bert, tmp_path, one_thread, capsys):
     corpus = _write_lines(tmp_path / "c.txt", PRUNE_ON)
     both = shrink(tiny_bert, tmp_path / "both", layers=2, prune_corpus=[str(corpus)])
     cut = shrink(tiny_bert, tmp_path / "cut", layers=2)
@@ -331,6 +331,12 @@ def test_shrink_with_prune_corpus_equals_shrink_then_prune(tiny_bert, tmp_path, 
     np.testing.assert_array_equal(encode(load(both.output), NEW_TEXT), encode(load(then.output), NEW_TEXT))
     chained = json.loads((then.output / "espresso.json").read_text())
     assert chained["step"] == "prune-vocab" and chained["parent"]["step"] == "shrink"
+
+    assert main(["shrink", str(tiny_bert), "--layers", "2", "--prune-corpus", str(corpus), "--prune-keep-top", "3",
+                 "-o", str(tmp_path / "cli"), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["vocab"]["keep_top"] == 3 and printed["vocab"]["kept_because"]["corpus"] == 3
+    assert printed["vocab"]["corpus_coverage"] < 1.0
 
 
 def test_verify_reports_coverage_of_a_pruned_candidate(families, tiny_bert, tmp_path):
@@ -397,6 +403,8 @@ def test_bad_input(families, tmp_path):
     folder = _build("wordlevel", tmp_path / "wordlevel", wl, dict(unk_token="[UNK]", pad_token="[PAD]"))
     with pytest.raises(UnsupportedModelError, match="WordPiece, BPE, Unigram"):
         prune_vocab(folder, tmp_path / "b", corpus=str(corpus))
+    with pytest.raises(UnsupportedModelError, match="cannot prune a WordLevel tokenizer"):
+        shrink(folder, tmp_path / "b", layers=2, prune_corpus=[str(corpus)])
     assert not (tmp_path / "b").exists()
 
 
