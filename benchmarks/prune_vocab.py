@@ -41,11 +41,14 @@ DATA = Path(os.environ.get("ESPRESSO_SHARED_DATA", SHARED))
 def stsb(split: str) -> Path:
     return DATA / "stsb" / f"sts-{split}.csv"
 
+
 SIZE_TARGET = 1 / 12
+RETENTION_TARGET = 0.995
 # every setting is measured in PyTorch; the full pruning, the smallest setting that keeps the retention target and
 # the largest that meets the size target are exported to int8
 SETTINGS = [("all", {}), ("min-count-2", {"min_count": 2}), ("top-16000", {"keep_top": 16000}),
-            ("top-12000", {"keep_top": 12000}), ("top-9000", {"keep_top": 9000}), ("top-7000", {"keep_top": 7000})]
+            ("top-12000", {"keep_top": 12000}), ("top-9000", {"keep_top": 9000}), ("top-8000", {"keep_top": 8000}),
+            ("top-7000", {"keep_top": 7000}), ("top-6000", {"keep_top": 6000})]
 
 
 def corpora() -> list[str]:
@@ -68,6 +71,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from espresso_export import export, read_corpus, shrink
     from espresso_export.checkpoint import load
+    from espresso_export.metrics import cosine_rows
     from espresso_export.pruning import coverage, find_pruning, prune_vocab
     from espresso_export.verification.embedders import EncodeCache, TorchEmbedder, open_onnx
     from espresso_export.verification.sts import load_sts, retention, sts_score
@@ -86,19 +90,26 @@ def main() -> None:
         corpus = read_corpus(corpora())
         sts = load_sts(str(stsb("test")))
         unpruned = load(cut.output)
-        base = sts_score(EncodeCache(TorchEmbedder.from_checkpoint(unpruned)), sts)
+        base_cache = EncodeCache(TorchEmbedder.from_checkpoint(unpruned))
+        base = sts_score(base_cache, sts)
+        texts = sts.sentences()
 
         # 1. every setting in PyTorch: vocabulary, STS-B test retention, STS-B test token coverage
         rows = []
         for name, kwargs in SETTINGS:
             t = time.perf_counter()
             r = prune_vocab(cut.output, None, corpus=corpus, **kwargs)
-            score = sts_score(EncodeCache(TorchEmbedder.from_checkpoint(r.checkpoint)), sts)
+            cache = EncodeCache(TorchEmbedder.from_checkpoint(r.checkpoint))
+            score = sts_score(cache, sts)
+            cos = cosine_rows(cache.encode(texts), base_cache.encode(texts))
             cov = coverage(unpruned.tokenizer, sts.sentences(), find_pruning(r.checkpoint.provenance),
                            lower=unpruned.do_lower_case)
             rows.append({"setting": name, **kwargs, "vocab_after": r.vocab_after, "kept_because": r.kept_because,
                          "corpus_coverage": round(r.coverage, 5), "stsb_test_token_coverage": round(cov["coverage"], 5),
                          "stsb_test_spearman_x100": round(score, 3), "retention": round(retention(score, base), 5),
+                         "stsb_test_cosine_to_unpruned": {"mean": round(float(cos.mean()), 4),
+                                                          "min": round(float(cos.min()), 4),
+                                                          "identical": round(float((cos > 0.99999).mean()), 4)},
                          "seconds": round(time.perf_counter() - t, 1)})
             print(rows[-1])
         ok = [row for row in rows if row["retention"] >= RETENTION_TARGET]
