@@ -71,6 +71,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from espresso_export import export, read_corpus, shrink
     from espresso_export.checkpoint import load
+    from espresso_export.errors import GateFailedError
     from espresso_export.metrics import cosine_rows
     from espresso_export.pruning import coverage, find_pruning, prune_vocab
     from espresso_export.verification.embedders import EncodeCache, TorchEmbedder, open_onnx
@@ -112,8 +113,13 @@ def main() -> None:
                                                           "identical": round(float((cos > 0.99999).mean()), 4)},
                          "seconds": round(time.perf_counter() - t, 1)})
             print(rows[-1])
-        ok = [row for row in rows if row["retention"] >= RETENTION_TARGET]
-        chosen = min(ok, key=lambda row: row["vocab_after"]) if ok else rows[0]
+        # STS-B Spearman of a 58-point model moves by a few tenths with small changes, up or down: the retention
+        # pick is the smallest setting such that it and every larger one keep the target
+        chosen = rows[0]
+        for row in sorted(rows, key=lambda row: -row["vocab_after"]):
+            if row["retention"] < RETENTION_TARGET:
+                break
+            chosen = row
 
         # 2. int8 ONNX: the unpruned cut, the full pruning, the smallest setting that keeps the retention target,
         #    and the largest that meets the size target (int8 bytes are linear in the rows of the embedding table)
@@ -125,13 +131,18 @@ def main() -> None:
             if kwargs is not None:
                 folder = prune_vocab(cut.output, work / f"mpnet-L4-d128-{name}", corpus=corpus, overwrite=True,
                                      **kwargs).output
-            e = export(folder, work / f"{folder.name}-onnx", quantize="int8", overwrite=True)
+            validation = "passed"
+            try:
+                e = export(folder, work / f"{folder.name}-onnx", quantize="int8", overwrite=True)
+            except GateFailedError as err:  # recorded, and written without the gate to measure it anyway
+                validation = err.message
+                e = export(folder, work / f"{folder.name}-onnx", quantize="int8", overwrite=True, validate=False)
             onnx = open_onnx(e.output, str(e.output), threads=args.threads)
             onnx.encoder = type(onnx.encoder)(e.output, "model_int8.onnx", threads=args.threads)
             row = {"bytes": {f["file"]: f["bytes"] for f in e.files},
                    "tokenizer_json_bytes": (e.output / "tokenizer.json").stat().st_size,
                    "stsb_test_spearman_x100_int8": round(sts_score(EncodeCache(onnx), sts), 3),
-                   "seconds": round(time.perf_counter() - t, 1)}
+                   "export_validation": validation, "seconds": round(time.perf_counter() - t, 1)}
             int8 = row["bytes"]["model_int8.onnx"]
             row["int8_vs_source_weights"] = round(int8 / source_bytes, 5)
             row["source_over_int8"] = round(source_bytes / int8, 2)
@@ -182,7 +193,7 @@ def main() -> None:
         result["targets_met_by_one_setting"] = [
             name for name, row in onnx_rows.items() if name != "unpruned"
             and row["int8_vs_source_weights"] <= SIZE_TARGET
-            and row["retention_int8_vs_unpruned_int8"] >= RETENTION_TARGET
+            and row["retention_int8_vs_unpruned_int8"] >= RETENTION_TARGET and row["export_validation"] == "passed"
             and next(r for r in rows if r["setting"] == name)["retention"] >= RETENTION_TARGET]
         out = HERE / "results" / "prune-vocab-mpnet-L4-d128.json"
         out.parent.mkdir(exist_ok=True)
