@@ -60,10 +60,9 @@ def prune_vocab(
     trust_remote_code: TrustRemoteCodeOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Keep only the tokens a corpus uses (plus specials and fallbacks): a smaller embedding table and tokenizer.
+    """Keep only the tokens a corpus uses, plus specials and fallbacks: a smaller embedding table and tokenizer.
 
-    Every corpus sentence encodes exactly as before (with --min-count 1 and no --keep-top); other text falls back
-    to shorter pieces, characters or the unknown token. Tokenizers: WordPiece, BPE, Unigram.
+    Corpus sentences encode as before (--min-count 1, no --keep-top); other text falls back to sub-units.
     """
     from ..pruning import prune_vocab as run_prune
     from .render import print_hints, print_json, print_table
