@@ -52,6 +52,7 @@ class ShrinkResult:
     explained_variance: float | None = None
     calibration_size: int = 0
     hints: list[str] = field(default_factory=list)
+    vocab: dict | None = None  # the vocabulary pruning (prune_corpus), as recorded in the provenance
     checkpoint: Any = field(default=None, repr=False, compare=False)  # the cut model, in memory
 
     def to_dict(self) -> dict:
@@ -135,6 +136,10 @@ def shrink(
     trust_remote_code: bool = False,
     progress: bool = False,
     attention: str | None = None,
+    prune_corpus=None,
+    prune_min_count: int = 1,
+    prune_keep_top: int | None = None,
+    prune_keep_file: str | os.PathLike | None = None,
 ) -> ShrinkResult:
     """Cut ``model`` to ``layers`` and ``dim`` and write it to ``output``.
 
@@ -147,7 +152,15 @@ def shrink(
     if output is not None:
         inputs = [model] if isinstance(model, (str, os.PathLike)) and Path(model).expanduser().exists() else []
         check_output(output, overwrite=overwrite, inputs=inputs)
+    prune = None
+    if prune_corpus is not None:
+        from .pruning import PruneRequest
+
+        prune = PruneRequest.read(prune_corpus, min_count=prune_min_count, keep_top=prune_keep_top,
+                                  keep_file=prune_keep_file)
     ckpt = model if isinstance(model, Checkpoint) else load(model, pooling=pooling, trust_remote_code=trust_remote_code)
+    if prune is not None:
+        prune.check(ckpt)  # an unsupported tokenizer or a bad keep file fails before the cut and the head
     if attention is not None:  # decoders: all / last layer(s) bidirectional, before the cut (bidirectional.py)
         switch_attention(ckpt, attention)
     if pooling is not None:
@@ -178,13 +191,22 @@ def shrink(
     cut(ckpt.model, ckpt.arch, keep)
     post, explained = build_head(ckpt, chosen_head, dim, sentences, batch_size=batch_size, progress=progress)
     ckpt.post = post
+    vocab = None
+    if prune is not None:
+        from .pruning import coverage_hint
+
+        record = prune.apply(ckpt)[1]
+        hints += coverage_hint(record["corpus_coverage"])
+        vocab = {k: v for k, v in record.items() if k != "id_map"}
     out_dim = ckpt.output_dim
     result = ShrinkResult(
         output=None, source=ckpt.source, layers=keep, source_depth=n, dim=out_dim, head=chosen_head,
         pooling=ckpt.pooling, params_before=params_before, params_after=_n_params(ckpt.model),
-        seconds=0.0, explained_variance=explained, calibration_size=len(sentences), hints=hints,
+        seconds=0.0, explained_variance=explained, calibration_size=len(sentences), hints=hints, vocab=vocab,
     )
     provenance = _provenance(ckpt, result, weights_sha, select, sentences, cal_label, seed)
+    if prune is not None:
+        provenance["vocab_pruning"] = record
     ckpt.provenance = provenance
     if output is not None:
         with atomic_output(output, overwrite=overwrite, inputs=[ckpt.path]) as tmp:

@@ -42,6 +42,18 @@ def shrink(
     batch_size: BatchSizeOpt = 64,
     trust_remote_code: TrustRemoteCodeOpt = False,
     bidirectional: BidirectionalOpt = None,
+    prune_corpus: Annotated[
+        Optional[list[str]],
+        typer.Option("--prune-corpus", help="Also prune the vocabulary to the tokens this corpus uses (repeatable; "
+                                            "as `prune-vocab --corpus`)."),
+    ] = None,
+    prune_min_count: Annotated[int, typer.Option("--prune-min-count", min=1, help="As `prune-vocab --min-count`.")] = 1,
+    prune_keep_top: Annotated[
+        Optional[int], typer.Option("--prune-keep-top", min=1, help="As `prune-vocab --keep-top`.")
+    ] = None,
+    prune_keep_file: Annotated[
+        Optional[Path], typer.Option("--prune-keep-file", help="As `prune-vocab --keep-file`.")
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Keep L layers and a k-d embedding, with a fitted PCA or a first-k head."""
@@ -54,6 +66,8 @@ def shrink(
         calibration=calibration, calibration_samples=calibration_samples, overwrite=overwrite, seed=seed,
         batch_size=batch_size, trust_remote_code=trust_remote_code, progress=not json_out,
         attention=bidirectional.value if bidirectional is not None else None,
+        prune_corpus=prune_corpus or None, prune_min_count=prune_min_count, prune_keep_top=prune_keep_top,
+        prune_keep_file=prune_keep_file,
     )
     print_hints(result.hints)
     if json_out:
@@ -67,5 +81,10 @@ def shrink(
     ]
     if result.explained_variance is not None:
         rows.append(("PCA variance kept", f"{100 * result.explained_variance:.1f}% on {result.calibration_size} sentences"))
+    if result.vocab is not None:
+        v = result.vocab
+        rows.append(("vocabulary", f"{v['vocab_size_before']:,} -> {v['vocab_size_after']:,} tokens "
+                                   f"({v['tokenizer']}), {100 * v['corpus_coverage']:.2f}% of "
+                                   f"{v['corpus_tokens']:,} corpus tokens kept"))
     rows += [("output", result.output), ("time", f"{result.seconds:.1f} s")]
     print_table("shrink", rows)

@@ -177,6 +177,7 @@ class VerifyReport:
     thresholds: Thresholds = field(default_factory=Thresholds)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    vocabulary: dict | None = None  # a pruned candidate: token coverage of the verify texts (pruning.coverage)
 
     # --- derived numbers ---------------------------------------------------------------------------
     @property
@@ -222,6 +223,7 @@ class VerifyReport:
             "latency": {"threads": self.threads, "texts": self.latency_texts, "rounds": self.latency_rounds,
                         "batches": [r.to_dict() for r in self.latency]},
             "retrieval": [r.to_dict() for r in self.retrieval],
+            "vocabulary": self.vocabulary,
             "gate": {"thresholds": self.thresholds.to_dict(), "passed": self.passed,
                      "checks": [c.to_dict() for c in self.checks], "failed": [c.name for c in self.failed]},
             "notes": self.notes,
@@ -268,6 +270,14 @@ class VerifyReport:
                   _num(ratio(cs.index_bytes, ss.index_bytes), "{:.3f}")),
                  ("query time (ms/query)", f"{cs.query_ms_per_query:.4f}", f"{ss.query_ms_per_query:.4f}",
                   _num(ratio(cs.query_ms_per_query, ss.query_ms_per_query), "{:.3f}"))]))
+        v = self.vocabulary
+        if v and v.get("computed"):
+            out.append(Section(
+                f"vocabulary: the candidate's was pruned from {v['vocab_size_before']:,} to {v['vocab_size_after']:,} tokens",
+                ("", "value"),
+                [("tokens of the verify texts covered", f"{v['coverage']:.4f} ({v['covered_tokens']:,} of {v['tokens']:,})"),
+                 ("distinct tokens covered", f"{v['distinct_covered']:,} of {v['distinct_tokens']:,}"),
+                 ("coverage of the pruning corpus", _num(v.get("pruning_corpus_coverage"), "{:.4f}"))]))
         checks = self.checks
         out.append(Section(
             "gate" + ("" if checks else ": no thresholds given"), ("check", "threshold", "value", "result"),

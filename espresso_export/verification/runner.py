@@ -48,6 +48,25 @@ def _latency_texts(sets, count: int, seed: int) -> list[str]:
     return pool
 
 
+def _pruned_vocabulary(embedders: dict, sts_sets, retrieval_sets) -> dict | None:
+    """When the candidate's provenance says its vocabulary was pruned: the share of the verify texts' tokens
+    (as the source tokenizes them) that the pruned vocabulary kept. ``None`` for an unpruned candidate."""
+    from ..pruning import coverage, find_pruning
+
+    def parts(e):  # (tokenizer, lower-cases?, provenance) of a PyTorch or an ONNX embedder
+        ckpt, enc = getattr(e, "checkpoint", None), getattr(e, "encoder", None)
+        if ckpt is not None:
+            return ckpt.tokenizer, ckpt.do_lower_case, ckpt.provenance
+        return enc.tokenizer, enc.do_lower_case, enc.info.get("provenance")
+
+    record = find_pruning(parts(embedders["candidate"])[2])
+    if record is None:
+        return None
+    tokenizer, lower, _ = parts(embedders["source"])
+    texts = [t for s in sts_sets for t in s.sentences()] + [t for _, r in retrieval_sets for t in r.queries + r.docs]
+    return coverage(tokenizer, list(dict.fromkeys(texts)), record, lower=lower)
+
+
 def verify(
     candidate: str | os.PathLike,
     against: str | os.PathLike,
@@ -81,6 +100,7 @@ def verify(
         index = options.index if options.index.threads is not None else replace(options.index, threads=threads)
         retrieval_rows = [RetrievalRow(data.name, spec, index.describe(), evaluate(caches["candidate"], data, index),
                                        evaluate(caches["source"], data, index)) for spec, data in retrieval_sets]
+        vocabulary = _pruned_vocabulary(embedders, sts_sets, retrieval_sets)
         texts = _latency_texts(sts_sets, options.latency_texts, options.seed)
         cand_lat, src_lat = measure([embedders["candidate"], embedders["source"]], texts, options.batch_sizes,
                                     rounds=options.latency_rounds, progress="latency" if progress else None)
@@ -88,6 +108,9 @@ def verify(
     latency_rows = [LatencyRow(bs, cand_lat[bs], src_lat[bs]) for bs in options.batch_sizes]
     if any(s.smoke for s in sts_sets) or BUILTIN in options.retrieval:
         notes.append(SMOKE_NOTE.format(n=len(load_sts(BUILTIN).pairs)))
+    if vocabulary is not None and not vocabulary["computed"]:
+        notes.append(f"the candidate's vocabulary was pruned, but its token coverage was not measured: "
+                     f"{vocabulary['reason']}")
     for role, emb in embedders.items():
         if emb.details.get("threads_applied") is False:
             notes.append(f"the {role} ONNX runtime did not accept a thread count: its latency used the runtime's default")
@@ -95,5 +118,6 @@ def verify(
         candidate=embedders["candidate"].info(), source=embedders["source"].info(), threads=threads, sts=sts_rows,
         latency=latency_rows, latency_texts=len(texts), latency_rounds=options.latency_rounds,
         retrieval=retrieval_rows, thresholds=thresholds, notes=notes, seconds=time.perf_counter() - start,
+        vocabulary=vocabulary,
     )
 
