@@ -194,3 +194,13 @@ def test_error_messages_print_brackets_verbatim(capsys, tmp_path):
     missing = tmp_path / "[bold]missing[/bold]"
     code, _, err = run(capsys, "shrink", missing, "--layers", "2", "-o", tmp_path / "o")
     assert code == 2 and "[bold]missing[/bold]" in err and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("args", [
+    ["shrink"],                                                         # missing argument
+    ["shrink", "minilm", "--layers", "2", "--bogus"],                   # unknown option
+    ["shrink", "minilm", "--layers", "2", "--calibration-samples", "0"],  # out of range
+])
+def test_usage_errors_exit_2_with_clicks_message(capsys, args):
+    code, _, err = run(capsys, *args)
+    assert code == 2 and "Error:" in err and "Traceback" not in err and "--debug" not in err

@@ -54,15 +54,35 @@ def _register() -> None:
 _register()
 
 
+def _cli_exceptions() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """Click's usage-error and abort classes, both click's own and the copy recent typer versions vendor.
+
+    typer >= 0.2x raises ``typer._click`` exceptions, which are not ``click``'s; found through
+    ``typer.BadParameter``'s bases so no private module is imported by name.
+    """
+    import click
+    import typer
+
+    usage: set[type] = {click.exceptions.ClickException}
+    abort: set[type] = {click.exceptions.Abort, typer.Abort}
+    for cls in typer.BadParameter.__mro__:
+        if cls.__name__ == "ClickException":
+            usage.add(cls)
+            vendored_abort = getattr(sys.modules.get(cls.__module__), "Abort", None)
+            if isinstance(vendored_abort, type):
+                abort.add(vendored_abort)
+    return tuple(usage), tuple(abort)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and map every outcome to an exit code."""
-    import click
     from rich.markup import escape
 
     from ..console import err_console
 
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or os.environ.get("ESPRESSO_DEBUG") == "1"
+    usage_errors, aborts = _cli_exceptions()
     try:
         code = app(args=args, prog_name="espresso-export", standalone_mode=False)
         code = code if isinstance(code, int) else 0
@@ -71,10 +91,10 @@ def main(argv: list[str] | None = None) -> int:
             err_console().print_exception()
         err_console().print(f"[bold red]error:[/] {escape(e.message)}", highlight=False, soft_wrap=True)
         code = e.exit_code
-    except (KeyboardInterrupt, click.exceptions.Abort):
+    except (KeyboardInterrupt, *aborts):
         err_console().print("[yellow]interrupted[/]")
         code = EXIT_INTERRUPTED
-    except click.exceptions.ClickException as e:
+    except usage_errors as e:
         e.show()
         code = EXIT_USAGE if e.exit_code == 2 else e.exit_code
     except Exception as e:  # an unexpected failure: one line, traceback with --debug
