@@ -44,6 +44,8 @@ _LAZY = {
     "load_recipe": ("espresso_export.recipes", "load_recipe"),
     "run_recipe": ("espresso_export.recipe_runner", "run_recipe"),
     "RunResult": ("espresso_export.recipe_runner", "RunResult"),
+    "prune_vocab": ("espresso_export.pruning", "prune_vocab"),
+    "PruneResult": ("espresso_export.pruning", "PruneResult"),
     "EspressoError": ("espresso_export.errors", "EspressoError"),
     "PeerFailure": ("espresso_export.distributed", "PeerFailure"),
     "Head": ("espresso_export.types", "Head"),
