@@ -101,4 +101,4 @@ def _list(json_out: bool) -> None:
         print_hints(["no shipped recipes found: they come with the source tree (recipes/); run a recipe file by path"])
         return
     _grid("shipped recipes (espresso-export run NAME)", ("name", "what it does, expected result"),
-          [(p.stem, "\n".join(h)) for p, h in found])
+          [(p.stem, " ".join(" ".join(h).split())) for p, h in found])  # reflowed to the terminal's width
