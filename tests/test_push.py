@@ -473,3 +473,26 @@ def test_push_hub_unreachable_exit_1(shrunk, tmp_path, fake_hub):
     res = push_subprocess(hub, tmp_path, shrunk, "--repo-id", REPO)
     assert res.returncode == 1 and "cannot reach the Hugging Face Hub" in res.stderr and "Traceback" not in res.stderr
     assert TOKEN not in res.stdout + res.stderr
+
+
+def test_card_onnx_snippet_runs_on_the_staged_files(shrunk, tmp_path, capsys):
+    """The card's torch-free snippet, run as printed on what push stages, gives the real export's embeddings."""
+    import numpy as np
+
+    from espresso_export import export
+    from espresso_export.runtime import OnnxEncoder
+
+    exported = tmp_path / "export"
+    export(shrunk, exported, validate=False)
+    out = tmp_path / "staged"
+    code, _, err = run(capsys, "push", shrunk, "--repo-id", REPO, "--onnx", exported, "--dry-run", out)
+    assert code == 0, err
+    card = (out / "README.md").read_text()
+    snippet = re.search(r"### ONNX runtime, no torch\n.*?```python\n(.*?)```", card, re.S).group(1)
+    call = f'snapshot_download("{REPO}", allow_patterns=["onnx/*"])'
+    assert call in snippet
+    namespace: dict = {}
+    exec(snippet.replace(call, repr(str(out))), namespace)
+    expected = OnnxEncoder(exported).encode(["A man is playing a guitar.", "Someone plays an instrument."])
+    assert namespace["embeddings"].shape == expected.shape == (2, 8) and f"# {expected.shape}" in snippet
+    assert np.allclose(namespace["embeddings"], expected, atol=1e-6)
