@@ -471,6 +471,13 @@ def prepare_corpus(corpus, *, field: str | None = None, column: str | None = Non
     return sentences, counts
 
 
+# Default peak learning rates (AdamW), used when ``lr`` is not given. Healing a cut teacher converged best
+# at 1e-3 of the rates tried (1e-4 / 3e-4 / 1e-3, benchmarks/README.md "distill": the ablation, a and c);
+# a separate student follows the HPD paper's 1e-4.
+HEAL_LR = 1e-3
+HPD_LR = 1e-4
+
+
 def distill(
     teacher: str | os.PathLike,
     output: str | os.PathLike | None,
@@ -488,7 +495,7 @@ def distill(
     pca_samples: int = 20000,
     epochs: int = 1,
     batch_size: int = 64,
-    lr: float = 1e-4,
+    lr: float | None = None,
     warmup: float = 0.1,
     weight_decay: float = 0.01,
     max_grad_norm: float = 1.0,
@@ -571,6 +578,8 @@ def distill(
         s_ckpt = _load_model(student, "student", None, trust_remote_code)
         student_sha = _weights_sha(s_ckpt)
         from_teacher = student_sha == teacher_sha and s_ckpt.depth == t_ckpt.depth
+    if lr is None:
+        lr = HEAL_LR if from_teacher else HPD_LR
     source_depth = s_ckpt.depth
     if student_layers is not None:
         keep = select_layers(source_depth, student_layers, select, ese_trained=s_ckpt.ese_trained)

@@ -96,7 +96,7 @@ class DistillStep:
     pca_samples: int = 20000
     epochs: int = 1
     batch_size: int = 64
-    lr: float = 1e-4
+    lr: Optional[float] = None  # distill() picks: 1e-3 healing, 1e-4 another student
     warmup: float = 0.1
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0

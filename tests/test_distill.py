@@ -201,6 +201,7 @@ def test_cli_distill_writes_a_sentence_transformers_folder(tiny_bert, corpus_fil
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert out["layers"] == [0, 3] and out["corpus"]["capped_to"] == 200 and out["corpus"]["augmented"] > 0
+    assert json.loads((tmp_path / "out" / "espresso.json").read_text())["training"]["lr"] == 1e-3  # healing default
     from sentence_transformers import SentenceTransformer
 
     st = SentenceTransformer(str(tmp_path / "out"), device="cpu")
@@ -237,3 +238,9 @@ def test_cli_ctrl_c_exits_130_with_a_checkpoint_and_resume_finishes(tiny_bert, c
     out = json.loads(capsys.readouterr().out)
     assert out["train"]["resumed_from"] == step and out["train"]["steps"] == out["train"]["total_steps"]
     assert (tmp_path / "out" / "espresso.json").is_file() and not (tmp_path / "out.run").exists()
+
+
+def test_default_learning_rate_is_the_hpd_papers_for_another_student(tiny_models, tiny_bert, corpus_file, tmp_path):
+    distill(tiny_bert, tmp_path / "hpd", student=tiny_models["distilbert"], dim=8, corpus=[str(corpus_file)],
+            batch_size=32, max_steps=1, heldout=0, cache_dir=tmp_path / "cache")
+    assert json.loads((tmp_path / "hpd" / "espresso.json").read_text())["training"]["lr"] == 1e-4

@@ -48,7 +48,8 @@ def distill(
     augment_copies: Annotated[int, _opt("--augment-copies", min=1, help="Copies per sentence.")] = 1,
     epochs: Annotated[int, _opt("--epochs", min=1, help="Passes over the corpus.")] = 1,
     batch_size: BatchSizeOpt = 64,
-    lr: Annotated[float, _opt("--lr", min=0.0, help="Peak learning rate (AdamW).")] = 3e-4,
+    lr: Annotated[Optional[float], _opt("--lr", min=0.0, help="Peak learning rate (AdamW). Default: 1e-3 when "
+                                        "healing a cut teacher, 1e-4 for another student (HPD).")] = None,
     warmup: Annotated[float, _opt("--warmup", min=0.0, max=1.0, help="Fraction of steps of linear warm-up.")] = 0.1,
     weight_decay: Annotated[float, _opt("--weight-decay", min=0.0, help="AdamW weight decay.")] = 0.01,
     max_grad_norm: Annotated[float, _opt("--max-grad-norm", min=0.0, help="Gradient clipping norm.")] = 1.0,
