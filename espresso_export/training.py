@@ -365,12 +365,17 @@ class _Bar:
     """A rich bar: steps, loss, sentences/s, ETA. Silent when ``label`` is None."""
 
     def __init__(self, label: str | None, total: int, done: int):
-        self.progress = None
+        self.progress = self.lines = None
         if not label:
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
         from .console import err_console
+        from .progress import LogLines
+
+        if not err_console().is_terminal:  # a log: plain lines instead of a live bar that would print nothing
+            self.lines = LogLines(label, total, done)
+            return
 
         self.progress = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -391,10 +396,14 @@ class _Bar:
     def update(self, loss: float, rate: float) -> None:
         if self.progress:
             self.progress.update(self.task, advance=1, loss=f"{loss:.4g}", rate=f"{rate:.0f}")
+        elif self.lines:
+            self.lines.advance(1, loss=f"{loss:.4g}", **{"sent/s": f"{rate:.0f}"})
 
     def note(self, text: str) -> None:
         if self.progress:
             self.progress.console.print(text, highlight=False)
+        elif self.lines:
+            self.lines.console.print(text, highlight=False)
 
 
 class Trainer:

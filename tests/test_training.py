@@ -170,3 +170,13 @@ def test_bf16_autocast_trains_on_cpu(tmp_path):
     before = task.full_loss()
     train(task, TrainConfig(**{**CFG, "amp": "bf16"}), tmp_path / "run")
     assert task.full_loss() < before
+
+
+def test_progress_goes_to_plain_lines_when_stderr_is_not_a_terminal(tmp_path, capsys, monkeypatch):
+    """Logs (CI, nohup) get readable progress lines instead of a live bar that would print nothing."""
+    monkeypatch.setenv("ESPRESSO_PROGRESS_SECONDS", "0")
+    result = Trainer(Regression(), TrainConfig(**CFG), tmp_path / "run").run(progress="training")
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("training: ")]
+    assert len(lines) == result.steps and lines[-1].startswith("training: 18/18 (100%), loss ")
+    assert "sent/s" in lines[0] and "ETA" in lines[0] and "\x1b[" not in err
