@@ -119,9 +119,16 @@ def main() -> int:
     report["tables"] = tables
 
     print_tables(tables)
-    if set(runs) != set(arms):
+
+    def finish(summary: dict | None = None) -> int:
+        if summary is not None:
+            report["summary"] = summary
+            print(json.dumps(summary, indent=2))
         (args.out / "report.json").write_text(json.dumps(report, indent=2, default=str))
         return 0
+
+    if set(runs) != set(arms):
+        return finish()
     summary = {
         "raw_shallow_mean_d128": shallow_mean(tables["RAW"]),
         "ese_shallow_mean_d128": shallow_mean(tables["ESE"]),
@@ -135,10 +142,7 @@ def main() -> int:
     summary["target_last_within_0.5"] = summary["ese_last_full"] >= summary["control_last_full"] - 0.5
 
     if args.no_cut:
-        report["summary"] = summary
-        print(json.dumps(summary, indent=2))
-        (args.out / "report.json").write_text(json.dumps(report, indent=2, default=str))
-        return 0
+        return finish(summary)
     cut = shrink(args.out / "ESE", args.out / "ESE-L3-d128", layers=3, dim=128, head="truncate", overwrite=True)
     summary["ese_cut_L3_d128"] = {"layers": cut.layers, "head": cut.head.value,
                                   "sts_test": final_score(args.out / "ESE-L3-d128", test)}
@@ -156,11 +160,7 @@ def main() -> int:
         distilled = args.out / "distill-L3-d128"
     if distilled is not None:
         summary["distill_L3_d128"] = {"model": str(distilled), "sts_test": final_score(distilled, test)}
-    report["summary"] = summary
-
-    print(json.dumps(summary, indent=2))
-    (args.out / "report.json").write_text(json.dumps(report, indent=2, default=str))
-    return 0
+    return finish(summary)
 
 
 if __name__ == "__main__":
