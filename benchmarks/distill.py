@@ -84,29 +84,24 @@ def stsb_first_corpus(folder: Path, total: int, seed: int) -> Path:
     rest = [s for s in read_corpus(specs[2:]).sentences if s not in seen]
     extra = max(0, total - len(sts))
     picked = [rest[i] for i in sorted(random.Random(seed).sample(range(len(rest)), min(extra, len(rest))))]
-    return _write_once(folder / "corpus-stsb-first.txt", "\n".join(sts + picked) + "\n")
+    return _write_on_main(folder / "corpus-stsb-first.txt", "\n".join(sts + picked) + "\n")
 
 
-def _write_once(path: Path, text: str) -> Path:
-    """Write atomically: under torchrun every rank writes the same file into the shared work folder."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+def _write_on_main(path: Path, text: str) -> Path:
+    """Under torchrun the work folder is shared: rank 0 writes, the others wait until it has."""
+    if current().main:
+        path.write_text(text, encoding="utf-8")
+    current().barrier(f"writing {path.name}")
     return path
 
 
 def dev_slice(folder: Path, every: int) -> Path:
     lines = stsb("dev").read_text(encoding="utf-8").splitlines()
-    path = folder / "sts-dev-slice.csv"
-    if current().main:
-        path.write_text("\n".join(lines[::every]) + "\n", encoding="utf-8")
-    current().barrier("writing the dev slice")
-    return path
+    return _write_on_main(folder / "sts-dev-slice.csv", "\n".join(lines[::every]) + "\n")
 
 
 def relaunch_under_torchrun(nproc: int) -> None:
     """Replace this process by ``torchrun --nproc_per_node nproc`` running this script (once)."""
-    import os
     import socket
 
     with socket.socket() as s:
