@@ -2,6 +2,7 @@
 
     python benchmarks/distill.py a   # all-mpnet-base-v2 -> L4 (spread) / d128, healed from itself
     python benchmarks/distill.py b   # HPD: teacher all-mpnet-base-v2, student all-MiniLM-L6-v2, d128
+    python benchmarks/distill.py b --pairs --lr 5e-5   # the same with the pair loss on STS-B train pairs
     python benchmarks/distill.py c   # all-MiniLM-L6-v2 -> L3 (spread) / d128, healed from itself
     python benchmarks/distill.py ablation   # c's setting under several training choices, one process
     python benchmarks/distill.py c --nproc 2 --threads 1   # the same run data-parallel on 2 processes (torchrun)
@@ -9,7 +10,9 @@
 Corpus: STS-B train + dev sentences (both sides of every pair) plus the two shared
 corpora (Tatoeba, Multi30k captions), de-duplicated, then a seeded random subset of
 ``--sentences``. The best checkpoint is chosen on a slice of STS-B dev; the score
-reported is Spearman x100 on STS-B test (never trained on). Wall time counts
+reported is Spearman x100 on STS-B test (never trained on). ``--pairs`` trains with
+the pair loss on the STS-B train pairs (their scores unused; the teacher supplies
+the similarity). Wall time counts
 everything: loading, teacher targets (fresh cache), training, evaluation.
 
 ``--nproc N`` relaunches this script under ``torchrun --nproc_per_node N`` (gloo on
@@ -136,7 +139,7 @@ def run(setup: dict, args, work: Path, cache: Path, overrides: dict | None = Non
                   batch_size=args.batch_size, lr=args.lr, max_seq_len=args.max_seq_len, loss=args.loss,
                   layer_targets=args.layer_targets, pca_samples=args.pca_samples, eval_sts=dev_slice(work, args.dev_every),
                   cache_dir=cache, checkpoint_every=0, threads=args.threads, progress=True, seed=args.seed,
-                  device=args.device)
+                  device=args.device, pairs=[str(stsb("train"))] if args.pairs else None)
     kwargs.update(overrides or {})
     out = work / f"out{tag}"
     result = distill(_path(setup["teacher"]), out, student=_path(setup["student"]) if setup["student"] else None,
@@ -149,6 +152,7 @@ def run(setup: dict, args, work: Path, cache: Path, overrides: dict | None = Non
             "steps": result.train["steps"], "sentences": result.corpus["training_sentences"],
             "teacher_s": result.teacher_seconds, "train_s": result.train["seconds"],
             "sent_per_s": result.train["items_per_second"], "wall_s": round(time.perf_counter() - start, 1),
+            "pairs": result.corpus.get("training_pairs"),
             "settings": {k: v for k, v in kwargs.items() if k in ("lr", "loss", "layer_targets", "layer_weight", "bucket",
                                                                   "projection_init", "epochs", "batch_size", "max_seq_len")}}
 
@@ -171,7 +175,8 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--loss", default="mse")
+    ap.add_argument("--loss", default=None, help="default: pair with --pairs, else mse")
+    ap.add_argument("--pairs", action="store_true", help="train with the pair loss on the STS-B train pairs")
     ap.add_argument("--layer-targets", action="store_true", default=None)
     ap.add_argument("--max-seq-len", type=int, default=64)
     ap.add_argument("--pca-samples", type=int, default=20000)

@@ -6,7 +6,9 @@
   in 6-7; rows with extra trailing columns tolerated) and generic
   csv/tsv/jsonl files with ``sentence1, sentence2, score`` columns;
 * training pairs (ESE, contrastive): anchor/positive pairs, triplets with a
-  hard negative, or NLI-labelled rows turned into triplets (:func:`read_pairs`).
+  hard negative, or NLI-labelled rows turned into triplets (:func:`read_pairs`);
+* distillation pairs: any of the pair files above, reduced to distinct
+  sentence pairs (:func:`read_sentence_pairs`).
 
 Malformed input raises :class:`~espresso_export.errors.ValidationError` naming
 the file, the line and what is wrong.
@@ -329,6 +331,45 @@ def is_scored(path: str | Path) -> bool:
 def read_training_data(path: str | Path, *, limit: int | None = None) -> StsPairs | TextPairs:
     """Scored pairs (:func:`read_sts`) or positive pairs / triplets (:func:`read_pairs`), by content."""
     return read_sts(path, limit=limit) if is_scored(path) else read_pairs(path, limit=limit)
+
+
+def read_sentence_pairs(specs, *, limit: int | None = None) -> tuple[list[tuple[str, str]], dict]:
+    """Distinct sentence pairs from one or more pair files, their scores and labels ignored, with counts.
+
+    For pair distillation the teacher supplies the similarity, so any related pairs will do: STS files
+    (both sentences of each row), anchor/positive pairs, triplets (anchor/positive and anchor/negative)
+    or NLI rows. A pair and its reverse count once; pairs of a sentence with itself are dropped.
+    ``limit`` caps the pairs read from each file.
+    """
+    if isinstance(specs, (str, Path)):
+        specs = [specs]
+    specs = [str(s) for s in specs]
+    if not specs:
+        raise ValidationError("no pair file given")
+    seen: set[tuple[str, str]] = set()
+    pairs: list[tuple[str, str]] = []
+    sources = []
+    for spec in specs:
+        data = read_training_data(spec, limit=limit)
+        if isinstance(data, StsPairs):
+            rows = list(zip(data.sentence1, data.sentence2))
+        else:
+            rows = list(zip(data.anchor, data.positive))
+            if data.negative is not None:
+                rows += list(zip(data.anchor, data.negative))
+        kept = 0
+        for a, b in rows:
+            a, b = a.strip(), b.strip()
+            key = (a, b) if a <= b else (b, a)
+            if not a or not b or a == b or key in seen:
+                continue
+            seen.add(key)
+            pairs.append((a, b))
+            kept += 1
+        sources.append({"spec": spec, "pairs": len(rows), "kept": kept})
+    if len(pairs) < 2:
+        raise ValidationError(f"the pair files hold {len(pairs)} distinct pairs of different sentences; need at least 2")
+    return pairs, {"pairs": len(pairs), "sources": sources}
 
 
 def _sts_stsb(path: Path, text: str) -> list[tuple[str, str, float]]:

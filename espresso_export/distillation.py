@@ -9,6 +9,13 @@ onto the teacher's axes by orthogonal Procrustes, which changes no cosine:
 step 0 scores exactly as the plain cut with a PCA head), and learns
 ``h_s ~ h_t`` (MSE, optionally + cosine).
 
+With related sentence pairs (``pairs=``, e.g. STS or NLI files, their labels
+unused), the pair loss instead pulls the student's cosine of each pair towards
+the cosine of the teacher's targets: the part of the teacher's geometry that
+similarity search uses. An already sentence-trained student (all-MiniLM-L6-v2
+under all-mpnet-base-v2) loses STS under plain MSE at CPU-sized corpora and
+gains under the pair loss (benchmarks/README.md, "distill", b).
+
 For a cut teacher, student layer ``j`` is teacher layer ``keep[j]``; with
 layer targets on (``layer_targets=True``), each student layer's pooled state is
 also pulled towards the teacher's pooled state after that layer (standardised
@@ -41,7 +48,7 @@ import numpy as np
 
 from . import __version__, distributed
 from .checkpoint import Checkpoint, DenseLayer, Normalize, load
-from .data import Corpus, read_corpus, read_sts, sentences_sha256
+from .data import Corpus, read_corpus, read_sentence_pairs, read_sts, sentences_sha256
 from .embed import apply_post, encode, encode_layers, model_inputs, pool
 from .errors import ValidationError
 from .heads import PCAFit, fit_pca
@@ -60,8 +67,14 @@ STUDENT_PCA_SAMPLES = 4096  # at most this many sentences for the student's own 
 
 
 class Loss(str, Enum):
-    MSE = "mse"
+    MSE = "mse"  # HPD: MSE between h_s and h_t
     COSINE_MSE = "cosine+mse"
+    PAIR = "pair"  # on related sentence pairs: the student's cosine of each pair matches the teacher's (PCA) cosine
+    PAIR_MSE = "pair+mse"
+
+    @property
+    def on_pairs(self) -> bool:
+        return self in (Loss.PAIR, Loss.PAIR_MSE)
 
 
 class ProjectionInit(str, Enum):
@@ -364,8 +377,7 @@ class HealTask(TrainingTask):
         h_s, states = self.forward(texts, max_len=self.max_seq_len, hidden=bool(self.layer_map))
         h_t = torch.from_numpy(np.asarray(self.targets.targets[idx], dtype=np.float32)).to(h_s.device)
         h_s = h_s.float()
-        mse = ((h_s - h_t) ** 2).sum(1).mean() / self.target_energy  # relative: 1.0 = predicting the mean
-        loss = mse
+        loss = self._mse(h_s, h_t)
         if self.loss_kind is Loss.COSINE_MSE:
             loss = loss + (1 - F.cosine_similarity(h_s, h_t, dim=1)).mean()
         if self.layer_map:
@@ -376,6 +388,9 @@ class HealTask(TrainingTask):
                 layer_losses.append((((states[j].float() - target) / std) ** 2).mean())
             loss = loss + self.layer_weight * torch.stack(layer_losses).mean()
         return loss
+
+    def _mse(self, h_s, h_t):
+        return ((h_s - h_t) ** 2).sum(1).mean() / self.target_energy  # relative: 1.0 = predicting the mean
 
     @property
     def ckpt_post(self) -> list:
@@ -408,6 +423,39 @@ class HealTask(TrainingTask):
             return None
         p = self.eval_pairs
         return sts_spearman(self.embed(p.sentence1), self.embed(p.sentence2), p.scores)
+
+
+class PairHealTask(HealTask):
+    """HPD on related pairs: the student's cosine of each pair is pulled to the cosine of the teacher's targets.
+
+    Items are pairs (rows of ``pairs``: two sentence indices); ``Loss.PAIR_MSE`` adds the MSE on both sentences.
+    """
+
+    def __init__(self, *args, pairs: np.ndarray, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def lengths(self) -> list[int]:
+        return [len(self.sentences[a]) + len(self.sentences[b]) for a, b in self.pairs]
+
+    def loss(self, batch: Sequence[int]):
+        import torch
+        import torch.nn.functional as F
+
+        if not self.dropout:
+            self.student.model.eval()
+        idx = self.pairs[np.asarray(batch)].reshape(-1)  # a0 b0 a1 b1 ...
+        h_s, _ = self.forward([self.sentences[i] for i in idx], max_len=self.max_seq_len)
+        h_s = h_s.float()
+        h_t = torch.from_numpy(np.asarray(self.targets.targets[idx], dtype=np.float32)).to(h_s.device)
+        s, t = F.normalize(h_s, dim=1), F.normalize(h_t, dim=1)
+        loss = ((s[0::2] * s[1::2]).sum(1) - (t[0::2] * t[1::2]).sum(1)).pow(2).mean()
+        if self.loss_kind is Loss.PAIR_MSE:
+            loss = loss + self._mse(h_s, h_t)
+        return loss
 
 
 # --- the API -----------------------------------------------------------------------------------------
@@ -471,11 +519,28 @@ def prepare_corpus(corpus, *, field: str | None = None, column: str | None = Non
     return sentences, counts
 
 
+def add_pair_sentences(sentences: list[str], pairs: Sequence[tuple[str, str]]) -> tuple[list[str], np.ndarray, int]:
+    """``sentences`` extended by the pair sentences it lacks, the pairs as index rows, and how many were added."""
+    sentences = list(sentences)
+    pos = {t: i for i, t in enumerate(sentences)}
+    before = len(sentences)
+    rows = np.empty((len(pairs), 2), dtype=np.int64)
+    for r, pair in enumerate(pairs):
+        for c, text in enumerate(pair):
+            i = pos.get(text)
+            if i is None:
+                i = pos[text] = len(sentences)
+                sentences.append(text)
+            rows[r, c] = i
+    return sentences, rows, len(sentences) - before
+
+
 # Default peak learning rates (AdamW), used when ``lr`` is not given. Healing a cut teacher converged best
 # at 1e-3 of the rates tried (1e-4 / 3e-4 / 1e-3, benchmarks/README.md "distill": the ablation, a and c);
-# a separate student follows the HPD paper's 1e-4.
+# a separate student follows the HPD paper's 1e-4; the pair loss on an already trained student, 5e-5 (b).
 HEAL_LR = 1e-3
 HPD_LR = 1e-4
+PAIR_LR = 5e-5
 
 
 def distill(
@@ -483,7 +548,8 @@ def distill(
     output: str | os.PathLike | None,
     *,
     dim: int,
-    corpus,
+    corpus=None,
+    pairs=None,
     student: str | os.PathLike | None = None,
     student_layers: int | Sequence[int] | None = None,
     select: Select | str = Select.AUTO,
@@ -501,7 +567,7 @@ def distill(
     max_grad_norm: float = 1.0,
     max_seq_len: int = 128,
     max_steps: int | None = None,
-    loss: Loss | str = Loss.MSE,
+    loss: Loss | str | None = None,
     layer_targets: bool | None = None,
     layer_weight: float = 1.0,
     projection_init: ProjectionInit | str = ProjectionInit.PCA_ALIGNED,
@@ -527,6 +593,11 @@ def distill(
 ) -> DistillResult:
     """Distil ``teacher`` into ``student`` (or into the teacher cut to ``student_layers``) at ``dim`` dims.
 
+    ``corpus``: sentence specs (:func:`~espresso_export.data.read_corpus`). ``pairs``: pair files
+    (:func:`~espresso_export.data.read_sentence_pairs`) for the pair losses; their sentences join the
+    corpus, and ``corpus`` may then be omitted. ``loss`` defaults to ``pair`` with pairs, else ``mse``.
+    With a pair loss, a batch of ``batch_size`` sentences holds ``batch_size // 2`` pairs.
+
     Writes a sentence-transformers folder to ``output`` (Pooling, Normalize, Dense
     projection, Normalize) with provenance; ``output=None`` writes nothing and
     leaves the trained task in ``result.task``. Raises
@@ -536,7 +607,8 @@ def distill(
     import torch
 
     start = time.perf_counter()
-    loss, projection_init = Loss(loss), ProjectionInit(projection_init)
+    loss = Loss(loss) if loss is not None else (Loss.PAIR if pairs is not None else Loss.MSE)
+    projection_init = ProjectionInit(projection_init)
     if threads is not None:
         if threads < 1:
             raise ValidationError(f"--threads must be at least 1, got {threads}")
@@ -549,14 +621,35 @@ def distill(
         raise ValidationError(f"--dim must be at least 1, got {dim}")
     if pca_samples < 1:
         raise ValidationError(f"--pca-samples must be at least 1, got {pca_samples}")
+    if corpus is None and pairs is None:
+        raise ValidationError("give a --corpus of sentences, or --pairs for a pair loss")
+    if loss.on_pairs != (pairs is not None):
+        raise ValidationError(f"--loss {loss.value} needs --pairs" if loss.on_pairs else
+                              f"--pairs trains with a pair loss (pair or pair+mse), not --loss {loss.value}")
     run_dir = prepare_run(output, run_dir, resume=resume, overwrite=overwrite)
 
-    sentences, counts = prepare_corpus(corpus, field=corpus_field, column=corpus_column, max_sentences=max_sentences,
-                                       augment_kinds=augment, augment_copies=augment_copies, seed=seed)
+    if corpus is not None:
+        sentences, counts = prepare_corpus(corpus, field=corpus_field, column=corpus_column,
+                                           max_sentences=max_sentences, augment_kinds=augment,
+                                           augment_copies=augment_copies, seed=seed)
+    else:
+        sentences, counts = [], {"sentences": 0}
+    pair_rows = None
+    if pairs is not None:
+        pair_list, pair_counts = read_sentence_pairs(pairs)
+        sentences, pair_rows, added = add_pair_sentences(sentences, pair_list)
+        counts.update(pairs=pair_counts, pair_sentences_added=added, training_sentences=len(sentences))
     n_held = min(heldout, len(sentences) // 10)
     held = np.sort(np.random.default_rng([seed, 7]).choice(len(sentences), size=n_held, replace=False))
     items = np.setdiff1d(np.arange(len(sentences)), held)
-    if len(items) < batch_size:
+    if pair_rows is not None:  # train on the pairs with no held-out sentence
+        pair_rows = pair_rows[~np.isin(pair_rows, held).any(axis=1)]
+        counts["training_pairs"] = int(len(pair_rows))
+        if len(pair_rows) < max(1, batch_size // 2):
+            raise ValidationError(f"{len(pair_rows)} pairs are left for training after {n_held} held-out sentences, "
+                                  f"fewer than one batch ({max(1, batch_size // 2)} pairs at --batch-size "
+                                  f"{batch_size}); lower --batch-size or add pairs")
+    elif len(items) < batch_size:
         raise ValidationError(f"the corpus has {len(sentences)} sentences ({len(items)} for training after "
                               f"{n_held} held out), fewer than one batch (--batch-size {batch_size}); "
                               "lower --batch-size or add sentences")
@@ -579,13 +672,15 @@ def distill(
         student_sha = _weights_sha(s_ckpt)
         from_teacher = student_sha == teacher_sha and s_ckpt.depth == t_ckpt.depth
     if lr is None:
-        lr = HEAL_LR if from_teacher else HPD_LR
+        lr = PAIR_LR if loss.on_pairs else HEAL_LR if from_teacher else HPD_LR
     source_depth = s_ckpt.depth
     if student_layers is not None:
         keep = select_layers(source_depth, student_layers, select, ese_trained=s_ckpt.ese_trained)
         cut(s_ckpt.model, s_ckpt.arch, keep)
     if layer_targets is None:
         layer_targets = False
+    if layer_targets and loss.on_pairs:
+        raise ValidationError(f"--layer-targets works with the mse losses, not --loss {loss.value}")
     if layer_targets and not from_teacher:
         raise ValidationError("--layer-targets needs a student cut from the teacher (--student-layers without "
                               "--student): a different student has no matching teacher layers")
@@ -622,10 +717,15 @@ def distill(
         "max_seq_len": max_seq_len, "dropout": dropout, "projection_init": projection_init.value, "heldout": n_held,
         "eval": None if eval_pairs is None else sentences_sha256(eval_pairs.sentence1 + eval_pairs.sentence2),
     }
-    task = HealTask(s_ckpt, projection, sentences, targets, loss=loss, layer_map=layer_map, layer_weight=layer_weight,
-                    max_seq_len=max_seq_len, dropout=dropout, eval_pairs=eval_pairs, identity=identity, items=items)
+    task_kwargs = dict(loss=loss, layer_map=layer_map, layer_weight=layer_weight, max_seq_len=max_seq_len,
+                       dropout=dropout, eval_pairs=eval_pairs, identity=identity, items=items)
+    if pair_rows is not None:
+        identity["pairs"] = _sha(pair_rows.tobytes().hex())
+        task = PairHealTask(s_ckpt, projection, sentences, targets, pairs=pair_rows, **task_kwargs)
+    else:
+        task = HealTask(s_ckpt, projection, sentences, targets, **task_kwargs)
     mse_before = task.mse(held) if n_held and dist.main else None
-    config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay, warmup=warmup,
+    config = TrainConfig(epochs=epochs, batch_size=max(1, batch_size // 2) if pair_rows is not None else batch_size, lr=lr, weight_decay=weight_decay, warmup=warmup,
                          max_grad_norm=max_grad_norm, seed=seed, bucket=bucket, max_steps=max_steps, amp=amp,
                          checkpoint_every=checkpoint_every, device=device)
     trainer = Trainer(task, config, run_dir)
@@ -652,7 +752,9 @@ def distill(
         "corpus": {"sha256": identity["corpus_sha256"], **counts},
         "pca": {"samples": identity["pca_samples"], "explained_variance": round(targets.pca.explained_variance, 6),
                 "seed": seed},
-        "training": {"steps": result.steps, "epochs": result.epochs, "batch_size": batch_size, "lr": lr,
+        "training": {"steps": result.steps, "epochs": result.epochs, "batch_size": batch_size,
+                     "pairs_per_batch": config.batch_size if pair_rows is not None else None,
+                     "training_pairs": None if pair_rows is None else int(len(pair_rows)), "lr": lr,
                      "warmup": warmup, "weight_decay": weight_decay, "max_grad_norm": max_grad_norm,
                      "max_seq_len": max_seq_len, "loss": loss.value, "layer_targets": {str(k): v for k, v in layer_map.items()},
                      "layer_weight": layer_weight, "projection_init": projection_init.value, "dropout": dropout,

@@ -9,7 +9,7 @@ import typer
 
 from ..types import Select
 from .app import app
-from .options import BatchSizeOpt, JsonOpt, OutputOpt, OverwriteOpt, PoolingOpt, SeedOpt, SelectOpt, TrustRemoteCodeOpt
+from .options import JsonOpt, OutputOpt, OverwriteOpt, PoolingOpt, SeedOpt, SelectOpt, TrustRemoteCodeOpt
 
 
 def _opt(*names: str, help: str, **kw):
@@ -22,6 +22,8 @@ def _opt(*names: str, help: str, **kw):
     "--eval-sts sts-dev.csv -o minilm-L3-healed\n\n"
     "  espresso-export distill --teacher mpnet --student minilm --dim 128 --corpus a.txt --corpus b.jsonl "
     "--corpus-field text --epochs 2 -o hpd-minilm-128\n\n"
+    "  espresso-export distill --teacher mpnet --student minilm --dim 128 --corpus a.txt --pairs sts-train.csv "
+    "-o hpd-minilm-128    (pair loss: best for an already trained student)\n\n"
     "  espresso-export distill ... --resume    (continue an interrupted run exactly)\n\n"
     "  torchrun --nproc_per_node 4 -m espresso_export distill ... --device cuda    (4 GPUs, data-parallel; "
     "--batch-size stays the global batch)",
@@ -32,7 +34,10 @@ def distill(
     dim: Annotated[int, _opt("--dim", "-d", help="Embedding width d of the student (PCA of the teacher).")],
     corpus: Annotated[list[str], _opt("--corpus", "-c", help="Training sentences; repeat for several: .txt, .jsonl, "
                                       ".csv/.tsv (a column), STS-B files (both sentences), 'builtin', or hf://owner/name "
-                                      "(a Hub dataset, online).")],
+                                      "(a Hub dataset, online). Optional with --pairs.")] = [],  # noqa: B006
+    pairs: Annotated[list[Path], _opt("--pairs", help="Related sentence pairs for the pair loss (the student's "
+                                      "cosine of each pair learns the teacher's); repeat for several: STS, "
+                                      "pair/triplet or NLI files, labels unused. Their sentences join the corpus.")] = [],  # noqa: B006
     student: Annotated[Optional[str], _opt("--student", "-s", help="Student checkpoint. Omit it with --student-layers "
                                            "to heal the teacher cut to L layers.")] = None,
     student_layers: Annotated[Optional[str], _opt("--student-layers", "-l", help="Cut the student (default: the "
@@ -47,9 +52,11 @@ def distill(
                                        "synonym; repeat or comma-separate. Off by default.")] = [],  # noqa: B006
     augment_copies: Annotated[int, _opt("--augment-copies", min=1, help="Copies per sentence.")] = 1,
     epochs: Annotated[int, _opt("--epochs", min=1, help="Passes over the corpus.")] = 1,
-    batch_size: BatchSizeOpt = 64,
-    lr: Annotated[Optional[float], _opt("--lr", min=0.0, help="Peak learning rate (AdamW). Default: 1e-3 when "
-                                        "healing a cut teacher, 1e-4 for another student (HPD).")] = None,
+    batch_size: Annotated[int, _opt("--batch-size", min=1, help="Sentences per batch (with --pairs: half "
+                                    "as many pairs).")] = 64,
+    lr: Annotated[Optional[float], _opt("--lr", min=0.0, help="Peak learning rate (AdamW). Default: 5e-5 with "
+                                        "--pairs, else 1e-3 when healing a cut teacher, 1e-4 for another student "
+                                        "(HPD).")] = None,
     warmup: Annotated[float, _opt("--warmup", min=0.0, max=1.0, help="Fraction of steps of linear warm-up.")] = 0.1,
     weight_decay: Annotated[float, _opt("--weight-decay", min=0.0, help="AdamW weight decay.")] = 0.01,
     max_grad_norm: Annotated[float, _opt("--max-grad-norm", min=0.0, help="Gradient clipping norm.")] = 1.0,
@@ -57,7 +64,8 @@ def distill(
                                      "tokens (the output keeps the student's own limit).")] = 128,
     max_steps: Annotated[Optional[int], _opt("--max-steps", min=1, help="Stop after this many steps.")] = None,
     pca_samples: Annotated[int, _opt("--pca-samples", min=1, help="Teacher embeddings the PCA is fitted on.")] = 20000,
-    loss: Annotated[str, _opt("--loss", help="mse (HPD) or cosine+mse.")] = "mse",
+    loss: Annotated[Optional[str], _opt("--loss", help="mse (HPD) or cosine+mse; with --pairs: pair or pair+mse. "
+                                        "Default: pair with --pairs, else mse.")] = None,
     layer_targets: Annotated[Optional[bool], _opt("--layer-targets/--no-layer-targets", help="Also match each "
                              "student layer to its teacher layer (a cut teacher only; off by default).")] = None,
     layer_weight: Annotated[float, _opt("--layer-weight", min=0.0, help="Weight of the layer targets.")] = 1.0,
@@ -95,11 +103,12 @@ def distill(
     from .render import print_hints, print_json, print_table
 
     try:
-        loss_kind, init = Loss(loss), ProjectionInit(projection_init)
+        loss_kind, init = (Loss(loss) if loss is not None else None), ProjectionInit(projection_init)
     except ValueError as e:
-        raise ValidationError(f"{e}; --loss takes mse or cosine+mse, --projection-init pca-aligned or pca") from e
+        raise ValidationError(f"{e}; --loss takes {', '.join(x.value for x in Loss)}, --projection-init "
+                              "pca-aligned or pca") from e
     result = run_distill(
-        teacher, output, dim=dim, corpus=corpus, student=student,
+        teacher, output, dim=dim, corpus=corpus or None, pairs=pairs or None, student=student,
         student_layers=parse_layers(student_layers) if student_layers is not None else None, select=select,
         corpus_field=corpus_field, corpus_column=corpus_column, max_sentences=max_sentences, augment=augment,
         augment_copies=augment_copies, pca_samples=pca_samples, epochs=epochs, batch_size=batch_size, lr=lr,
@@ -117,17 +126,23 @@ def distill(
         print_json(result.to_dict())
         return
     c, t = result.corpus, result.train
+    corpus_row = (f"{c['training_sentences']} sentences ({c['read']} read, {c['empty_dropped']} empty and "
+                  f"{c['duplicates_dropped']} duplicates dropped"
+                  + (f", capped to {c['capped_to']}" if "capped_to" in c else "")
+                  + (f", {c['augmented']} augmented" if c.get("augmented") else "") + ")") if "read" in c else \
+        f"{c['training_sentences']} sentences"
+    if "pairs" in c:
+        corpus_row += (f"; {c['pairs']['pairs']} distinct pairs ({c['pair_sentences_added']} sentences added), "
+                       f"{c['training_pairs']} trained on")
     rows = [
         ("teacher", result.teacher),
         ("student", result.student + (f", layers {result.layers}" if result.layers is not None else "")),
         ("embedding", f"{result.dim}-d (teacher PCA keeps {100 * result.pca_explained_variance:.1f}% of the variance)"),
-        ("corpus", f"{c['training_sentences']} sentences ({c['read']} read, {c['empty_dropped']} empty and "
-                   f"{c['duplicates_dropped']} duplicates dropped"
-                   + (f", capped to {c['capped_to']}" if "capped_to" in c else "")
-                   + (f", {c['augmented']} augmented" if c.get("augmented") else "") + ")"),
+        ("corpus", corpus_row),
         ("teacher targets", ("reused from the cache" if result.targets_cached else "computed")
                             + f" in {result.teacher_seconds:.1f} s"),
-        ("training", f"{t['steps']} steps ({t['epochs']} epochs), {t['items_per_second']:.0f} sentences/s, "
+        ("training", f"{t['steps']} steps ({t['epochs']} epochs), "
+                     f"{t['items_per_second'] * (2 if 'pairs' in c else 1):.0f} sentences/s, "
                      f"final loss {t['final_loss']:.4g}" if t["final_loss"] is not None else f"{t['steps']} steps"),
     ]
     if result.eval:
