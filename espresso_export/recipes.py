@@ -82,7 +82,8 @@ class DistillStep:
     after a train/distill step, that step's model is the student; as the first step, ``student_layers`` is needed.
     """
 
-    corpus: list[str] = field(metadata=DATA)
+    corpus: Optional[list[str]] = field(default=None, metadata=DATA)  # needed unless pairs are given
+    pairs: Optional[list[str]] = field(default=None, metadata=DATA)  # pair files: trains with the pair loss
     dim: Optional[int] = None
     teacher: Optional[str] = field(default=None, metadata=MODEL)
     student: Optional[str] = field(default=None, metadata=MODEL)
@@ -96,13 +97,13 @@ class DistillStep:
     pca_samples: int = 20000
     epochs: int = 1
     batch_size: int = 64
-    lr: Optional[float] = None  # distill() picks: 1e-3 healing, 1e-4 another student
+    lr: Optional[float] = None  # distill() picks: 5e-5 with pairs, 1e-3 healing, 1e-4 another student
     warmup: float = 0.1
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
     max_seq_len: int = 128
     max_steps: Optional[int] = None
-    loss: Loss = Loss.MSE
+    loss: Optional[Loss] = None  # distill() picks: pair with pairs, else mse
     layer_targets: Optional[bool] = None
     layer_weight: float = 1.0
     projection_init: ProjectionInit = ProjectionInit.PCA_ALIGNED
@@ -518,6 +519,8 @@ def _check_steps(steps: list[Step], file: str) -> None:
             before = kinds[:i]
             cut = "shrink" in before
             c = s.config
+            if c.corpus is None and c.pairs is None:
+                raise ValidationError(f"{at}: step 'distill' needs corpus (sentences) or pairs (pair files)")
             if c.dim is None and not (cut and steps[before.index("shrink")].config.dim is not None):
                 raise ValidationError(f"{at}: distill needs dim (or a shrink step with a dim before it)")
             if c.student is None and c.student_layers is None and not any(k in MODEL_STEPS for k in before):

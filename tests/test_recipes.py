@@ -121,6 +121,13 @@ def test_missing_required_setting_and_bad_order(tmp_path):
         load_recipe(write(tmp_path, "source: minilm\nsteps:\n  - export: {}\n  - shrink: {layers: 2}\n"))
     with pytest.raises(ValidationError, match=r"distill needs a student, student_layers"):
         load_recipe(write(tmp_path, "source: minilm\nsteps:\n  - distill: {corpus: builtin, dim: 8}\n"))
+    with pytest.raises(ValidationError, match=r"r\.yaml:3: step 'distill' needs corpus \(sentences\) or pairs"):
+        load_recipe(write(tmp_path, "source: minilm\nsteps:\n  - distill: {student: minilm, dim: 8}\n"))
+    (tmp_path / "pairs.tsv").write_text("a\tb\nc\td\n")
+    recipe = load_recipe(write(tmp_path, "source: mpnet\nsteps:\n  - distill: {student: minilm, dim: 8, "
+                                         "pairs: [pairs.tsv]}\n"))
+    c = recipe.step("distill").config
+    assert c.pairs == [str(tmp_path / "pairs.tsv")] and c.corpus is None and c.loss is None
     with pytest.raises(ValidationError, match=r"r\.yaml:5: duplicate key 'steps.0.shrink.layers'"):
         load_recipe(write(tmp_path, BASIC.replace("      layers: 2\n", "      layers: 2\n      layers: 3\n")))
 
