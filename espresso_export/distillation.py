@@ -431,6 +431,8 @@ class PairHealTask(HealTask):
     Items are pairs (rows of ``pairs``: two sentence indices); ``Loss.PAIR_MSE`` adds the MSE on both sentences.
     """
 
+    item_unit = "pairs"
+
     def __init__(self, *args, pairs: np.ndarray, **kwargs):
         super().__init__(*args, **kwargs)
         self.pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)

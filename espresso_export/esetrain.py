@@ -32,6 +32,8 @@ from .types import Attention, Pooling
 class EseTask(TrainingTask):
     """One ESE (or control) run for :class:`~espresso_export.training.Trainer`."""
 
+    item_unit = "ex"  # training examples (pairs, triplets or scored pairs)
+
     def __init__(self, ckpt: Checkpoint, objective: EseObjective, data: EseData, *, eval_pairs=None,
                  identity: dict | None = None):
         self.ckpt = ckpt

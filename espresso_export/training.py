@@ -72,6 +72,8 @@ class TrainingTask(ABC):
     Items are addressed by index ``0 .. len(task) - 1``; a batch is a list of indices.
     """
 
+    item_unit = "sent"  # what an item is, in the progress bar's rate ("sent/s")
+
     @abstractmethod
     def __len__(self) -> int:
         """Number of training items (sentences, pairs, ...)."""
@@ -362,9 +364,9 @@ def _sigint_flag(repeat_interrupts: bool = True):
 
 
 class _Bar:
-    """A rich bar: steps, loss, sentences/s, ETA. Silent when ``label`` is None."""
+    """A rich bar: steps, loss, items/s, ETA. Silent when ``label`` is None."""
 
-    def __init__(self, label: str | None, total: int, done: int):
+    def __init__(self, label: str | None, total: int, done: int, unit: str = "sent"):
         self.progress = self.lines = None
         if not label:
             return
@@ -375,11 +377,12 @@ class _Bar:
 
         if not err_console().is_terminal:  # a log: plain lines instead of a live bar that would print nothing
             self.lines = LogLines(label, total, done)
+            self.rate_key = f"{unit}/s"
             return
 
         self.progress = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[rate]} sent/s"),
+            TextColumn("loss {task.fields[loss]}"), TextColumn(f"{{task.fields[rate]}} {unit}/s"),
             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err_console(), transient=True,
         )
         self.task = self.progress.add_task(label, total=total, completed=done, loss="-", rate="-")
@@ -397,7 +400,7 @@ class _Bar:
         if self.progress:
             self.progress.update(self.task, advance=1, loss=f"{loss:.4g}", rate=f"{rate:.0f}")
         elif self.lines:
-            self.lines.advance(1, loss=f"{loss:.4g}", **{"sent/s": f"{rate:.0f}"})
+            self.lines.advance(1, loss=f"{loss:.4g}", **{self.rate_key: f"{rate:.0f}"})
 
     def note(self, text: str) -> None:
         if self.progress:
@@ -609,7 +612,7 @@ class Trainer:
         loss_ema = None
         last_loss = None
         progress = progress if self.dist.main else None
-        with _sigint_flag(repeat_interrupts=not self.dist.enabled) as flag, _Bar(progress, self.total, self.step) as bar:
+        with _sigint_flag(repeat_interrupts=not self.dist.enabled) as flag, _Bar(progress, self.total, self.step, self.task.item_unit) as bar:
             if self.step == 0 and self.initial_score is None:
                 self.initial_score = self._evaluate(bar, "before training")
             for m in self.modules.values():
