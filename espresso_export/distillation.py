@@ -40,7 +40,6 @@ import time
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -57,29 +56,13 @@ from .metrics import sts_spearman
 from .progress import track
 from .slicing import cut, select_layers
 from .training import TrainConfig, Trainer, TrainingTask, prepare_run, write_trained
-from .types import Pooling, Select
+from .types import Loss, Pooling, ProjectionInit, Select
 
 log = logging.getLogger(__name__)
 
 CACHE_FORMAT = 1
 TEACHER_CHUNK = 2048  # sentences per teacher pass chunk (bounds memory)
 STUDENT_PCA_SAMPLES = 4096  # at most this many sentences for the student's own PCA (>= 10 x a 384-d width)
-
-
-class Loss(str, Enum):
-    MSE = "mse"  # HPD: MSE between h_s and h_t
-    COSINE_MSE = "cosine+mse"
-    PAIR = "pair"  # on related sentence pairs: the student's cosine of each pair matches the teacher's (PCA) cosine
-    PAIR_MSE = "pair+mse"
-
-    @property
-    def on_pairs(self) -> bool:
-        return self in (Loss.PAIR, Loss.PAIR_MSE)
-
-
-class ProjectionInit(str, Enum):
-    PCA_ALIGNED = "pca-aligned"  # student's PCA, rotated/scaled onto the teacher's axes (Procrustes)
-    PCA = "pca"  # student's PCA as is
 
 
 def default_cache_dir() -> Path:

@@ -39,9 +39,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from .distillation import Loss, ProjectionInit
 from .errors import NotFoundError, ValidationError
-from .types import Attention, ExportFormat, Head, IndexKind, Optimize, Pooling, Quantize, Select
+from .types import Attention, ExportFormat, Head, IndexKind, Loss, Optimize, Pooling, ProjectionInit, Quantize, Select
 
 RECIPE_SUFFIXES = (".yaml", ".yml")
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "recipes"  # root recipes/ of a source checkout

@@ -53,3 +53,19 @@ class Attention(str, Enum):
 class IndexKind(str, Enum):
     FLAT = "flat"  # exact inner-product search
     IVF = "ivf"  # inverted lists: k-means cells, search the nprobe nearest cells
+
+
+class Loss(str, Enum):
+    MSE = "mse"  # HPD: MSE between h_s and h_t
+    COSINE_MSE = "cosine+mse"
+    PAIR = "pair"  # on related sentence pairs: the student's cosine of each pair matches the teacher's (PCA) cosine
+    PAIR_MSE = "pair+mse"
+
+    @property
+    def on_pairs(self) -> bool:
+        return self in (Loss.PAIR, Loss.PAIR_MSE)
+
+
+class ProjectionInit(str, Enum):
+    PCA_ALIGNED = "pca-aligned"  # student's PCA, rotated/scaled onto the teacher's axes (Procrustes)
+    PCA = "pca"  # student's PCA as is
