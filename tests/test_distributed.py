@@ -205,6 +205,16 @@ def test_ctrl_c_on_one_rank_stops_every_rank_after_the_same_step(tiny_bert, cali
     assert "Traceback" not in outs[0][1] + outs[1][1]
 
 
+def test_the_pair_loss_on_two_processes_matches_one_process(tiny_bert, calibration_file, tmp_path):
+    """The pair loss is a mean over pairs: each rank's share, weighted by its size, sums to the global loss."""
+    extra = ("--pairs", str(SMOKE), "--loss", "pair+mse", "--max-steps", "6", "--json")
+    assert main(distill_args(tiny_bert, calibration_file, tmp_path / "one", tmp_path / "c1", *extra)) == 0
+    two = torchrun(2, distill_args(tiny_bert, calibration_file, tmp_path / "two", tmp_path / "c2", *extra))
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert json.loads(two.stdout)["corpus"]["training_pairs"] > 100
+    assert_same_weights(weights(tmp_path / "one"), weights(tmp_path / "two"), atol=2e-4)
+
+
 # --- train --ese ---------------------------------------------------------------------------------------
 
 @pytest.mark.slow
