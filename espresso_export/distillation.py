@@ -611,6 +611,9 @@ def distill(
     if loss.on_pairs != (pairs is not None):
         raise ValidationError(f"--loss {loss.value} needs --pairs" if loss.on_pairs else
                               f"--pairs trains with a pair loss (pair or pair+mse), not --loss {loss.value}")
+    if loss.on_pairs and augment:
+        raise ValidationError("--augment adds single sentences, which a pair loss does not train on; "
+                              "drop --augment or the pairs")
     run_dir = prepare_run(output, run_dir, resume=resume, overwrite=overwrite)
 
     if corpus is not None:

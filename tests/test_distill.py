@@ -310,6 +310,8 @@ def test_pair_loss_inputs_are_checked(tiny_bert, corpus_file, tmp_path):
         _tiny(tiny_bert, tmp_path, corpus=corpus_file, loss="pair")
     with pytest.raises(ValidationError, match="--pairs trains with a pair loss"):
         _tiny(tiny_bert, tmp_path, corpus=corpus_file, pairs=[pairs], loss="mse")
+    with pytest.raises(ValidationError, match="--augment adds single sentences"):
+        _tiny(tiny_bert, tmp_path, corpus=corpus_file, pairs=[pairs], augment=["synonym"])
     with pytest.raises(ValidationError, match="--layer-targets works with the mse losses"):
         _tiny(tiny_bert, tmp_path, corpus=corpus_file, pairs=[pairs], layer_targets=True)
     with pytest.raises(ValidationError, match="give a --corpus of sentences, or --pairs"):
