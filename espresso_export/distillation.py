@@ -56,7 +56,7 @@ from .metrics import sts_spearman
 from .progress import track
 from .slicing import cut, select_layers
 from .training import TrainConfig, Trainer, TrainingTask, prepare_run, write_trained
-from .types import Loss, Pooling, ProjectionInit, Select
+from .types import CorpusSample, Loss, Pooling, ProjectionInit, Select
 
 log = logging.getLogger(__name__)
 
@@ -484,16 +484,33 @@ def _load_model(spec, role: str, pooling, trust_remote_code: bool) -> Checkpoint
         raise type(e)(f"{role}: {e.message}") from e
 
 
+def _capped(c: Corpus, max_sentences: int, sample: CorpusSample, seed: int) -> list[int]:
+    """Indices of the ``max_sentences`` corpus sentences ``sample`` keeps, in corpus order."""
+    if sample is CorpusSample.RANDOM:
+        return sorted(random.Random(seed).sample(range(len(c.sentences)), max_sentences))
+    keep: list[int] = []
+    start = 0
+    for src in c.sources:  # each source's sentences are one contiguous run of the corpus
+        run = range(start, start + src.kept)
+        start += src.kept
+        room = max_sentences - len(keep)
+        if room <= 0:
+            break
+        keep.extend(run if len(run) <= room else sorted(random.Random(seed).sample(run, room)))
+    return keep
+
+
 def prepare_corpus(corpus, *, field: str | None = None, column: str | None = None, max_sentences: int | None = None,
-                   augment_kinds: Sequence[str] = (), augment_copies: int = 1, seed: int = 0) -> tuple[list[str], dict]:
+                   sample: CorpusSample | str = CorpusSample.RANDOM, augment_kinds: Sequence[str] = (),
+                   augment_copies: int = 1, seed: int = 0) -> tuple[list[str], dict]:
     """The training sentences (deduplicated, optionally capped and augmented) and their counts."""
     c = corpus if isinstance(corpus, Corpus) else read_corpus(corpus, field=field, column=column)
     sentences = list(c.sentences)
     counts = c.counts()
     if max_sentences is not None and len(sentences) > max_sentences:
-        keep = sorted(random.Random(seed).sample(range(len(sentences)), max_sentences))
-        sentences = [sentences[i] for i in keep]
+        sentences = [sentences[i] for i in _capped(c, max_sentences, CorpusSample(sample), seed)]
         counts["capped_to"] = max_sentences
+        counts["sample"] = CorpusSample(sample).value
     if augment_kinds:
         from .augment import augment
 
@@ -541,6 +558,7 @@ def distill(
     corpus_field: str | None = None,
     corpus_column: str | None = None,
     max_sentences: int | None = None,
+    sample: CorpusSample | str = CorpusSample.RANDOM,
     augment: Sequence[str] = (),
     augment_copies: int = 1,
     pca_samples: int = 20000,
@@ -618,7 +636,7 @@ def distill(
 
     if corpus is not None:
         sentences, counts = prepare_corpus(corpus, field=corpus_field, column=corpus_column,
-                                           max_sentences=max_sentences, augment_kinds=augment,
+                                           max_sentences=max_sentences, sample=sample, augment_kinds=augment,
                                            augment_copies=augment_copies, seed=seed)
     else:
         sentences, counts = [], {"sentences": 0}

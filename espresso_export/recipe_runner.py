@@ -289,9 +289,10 @@ def _run_distill(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwri
         if student is None and flow.model != flow.source:
             student = flow.model
     run_dir = Path(str(folder) + ".run")
-    r = distill(teacher, folder, dim=dim, corpus=c.corpus, pairs=c.pairs, student=student, student_layers=layers, select=c.select,
-                corpus_field=c.corpus_field, corpus_column=c.corpus_column, max_sentences=c.max_sentences,
-                augment=c.augment, augment_copies=c.augment_copies, pca_samples=c.pca_samples, epochs=c.epochs,
+    r = distill(teacher, folder, dim=dim, corpus=c.corpus, pairs=c.pairs, student=student, student_layers=layers,
+                select=c.select, corpus_field=c.corpus_field, corpus_column=c.corpus_column,
+                max_sentences=c.max_sentences, sample=c.sample, augment=c.augment, augment_copies=c.augment_copies,
+                pca_samples=c.pca_samples, epochs=c.epochs,
                 batch_size=c.batch_size, lr=c.lr, warmup=c.warmup, weight_decay=c.weight_decay,
                 max_grad_norm=c.max_grad_norm, max_seq_len=c.max_seq_len, max_steps=c.max_steps, loss=c.loss,
                 layer_targets=c.layer_targets, layer_weight=c.layer_weight, projection_init=c.projection_init,

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from .errors import NotFoundError, ValidationError
-from .types import Attention, ExportFormat, Head, IndexKind, Loss, Optimize, Pooling, ProjectionInit, Quantize, Select
+from .types import Attention, CorpusSample, ExportFormat, Head, IndexKind, Loss, Optimize, Pooling, ProjectionInit, Quantize, Select
 
 RECIPE_SUFFIXES = (".yaml", ".yml")
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "recipes"  # root recipes/ of a source checkout
@@ -91,6 +91,7 @@ class DistillStep:
     corpus_field: Optional[str] = None
     corpus_column: Optional[str] = None
     max_sentences: Optional[int] = None
+    sample: CorpusSample = CorpusSample.RANDOM
     augment: list[str] = field(default_factory=list)
     augment_copies: int = 1
     pca_samples: int = 20000

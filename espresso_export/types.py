@@ -69,3 +69,10 @@ class Loss(str, Enum):
 class ProjectionInit(str, Enum):
     PCA_ALIGNED = "pca-aligned"  # student's PCA, rotated/scaled onto the teacher's axes (Procrustes)
     PCA = "pca"  # student's PCA as is
+
+
+class CorpusSample(str, Enum):
+    """How ``--max-sentences`` picks its subset of the corpus."""
+
+    RANDOM = "random"  # a seeded random subset of all sources together
+    IN_ORDER = "in-order"  # sources in the order given, each whole while it fits; the first that does not, sampled

@@ -179,6 +179,23 @@ def test_corpus_readers_dedupe_drop_empty_and_count(tmp_path, shared_data):
         read_corpus(["hf://someone/some-dataset"])
 
 
+def test_max_sentences_in_order_keeps_the_first_sources_whole(tmp_path):
+    from espresso_export.distillation import prepare_corpus
+
+    (tmp_path / "domain.txt").write_text("".join(f"domain {i}\n" for i in range(30)))
+    (tmp_path / "general.txt").write_text("".join(f"general {i}\n" for i in range(300)) + "domain 3\n")
+    (tmp_path / "more.txt").write_text("".join(f"more {i}\n" for i in range(300)))
+    specs = [tmp_path / "domain.txt", tmp_path / "general.txt", tmp_path / "more.txt"]
+    kept, counts = prepare_corpus(specs, max_sentences=100, sample="in-order", seed=1)
+    assert kept[:30] == [f"domain {i}" for i in range(30)] and len(kept) == 100
+    assert all(s.startswith("general ") for s in kept[30:]) and kept[30:] != [f"general {i}" for i in range(70)]
+    assert counts["capped_to"] == 100 and counts["sample"] == "in-order"
+    assert prepare_corpus(specs, max_sentences=100, sample="in-order", seed=1)[0] == kept  # seeded
+    shuffled, _ = prepare_corpus(specs, max_sentences=100, seed=1)  # random: every source contributes
+    assert len(shuffled) == 100 and sum(s.startswith("domain") for s in shuffled) < 30
+    assert any(s.startswith("more") for s in shuffled)
+
+
 def test_augmentation_is_offline_deterministic_and_off_by_default():
     sentences = ["A big dog runs fast across the green field today.", "The small child is happy with the gift."]
     a = augment(sentences, ["word-dropout", "span-swap", "synonym"], copies=3, seed=1)
@@ -195,12 +212,14 @@ def test_augmentation_is_offline_deterministic_and_off_by_default():
 
 def test_cli_distill_writes_a_sentence_transformers_folder(tiny_bert, corpus_file, tmp_path, capsys):
     code = main(["distill", "--teacher", str(tiny_bert), "--student-layers", "0,3", "--dim", "8", "--corpus",
-                 str(corpus_file), "--corpus", "builtin", "--max-sentences", "200", "--augment", "synonym",
+                 str(corpus_file), "--corpus", "builtin", "--max-sentences", "200", "--sample", "in-order",
+                 "--augment", "synonym",
                  "--batch-size", "32", "--loss", "cosine+mse", "--eval-sts", "builtin", "--cache-dir",
                  str(tmp_path / "cache"), "-o", str(tmp_path / "out"), "--json"])
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert out["layers"] == [0, 3] and out["corpus"]["capped_to"] == 200 and out["corpus"]["augmented"] > 0
+    assert out["corpus"]["sample"] == "in-order"
     assert json.loads((tmp_path / "out" / "espresso.json").read_text())["training"]["lr"] == 1e-3  # healing default
     from sentence_transformers import SentenceTransformer
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..types import Select
+from ..types import CorpusSample, Select
 from .app import app
 from .options import JsonOpt, OutputOpt, OverwriteOpt, PoolingOpt, SeedOpt, SelectOpt, TrustRemoteCodeOpt
 
@@ -46,8 +46,11 @@ def distill(
     corpus_field: Annotated[Optional[str], _opt("--corpus-field", help="jsonl field with the text.")] = None,
     corpus_column: Annotated[Optional[str], _opt("--corpus-column", help="csv/tsv column (header name or 0-based "
                                                  "index) with the text.")] = None,
-    max_sentences: Annotated[Optional[int], _opt("--max-sentences", min=1, help="Use a random subset of at most "
-                                                 "this many corpus sentences.")] = None,
+    max_sentences: Annotated[Optional[int], _opt("--max-sentences", min=1, help="Use at most this many corpus "
+                                                 "sentences (see --sample).")] = None,
+    sample: Annotated[CorpusSample, _opt("--sample", help="How --max-sentences picks: random (a seeded subset of "
+                                         "all sources) or in-order (the --corpus sources in the order given, each "
+                                         "whole while it fits: put your in-domain file first).")] = CorpusSample.RANDOM,
     augment: Annotated[list[str], _opt("--augment", help="Add perturbed copies (offline): word-dropout, span-swap, "
                                        "synonym; repeat or comma-separate. Off by default.")] = [],  # noqa: B006
     augment_copies: Annotated[int, _opt("--augment-copies", min=1, help="Copies per sentence.")] = 1,
@@ -110,7 +113,8 @@ def distill(
     result = run_distill(
         teacher, output, dim=dim, corpus=corpus or None, pairs=pairs or None, student=student,
         student_layers=parse_layers(student_layers) if student_layers is not None else None, select=select,
-        corpus_field=corpus_field, corpus_column=corpus_column, max_sentences=max_sentences, augment=augment,
+        corpus_field=corpus_field, corpus_column=corpus_column, max_sentences=max_sentences, sample=sample,
+        augment=augment,
         augment_copies=augment_copies, pca_samples=pca_samples, epochs=epochs, batch_size=batch_size, lr=lr,
         warmup=warmup, weight_decay=weight_decay, max_grad_norm=max_grad_norm, max_seq_len=max_seq_len,
         max_steps=max_steps, loss=loss_kind, layer_targets=layer_targets, layer_weight=layer_weight,
@@ -128,7 +132,7 @@ def distill(
     c, t = result.corpus, result.train
     corpus_row = (f"{c['training_sentences']} sentences ({c['read']} read, {c['empty_dropped']} empty and "
                   f"{c['duplicates_dropped']} duplicates dropped"
-                  + (f", capped to {c['capped_to']}" if "capped_to" in c else "")
+                  + (f", capped to {c['capped_to']} ({c['sample']})" if "capped_to" in c else "")
                   + (f", {c['augmented']} augmented" if c.get("augmented") else "") + ")") if "read" in c else \
         f"{c['training_sentences']} sentences"
     if "pairs" in c:
