@@ -9,7 +9,11 @@ import typer
 
 from ..types import CorpusSample, Select
 from .app import app
-from .options import JsonOpt, OutputOpt, OverwriteOpt, PoolingOpt, SeedOpt, SelectOpt, TrustRemoteCodeOpt
+from .options import (
+    CheckpointEveryOpt, DeviceOpt, EpochsOpt, EvalLimitOpt, EvalStsOpt, JsonOpt, KeepCheckpointsOpt, MaxStepsOpt,
+    OutputOpt, OverwriteOpt, PoolingOpt, ResumeOpt, RunDirOpt, SeedOpt, SelectOpt, ThreadsOpt, TrustRemoteCodeOpt,
+    WarmupOpt,
+)
 
 
 def _opt(*names: str, help: str, **kw):
@@ -54,18 +58,18 @@ def distill(
     augment: Annotated[list[str], _opt("--augment", help="Add perturbed copies (offline): word-dropout, span-swap, "
                                        "synonym; repeat or comma-separate. Off by default.")] = [],  # noqa: B006
     augment_copies: Annotated[int, _opt("--augment-copies", min=1, help="Copies per sentence.")] = 1,
-    epochs: Annotated[int, _opt("--epochs", min=1, help="Passes over the corpus.")] = 1,
+    epochs: EpochsOpt = 1,
     batch_size: Annotated[int, _opt("--batch-size", min=1, help="Sentences per batch (with --pairs: half "
                                     "as many pairs).")] = 64,
     lr: Annotated[Optional[float], _opt("--lr", min=0.0, help="Peak learning rate (AdamW). Default: 5e-5 with "
                                         "--pairs, else 1e-3 when healing a cut teacher, 1e-4 for another student "
                                         "(HPD).")] = None,
-    warmup: Annotated[float, _opt("--warmup", min=0.0, max=1.0, help="Fraction of steps of linear warm-up.")] = 0.1,
+    warmup: WarmupOpt = 0.1,
     weight_decay: Annotated[float, _opt("--weight-decay", min=0.0, help="AdamW weight decay.")] = 0.01,
     max_grad_norm: Annotated[float, _opt("--max-grad-norm", min=0.0, help="Gradient clipping norm.")] = 1.0,
     max_seq_len: Annotated[int, _opt("--max-seq-len", min=8, help="Truncate training sentences to this many "
                                      "tokens (the output keeps the student's own limit).")] = 128,
-    max_steps: Annotated[Optional[int], _opt("--max-steps", min=1, help="Stop after this many steps.")] = None,
+    max_steps: MaxStepsOpt = None,
     pca_samples: Annotated[int, _opt("--pca-samples", min=1, help="Teacher embeddings the PCA is fitted on.")] = 20000,
     loss: Annotated[Optional[str], _opt("--loss", help="mse (HPD) or cosine+mse; with --pairs: pair or pair+mse. "
                                         "Default: pair with --pairs, else mse.")] = None,
@@ -76,20 +80,18 @@ def distill(
                                          "teacher's axes) or pca.")] = "pca-aligned",
     dropout: Annotated[bool, _opt("--dropout/--no-dropout", help="Keep the student's dropout while training.")] = False,
     bucket: Annotated[bool, _opt("--bucket/--no-bucket", help="Length-bucketed batches (less padding).")] = True,
-    eval_sts: Annotated[Optional[Path], _opt("--eval-sts", help="STS file evaluated after every epoch; the best "
-                                             "checkpoint is kept. Never the test split you report on.")] = None,
-    eval_limit: Annotated[Optional[int], _opt("--eval-limit", min=2, help="Evaluate on the first N pairs only.")] = None,
+    eval_sts: EvalStsOpt = None,
+    eval_limit: EvalLimitOpt = None,
     heldout: Annotated[int, _opt("--heldout", min=0, help="Corpus sentences kept out of training to report the "
                                  "relative MSE before and after.")] = 256,
     seed: SeedOpt = 0,
-    resume: Annotated[bool, _opt("--resume", help="Continue an interrupted run from its checkpoint.")] = False,
-    device: Annotated[str, _opt("--device", help="cpu, cuda or mps.")] = "cpu",
+    resume: ResumeOpt = False,
+    device: DeviceOpt = "cpu",
     amp: Annotated[str, _opt("--amp", help="Mixed precision: auto (on for CUDA), off, bf16, fp16.")] = "auto",
-    threads: Annotated[Optional[int], _opt("--threads", min=1, help="CPU threads for torch.")] = None,
-    checkpoint_every: Annotated[int, _opt("--checkpoint-every", min=0, help="Save a resumable checkpoint every N "
-                                          "steps (0: only at epoch ends and on Ctrl-C).")] = 200,
-    run_dir: Annotated[Optional[Path], _opt("--run-dir", help="Folder for checkpoints (default: OUT.run).")] = None,
-    keep_checkpoints: Annotated[bool, _opt("--keep-checkpoints", help="Keep the run folder after success.")] = False,
+    threads: ThreadsOpt = None,
+    checkpoint_every: CheckpointEveryOpt = 200,
+    run_dir: RunDirOpt = None,
+    keep_checkpoints: KeepCheckpointsOpt = False,
     cache_dir: Annotated[Optional[Path], _opt("--cache-dir", help="Teacher target cache (default: "
                                               "$ESPRESSO_CACHE or ~/.cache/espresso-export).")] = None,
     pooling: PoolingOpt = None,

@@ -67,7 +67,7 @@ BidirectionalOpt = Annotated[
                       "mean pooling. Recorded in config.json and espresso.json."),
 ]
 
-ThreadsOpt = Annotated[
+MeasureThreadsOpt = Annotated[  # verify / sweep: every model is measured on the same thread count
     Optional[int],
     typer.Option("--threads", min=1, help="Intra-op threads for torch and onnxruntime (fixed for every model "
                                           "measured). Default: torch's default, the physical core count."),

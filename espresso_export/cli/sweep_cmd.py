@@ -10,7 +10,7 @@ from ..types import Head, Select
 from .app import app
 from .options import (
     BatchSizeOpt, CalibrationOpt, CalibrationSamplesOpt, JsonOpt, OutputOpt, OverwriteOpt, SeedOpt, StsColumnsOpt,
-    StsLimitOpt, StsOpt, ThreadsOpt, parse_int_list,
+    StsLimitOpt, StsOpt, MeasureThreadsOpt, parse_int_list,
 )
 
 
@@ -39,7 +39,7 @@ def sweep(
                                    "source's Spearman.")] = 0.95,
     calibration: CalibrationOpt = None,
     calibration_samples: CalibrationSamplesOpt = 4096,
-    threads: ThreadsOpt = None,
+    threads: MeasureThreadsOpt = None,
     latency_batch_size: Annotated[int, typer.Option("--latency-batch-size", min=1,
                                                     help="Batch size of the throughput measurement.")] = 32,
     latency_texts: Annotated[int, typer.Option("--latency-texts", min=1, help="Texts timed per depth and round.")] = 64,

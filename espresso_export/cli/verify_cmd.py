@@ -10,7 +10,7 @@ import typer
 from ..types import IndexKind
 from .app import app
 from .options import (
-    BatchSizeOpt, SeedOpt, StsColumnsOpt, StsLimitOpt, StsOpt, ThreadsOpt, TrustRemoteCodeOpt, parse_int_list,
+    BatchSizeOpt, SeedOpt, StsColumnsOpt, StsLimitOpt, StsOpt, MeasureThreadsOpt, TrustRemoteCodeOpt, parse_int_list,
 )
 
 
@@ -43,7 +43,7 @@ def verify(
     nlist: Annotated[int, typer.Option("--nlist", min=1, help="IVF: number of k-means cells.")] = 100,
     nprobe: Annotated[int, typer.Option("--nprobe", min=1, help="IVF: cells searched per query.")] = 10,
     batch_sizes: Annotated[str, typer.Option("--batch-sizes", help="Latency batch sizes, comma-separated.")] = "1,32",
-    threads: ThreadsOpt = None,
+    threads: MeasureThreadsOpt = None,
     latency_texts: Annotated[int, typer.Option("--latency-texts", min=1,
                                                help="Texts timed per batch size and round (a fixed sample of the "
                                                     "STS sentences).")] = 128,
