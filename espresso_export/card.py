@@ -505,7 +505,8 @@ def _step_line(step: dict) -> str:
         corpus = step.get("corpus") or {}
         text = (f"**distill** (espresso-export {step.get('espresso_version', '?')}): teacher "
                 f"{display_id(teacher.get('id'))}, student {display_id(student.get('id')) if not str(student.get('id', '')).endswith('(cut)') else 'the cut teacher'}"
-                f" (layers {student.get('layers')}), {step.get('dim', '?')}-d, {step.get('pooling', '?')} pooling")
+                + (f" (layers {student['layers']})" if student.get("layers") is not None else "")
+                + f", {step.get('dim', '?')}-d, {step.get('pooling', '?')} pooling")
         sizes = [f"{k} {v}" for k, v in corpus.items() if k != "sha256" and isinstance(v, (int, float))]
         if sizes:
             text += f"; corpus: {', '.join(sizes)}"

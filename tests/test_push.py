@@ -296,6 +296,7 @@ def test_lineage_walks_the_parent_chain_to_the_hub_source(shrunk, tmp_path):
     assert "1. source: [sentence-transformers/all-MiniLM-L6-v2]" in lineage
     assert "2. **shrink**" in lineage and "3. **distill**" in lineage and "all-mpnet-base-v2" in lineage
     assert "steps 300" in lineage and "best eval 71.50 (from 60.00)" in lineage and str(folder) not in card
+    assert "layers None" not in lineage  # a student that was not cut has no layer list
     assert "without retraining" not in card
 
 
