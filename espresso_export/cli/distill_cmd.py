@@ -10,9 +10,9 @@ import typer
 from ..types import CorpusSample, Select
 from .app import app
 from .options import (
-    CheckpointEveryOpt, DeviceOpt, EpochsOpt, EvalLimitOpt, EvalStsOpt, JsonOpt, KeepCheckpointsOpt, MaxStepsOpt,
-    OutputOpt, OverwriteOpt, PoolingOpt, ResumeOpt, RunDirOpt, SeedOpt, SelectOpt, ThreadsOpt, TrustRemoteCodeOpt,
-    WarmupOpt,
+    CheckpointEveryOpt, CorpusColumnOpt, CorpusFieldOpt, DeviceOpt, EpochsOpt, EvalLimitOpt, EvalStsOpt, JsonOpt,
+    KeepCheckpointsOpt, MaxStepsOpt, OutputOpt, OverwriteOpt, PoolingOpt, ResumeOpt, RunDirOpt, SeedOpt, SelectOpt,
+    ThreadsOpt, TrustRemoteCodeOpt, WarmupOpt,
 )
 
 
@@ -47,9 +47,8 @@ def distill(
     student_layers: Annotated[Optional[str], _opt("--student-layers", "-l", help="Cut the student (default: the "
                                                   "teacher) to L layers (4) or to these 0-based layers (0,2,4).")] = None,
     select: SelectOpt = Select.AUTO,
-    corpus_field: Annotated[Optional[str], _opt("--corpus-field", help="jsonl field with the text.")] = None,
-    corpus_column: Annotated[Optional[str], _opt("--corpus-column", help="csv/tsv column (header name or 0-based "
-                                                 "index) with the text.")] = None,
+    corpus_field: CorpusFieldOpt = None,
+    corpus_column: CorpusColumnOpt = None,
     max_sentences: Annotated[Optional[int], _opt("--max-sentences", min=1, help="Use at most this many corpus "
                                                  "sentences (see --sample).")] = None,
     sample: Annotated[CorpusSample, _opt("--sample", help="How --max-sentences picks: random (a seeded subset of "

@@ -13,6 +13,9 @@ OutputOpt = Annotated[Path, typer.Option("--output", "-o", help="Output folder (
 OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="Replace an existing output folder.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout instead of a table.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (calibration sampling, training).")]
+CorpusFieldOpt = Annotated[Optional[str], typer.Option("--corpus-field", help="jsonl field with the text.")]
+CorpusColumnOpt = Annotated[Optional[str], typer.Option("--corpus-column", help="csv/tsv column (header name or "
+                                                                                "0-based index) with the text.")]
 BatchSizeOpt = Annotated[int, typer.Option("--batch-size", min=1, help="Sentences per forward pass.")]
 TrustRemoteCodeOpt = Annotated[
     bool, typer.Option("--trust-remote-code", help="Allow model code from the checkpoint's repository (off by default).")

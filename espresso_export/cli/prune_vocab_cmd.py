@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app
-from .options import JsonOpt, OutputOpt, OverwriteOpt, TrustRemoteCodeOpt
+from .options import CorpusColumnOpt, CorpusFieldOpt, JsonOpt, OutputOpt, OverwriteOpt, TrustRemoteCodeOpt
 
 CorpusOpt = Annotated[
     list[str],
@@ -21,9 +21,6 @@ KeepTopOpt = Annotated[Optional[int], typer.Option("--keep-top", min=1, help="Ke
                                                                              "tokens (specials and fallbacks come on top).")]
 KeepFileOpt = Annotated[Optional[Path], typer.Option("--keep-file", help="Tokens to keep anyway, one a line, written as "
                                                                          "in the vocabulary (e.g. ##ing).")]
-CorpusFieldOpt = Annotated[Optional[str], typer.Option("--corpus-field", help="jsonl field with the text.")]
-CorpusColumnOpt = Annotated[Optional[str], typer.Option("--corpus-column", help="csv/tsv column (header name or "
-                                                                                "0-based index) with the text.")]
 
 
 def pruning_rows(result) -> list[tuple[str, object]]:
