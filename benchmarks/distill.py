@@ -151,7 +151,7 @@ def run(setup: dict, args, work: Path, cache: Path, overrides: dict | None = Non
             "heldout_mse": [round(result.heldout["relative_mse_before"], 4), round(result.heldout["relative_mse_after"], 4)],
             "steps": result.train["steps"], "sentences": result.corpus["training_sentences"],
             "teacher_s": result.teacher_seconds, "train_s": result.train["seconds"],
-            "sent_per_s": result.train["items_per_second"] * (2 if args.pairs else 1),
+            "sent_per_s": result.sentences_per_second,
             "wall_s": round(time.perf_counter() - start, 1), "pairs": result.corpus.get("training_pairs"),
             "settings": {k: v for k, v in kwargs.items() if k in ("lr", "loss", "layer_targets", "layer_weight", "bucket",
                                                                   "projection_init", "epochs", "batch_size", "max_seq_len")}

@@ -353,13 +353,8 @@ class HealTask(TrainingTask):
         import torch
         import torch.nn.functional as F
 
-        if not self.dropout:
-            self.student.model.eval()
         idx = np.sort(self.items[np.asarray(batch)])
-        texts = [self.sentences[i] for i in idx]
-        h_s, states = self.forward(texts, max_len=self.max_seq_len, hidden=bool(self.layer_map))
-        h_t = torch.from_numpy(np.asarray(self.targets.targets[idx], dtype=np.float32)).to(h_s.device)
-        h_s = h_s.float()
+        h_s, states, h_t = self._train_forward(idx, hidden=bool(self.layer_map))
         loss = self._mse(h_s, h_t)
         if self.loss_kind is Loss.COSINE_MSE:
             loss = loss + (1 - F.cosine_similarity(h_s, h_t, dim=1)).mean()
@@ -371,6 +366,16 @@ class HealTask(TrainingTask):
                 layer_losses.append((((states[j].float() - target) / std) ** 2).mean())
             loss = loss + self.layer_weight * torch.stack(layer_losses).mean()
         return loss
+
+    def _train_forward(self, idx: np.ndarray, hidden: bool = False):
+        """``(h_s, layer states, h_t)`` for the corpus sentences ``idx``, in training mode."""
+        import torch
+
+        if not self.dropout:
+            self.student.model.eval()
+        h_s, states = self.forward([self.sentences[i] for i in idx], max_len=self.max_seq_len, hidden=hidden)
+        h_t = torch.from_numpy(np.asarray(self.targets.targets[idx], dtype=np.float32)).to(h_s.device)
+        return h_s.float(), states, h_t
 
     def _mse(self, h_s, h_t):
         return ((h_s - h_t) ** 2).sum(1).mean() / self.target_energy  # relative: 1.0 = predicting the mean
@@ -427,15 +432,10 @@ class PairHealTask(HealTask):
         return [len(self.sentences[a]) + len(self.sentences[b]) for a, b in self.pairs]
 
     def loss(self, batch: Sequence[int]):
-        import torch
         import torch.nn.functional as F
 
-        if not self.dropout:
-            self.student.model.eval()
         idx = self.pairs[np.asarray(batch)].reshape(-1)  # a0 b0 a1 b1 ...
-        h_s, _ = self.forward([self.sentences[i] for i in idx], max_len=self.max_seq_len)
-        h_s = h_s.float()
-        h_t = torch.from_numpy(np.asarray(self.targets.targets[idx], dtype=np.float32)).to(h_s.device)
+        h_s, _, h_t = self._train_forward(idx)
         s, t = F.normalize(h_s, dim=1), F.normalize(h_t, dim=1)
         loss = ((s[0::2] * s[1::2]).sum(1) - (t[0::2] * t[1::2]).sum(1)).pow(2).mean()
         if self.loss_kind is Loss.PAIR_MSE:
@@ -464,6 +464,11 @@ class DistillResult:
     run_dir: str | None = None
     hints: list[str] = field(default_factory=list)
     task: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def sentences_per_second(self) -> float:
+        """Training throughput in sentences (a pair-loss item is two sentences)."""
+        return self.train["items_per_second"] * (2 if "training_pairs" in self.corpus else 1)
 
     def to_dict(self) -> dict:
         d = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name != "task"}
@@ -639,7 +644,7 @@ def distill(
                                            max_sentences=max_sentences, sample=sample, augment_kinds=augment,
                                            augment_copies=augment_copies, seed=seed)
     else:
-        sentences, counts = [], {"sentences": 0}
+        sentences, counts = [], {}
     pair_rows = None
     if pairs is not None:
         pair_list, pair_counts = read_sentence_pairs(pairs)
@@ -726,7 +731,7 @@ def distill(
     task_kwargs = dict(loss=loss, layer_map=layer_map, layer_weight=layer_weight, max_seq_len=max_seq_len,
                        dropout=dropout, eval_pairs=eval_pairs, identity=identity, items=items)
     if pair_rows is not None:
-        identity["pairs"] = _sha(pair_rows.tobytes().hex())
+        identity["pairs"] = hashlib.sha256(pair_rows.tobytes()).hexdigest()[:20]
         task = PairHealTask(s_ckpt, projection, sentences, targets, pairs=pair_rows, **task_kwargs)
     else:
         task = HealTask(s_ckpt, projection, sentences, targets, **task_kwargs)

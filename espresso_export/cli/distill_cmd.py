@@ -147,7 +147,7 @@ def distill(
         ("teacher targets", ("reused from the cache" if result.targets_cached else "computed")
                             + f" in {result.teacher_seconds:.1f} s"),
         ("training", f"{t['steps']} steps ({t['epochs']} epochs), "
-                     f"{t['items_per_second'] * (2 if 'pairs' in c else 1):.0f} sentences/s, "
+                     f"{result.sentences_per_second:.0f} sentences/s, "
                      f"final loss {t['final_loss']:.4g}" if t["final_loss"] is not None else f"{t['steps']} steps"),
     ]
     if result.eval:
