@@ -49,9 +49,14 @@ def _is_within(child: Path, parent: Path) -> bool:
 
 
 def check_output(target: str | os.PathLike, *, overwrite: bool, inputs: Sequence[str | os.PathLike] = ()) -> Path:
-    """Validate an output path before any work is done; returns it resolved."""
+    """Validate an output path before any work is done; returns it resolved.
+
+    ``inputs``: the models read; those that are local folders must not be the output or inside it. Hub ids
+    and in-memory checkpoints are skipped."""
     target = Path(target).expanduser().resolve()
     for src in inputs:
+        if not isinstance(src, (str, os.PathLike)) or not Path(src).expanduser().exists():
+            continue
         src = Path(src).expanduser().resolve()
         if target == src:
             raise ValidationError(f"output folder {target} is the input folder; choose another -o")

@@ -40,7 +40,9 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from .errors import NotFoundError, ValidationError
-from .types import Attention, CorpusSample, ExportFormat, Head, IndexKind, Loss, Optimize, Pooling, ProjectionInit, Quantize, Select
+from .types import (
+    Attention, CorpusSample, ExportFormat, Head, IndexKind, Loss, Optimize, Pooling, ProjectionInit, Quantize, Select,
+)
 
 RECIPE_SUFFIXES = (".yaml", ".yml")
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "recipes"  # root recipes/ of a source checkout

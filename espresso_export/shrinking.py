@@ -150,8 +150,7 @@ def shrink(
     """
     start = time.perf_counter()
     if output is not None:
-        inputs = [model] if isinstance(model, (str, os.PathLike)) and Path(model).expanduser().exists() else []
-        check_output(output, overwrite=overwrite, inputs=inputs)
+        check_output(output, overwrite=overwrite, inputs=[model])
     prune = None
     if prune_corpus is not None:
         from .pruning import PruneRequest

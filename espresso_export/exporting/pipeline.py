@@ -248,8 +248,7 @@ def export(
         ckpt = model
         check_output(output, overwrite=options.overwrite, inputs=[ckpt.path])
     else:
-        inputs = [model] if Path(model).expanduser().exists() else []
-        check_output(output, overwrite=options.overwrite, inputs=inputs)
+        check_output(output, overwrite=options.overwrite, inputs=[model])
         ckpt = load(model, trust_remote_code=options.trust_remote_code)
     _set_max_length(ckpt, options.max_seq_length)
     if options.onnx and not getattr(ckpt.tokenizer, "is_fast", False):
