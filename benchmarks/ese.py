@@ -34,8 +34,8 @@ DIMS = (32, 64, 128, 384)
 
 def layer_table(ckpt, pairs, dims=DIMS) -> dict[int, dict[int, float]]:
     """``{layer: {dim: STS Spearman x100}}`` for every layer of ``ckpt`` (first-k dims of its pooled output)."""
-    from espresso_export.embed import encode_layers
-    from espresso_export.metrics import sts_spearman
+    from espresso_export.model.embed import encode_layers
+    from espresso_export.core.metrics import sts_spearman
 
     layers = list(range(1, ckpt.depth + 1))
     one = encode_layers(ckpt, pairs.sentence1, layers, batch_size=128)
@@ -45,9 +45,9 @@ def layer_table(ckpt, pairs, dims=DIMS) -> dict[int, dict[int, float]]:
 
 def final_score(folder, pairs) -> float:
     """STS Spearman x100 of a saved model's real output (its own head)."""
-    from espresso_export.checkpoint import load
-    from espresso_export.embed import encode
-    from espresso_export.metrics import sts_spearman
+    from espresso_export.model.checkpoint import load
+    from espresso_export.model.embed import encode
+    from espresso_export.core.metrics import sts_spearman
 
     ckpt = load(folder)
     return round(sts_spearman(encode(ckpt, pairs.sentence1, batch_size=128), encode(ckpt, pairs.sentence2, batch_size=128),
@@ -87,12 +87,12 @@ def main() -> int:
 
     import torch
 
-    from espresso_export.checkpoint import load
-    from espresso_export.data import read_sts
-    from espresso_export.ese import EseConfig
-    from espresso_export.esetrain import train_ese
-    from espresso_export.shrinking import shrink
-    from espresso_export.training import TrainConfig
+    from espresso_export.model.checkpoint import load
+    from espresso_export.data.readers import read_sts
+    from espresso_export.training.ese import EseConfig
+    from espresso_export.training.esetrain import train_ese
+    from espresso_export.shrinking.shrink import shrink
+    from espresso_export.training.loop import TrainConfig
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -151,7 +151,7 @@ def main() -> int:
                                   "sts_test": final_score(args.out / "RAW-L3-d128", test)}
     distilled = args.distill_model
     if distilled is None and args.run_distill:
-        from espresso_export.distillation import distill
+        from espresso_export.training.distill import distill
 
         t0 = time.perf_counter()
         distill(base, args.out / "distill-L3-d128", dim=128, corpus=[str(SHARED / "corpus" / "tatoeba-eng.txt.gz")],

@@ -70,10 +70,10 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     from espresso_export import export, read_corpus, shrink
-    from espresso_export.checkpoint import load
-    from espresso_export.errors import GateFailedError
-    from espresso_export.metrics import cosine_rows
-    from espresso_export.pruning import coverage, find_pruning, prune_vocab
+    from espresso_export.model.checkpoint import load
+    from espresso_export.core.errors import GateFailedError
+    from espresso_export.core.metrics import cosine_rows
+    from espresso_export.shrinking.pruning import coverage, find_pruning, prune_vocab
     from espresso_export.verification.embedders import EncodeCache, TorchEmbedder, open_onnx
     from espresso_export.verification.sts import load_sts, retention, sts_score
 

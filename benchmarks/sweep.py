@@ -45,7 +45,7 @@ def main() -> None:
     if args.replot:
         import json
 
-        from espresso_export.sweeping import SweepResult
+        from espresso_export.verification.sweep import SweepResult
         from espresso_export.verification.plots import plot_sweep
 
         result = SweepResult.from_dict(json.loads((args.out / "sweep.json").read_text()))
@@ -53,7 +53,7 @@ def main() -> None:
         print(markdown_table(result))
         return
 
-    from espresso_export.sweeping import SweepOptions, sweep
+    from espresso_export.verification.sweep import SweepOptions, sweep
 
     model = mpnet()
     load_before = os.getloadavg()[0]

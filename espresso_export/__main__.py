@@ -1,3 +1,3 @@
-from .cli.app import main
+from espresso_export.cli.app import main
 
 main()

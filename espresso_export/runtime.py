@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ValidationError  # stdlib-only: keeps the runtime torch-free
+from espresso_export.core.errors import ValidationError  # stdlib-only: keeps the runtime torch-free
 
 EXPORT_FILE = "export.json"
 TOKENIZER_FILE = "tokenizer.json"

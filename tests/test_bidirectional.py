@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from espresso_export.bidirectional import (
+from espresso_export.model.bidirectional import (
     CONFIG_FIELD,
     apply,
     bidirectional_layers,
@@ -15,15 +15,15 @@ from espresso_export.bidirectional import (
     make_bidirectional,
     switch,
 )
-from espresso_export.checkpoint import load
-from espresso_export.errors import ValidationError
-from espresso_export.types import Pooling
+from espresso_export.model.checkpoint import load
+from espresso_export.core.errors import ValidationError
+from espresso_export.core.types import Pooling
 
 TEXTS = ["the dog runs in the city today", "a cat sleeps"]  # different lengths: the batch is padded
 
 
 def _hidden(ckpt, texts=TEXTS):
-    from espresso_export.embed import tokenize
+    from espresso_export.model.embed import tokenize
 
     batch = tokenize(ckpt, texts)
     batch.pop("token_type_ids", None)
@@ -73,7 +73,7 @@ def test_all_layers_change_from_layer_one(tiny_models, family):
 @pytest.mark.parametrize("mode", ["all", "last"])
 def test_padding_is_respected_and_eager_equals_sdpa(tiny_models, mode):
     """A sentence embeds the same alone or padded in a batch, with eager and SDPA attention."""
-    from espresso_export.embed import encode
+    from espresso_export.model.embed import encode
 
     results = {}
     for impl in ("sdpa", "eager"):
@@ -120,7 +120,7 @@ def test_switch_survives_save_and_reload(tiny_models, tmp_path):
 
 
 def test_cut_keeps_the_record_consistent(tiny_models):
-    from espresso_export.slicing import cut
+    from espresso_export.shrinking.slicing import cut
 
     ckpt = load(tiny_models["qwen2"])
     make_bidirectional(ckpt.model, "last")
@@ -146,7 +146,7 @@ def test_refusals(tiny_models):
 
 
 def test_ese_trains_a_bidirectional_decoder(tiny_models):
-    from espresso_export.ese import EseBatch, EseConfig, EseObjective
+    from espresso_export.training.ese import EseBatch, EseConfig, EseObjective
 
     ckpt = load(tiny_models["qwen2"])
     switch(ckpt, "all")
@@ -160,8 +160,8 @@ def test_ese_trains_a_bidirectional_decoder(tiny_models):
 
 
 def test_shrink_a_decoder_with_the_switch(tiny_models, tmp_path):
-    from espresso_export.embed import encode
-    from espresso_export.shrinking import shrink
+    from espresso_export.model.embed import encode
+    from espresso_export.shrinking.shrink import shrink
 
     out = tmp_path / "q2"
     result = shrink(tiny_models["qwen2"], out, layers=2, attention="last")  # spread keeps layers 1 and 3

@@ -8,10 +8,10 @@ import shutil
 import numpy as np
 import pytest
 
-from espresso_export.checkpoint import DenseLayer, Normalize, load, resolve
-from espresso_export.embed import encode
-from espresso_export.errors import CorruptCheckpointError, NotFoundError, OfflineError, UnsupportedModelError, ValidationError
-from espresso_export.types import Pooling
+from espresso_export.model.checkpoint import DenseLayer, Normalize, load, resolve
+from espresso_export.model.embed import encode
+from espresso_export.core.errors import CorruptCheckpointError, NotFoundError, OfflineError, UnsupportedModelError, ValidationError
+from espresso_export.core.types import Pooling
 
 TEXTS = ["the dog runs", "a small red car in the city", "music"]
 

@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from espresso_export.cli.app import main
-from espresso_export.errors import RuntimeFailure
-from espresso_export.layout import atomic_output
+from espresso_export.core.errors import RuntimeFailure
+from espresso_export.model.layout import atomic_output
 
 
 def run(capsys, *args):
@@ -178,8 +178,8 @@ def test_forced_failure_during_shrink_leaves_nothing(capsys, tiny_bert, tmp_path
     ]))
     (folder / "1_Pooling").mkdir()
     (folder / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_mean_tokens": True}))
-    from espresso_export.checkpoint import DenseLayer
-    from espresso_export.layout import save_dense
+    from espresso_export.model.checkpoint import DenseLayer
+    from espresso_export.model.layout import save_dense
 
     import torch
 

@@ -12,16 +12,16 @@ import numpy as np
 import pytest
 import torch
 
-from espresso_export.augment import Augment, augment, parse_augment
-from espresso_export.checkpoint import Normalize, load
+from espresso_export.data.augment import Augment, augment, parse_augment
+from espresso_export.model.checkpoint import Normalize, load
 from espresso_export.cli.app import main
-from espresso_export.data import read_corpus, read_sts
-from espresso_export.distillation import _base_post, distill, teacher_targets
-from espresso_export.embed import encode
-from espresso_export.errors import NotFoundError, OfflineError, UnsupportedModelError, ValidationError
-from espresso_export.heads import fit_pca
-from espresso_export.metrics import sts_spearman
-from espresso_export.training import TrainingInterrupted
+from espresso_export.data.readers import read_corpus, read_sts
+from espresso_export.training.distill import _base_post, distill, teacher_targets
+from espresso_export.model.embed import encode
+from espresso_export.core.errors import NotFoundError, OfflineError, UnsupportedModelError, ValidationError
+from espresso_export.shrinking.heads import fit_pca
+from espresso_export.core.metrics import sts_spearman
+from espresso_export.training.loop import TrainingInterrupted
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -180,7 +180,7 @@ def test_corpus_readers_dedupe_drop_empty_and_count(tmp_path, shared_data):
 
 
 def test_max_sentences_in_order_keeps_the_first_sources_whole(tmp_path):
-    from espresso_export.distillation import prepare_corpus
+    from espresso_export.training.distill import prepare_corpus
 
     (tmp_path / "domain.txt").write_text("".join(f"domain {i}\n" for i in range(30)))
     (tmp_path / "general.txt").write_text("".join(f"general {i}\n" for i in range(300)) + "domain 3\n")
@@ -300,8 +300,8 @@ def test_pair_loss_on_a_real_cut_raises_sts_and_learns_the_teachers_pair_similar
 
 
 def test_pair_files_of_every_kind_become_distinct_sentence_pairs(tmp_path, shared_data):
-    from espresso_export.data import read_sentence_pairs
-    from espresso_export.distillation import add_pair_sentences
+    from espresso_export.data.readers import read_sentence_pairs
+    from espresso_export.training.distill import add_pair_sentences
 
     (tmp_path / "p.jsonl").write_text('{"anchor": "a", "positive": "b"}\n{"anchor": "b", "positive": "a"}\n'
                                       '{"anchor": "c", "positive": "c"}\n{"anchor": "c", "positive": "d"}\n')

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from espresso_export.data import StsPairs, TextPairs, read_pairs, read_training_data
-from espresso_export.errors import ValidationError
-from espresso_export.ese import (
+from espresso_export.data.readers import StsPairs, TextPairs, read_pairs, read_training_data
+from espresso_export.core.errors import ValidationError
+from espresso_export.training.ese import (
     AngleWeights,
     EseBatch,
     EseConfig,
@@ -314,7 +314,7 @@ def test_ese_data_from_scored_pairs_and_loss_checks():
 
 
 def _smoke_batch(n=8):
-    from espresso_export.data import builtin_resource, read_sts
+    from espresso_export.data.readers import builtin_resource, read_sts
 
     sts = read_sts(builtin_resource("sts_smoke.tsv"))
     data = EseData(sts)
@@ -322,7 +322,7 @@ def _smoke_batch(n=8):
 
 
 def test_gradients_reach_every_layer(tiny_bert):
-    from espresso_export.checkpoint import load
+    from espresso_export.model.checkpoint import load
 
     ckpt = load(tiny_bert)
     objective = EseObjective.from_checkpoint(ckpt, EseConfig(compression_dim=16, layer_weights="learned"))
@@ -338,7 +338,7 @@ def test_gradients_reach_every_layer(tiny_bert):
 
 @pytest.mark.parametrize("loss", ["angle", "infonce"])  # cosent's ranking term is part of angle
 def test_a_few_steps_lower_the_ese_loss(tiny_bert, loss):
-    from espresso_export.checkpoint import load
+    from espresso_export.model.checkpoint import load
 
     torch.manual_seed(0)
     ckpt = load(tiny_bert)

@@ -12,21 +12,18 @@ import torch
 
 import espresso_export  # noqa: E402
 
-# training.py must be in *this* tree: an editable install of another checkout can otherwise lend its copy
-if not (Path(espresso_export.__file__).parent / "training.py").is_file():
-    pytest.skip("the shared training loop (training.py) is not in this tree yet", allow_module_level=True)
 
-from espresso_export.checkpoint import load  # noqa: E402
-from espresso_export.data import builtin_resource, read_sts  # noqa: E402
-from espresso_export.ese import EseConfig, EseData, EseObjective  # noqa: E402
-from espresso_export.esetrain import EseTask, train_ese  # noqa: E402
-from espresso_export.training import TrainConfig, Trainer, TrainingInterrupted  # noqa: E402
+from espresso_export.model.checkpoint import load  # noqa: E402
+from espresso_export.data.readers import builtin_resource, read_sts  # noqa: E402
+from espresso_export.training.ese import EseConfig, EseData, EseObjective  # noqa: E402
+from espresso_export.training.esetrain import EseTask, train_ese  # noqa: E402
+from espresso_export.training.loop import TrainConfig, Trainer, TrainingInterrupted  # noqa: E402
 
 SMOKE = builtin_resource("sts_smoke.tsv")
 
 
 def test_train_ese_writes_an_ese_model_that_shrink_cuts_first_k(tiny_bert, tmp_path):
-    from espresso_export.shrinking import shrink
+    from espresso_export.shrinking.shrink import shrink
 
     out = tmp_path / "ese"
     result = train_ese(tiny_bert, SMOKE, out, objective=EseConfig(compression_dim=16),
@@ -94,8 +91,8 @@ def test_train_cli(tiny_bert, tmp_path, capsys):
 
 
 def test_a_dense_head_is_refused(tiny_bert, tmp_path):
-    from espresso_export.errors import ValidationError
-    from espresso_export.shrinking import shrink
+    from espresso_export.core.errors import ValidationError
+    from espresso_export.shrinking.shrink import shrink
 
     shrink(tiny_bert, tmp_path / "pca", layers=2, dim=8, head="pca")  # writes a Dense projection head
     with pytest.raises(ValidationError, match="Dense head"):

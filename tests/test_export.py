@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from espresso_export import ExportOptions, export, shrink
-from espresso_export.checkpoint import load
+from espresso_export.model.checkpoint import load
 from espresso_export.cli.app import main
-from espresso_export.embed import encode
-from espresso_export.errors import GateFailedError
-from espresso_export.metrics import cosine_rows
+from espresso_export.model.embed import encode
+from espresso_export.core.errors import GateFailedError
+from espresso_export.core.metrics import cosine_rows
 from espresso_export.runtime import EXPORT_FILE, OnnxEncoder, is_export_folder
 from tiny_models import DECODERS, FAMILIES
 
@@ -89,7 +89,7 @@ def test_onnx_encoder_matches_sentence_transformer(minilm_export):
 def test_dynamic_batch_and_sequence_axes(minilm_export):
     import torch
 
-    from espresso_export.embed import apply_post, pool
+    from espresso_export.model.embed import apply_post, pool
 
     shrunk, out, _ = minilm_export
     ckpt = load(shrunk)
@@ -142,7 +142,7 @@ def test_decoder_left_padding(tiny_models, tmp_path):
 
 @pytest.mark.parametrize("mode", ["last", "all"])
 def test_bidirectional_decoder_exports(tiny_models, tmp_path, mode):
-    from espresso_export.bidirectional import switch
+    from espresso_export.model.bidirectional import switch
 
     ckpt = load(tiny_models["qwen2"])
     switch(ckpt, mode)

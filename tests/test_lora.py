@@ -7,11 +7,11 @@ import torch
 
 pytest.importorskip("peft", reason="the lora extra (peft) is not installed")
 
-from espresso_export.bidirectional import switch  # noqa: E402
-from espresso_export.checkpoint import load  # noqa: E402
-from espresso_export.embed import encode  # noqa: E402
-from espresso_export.ese import EseBatch, EseConfig, EseObjective  # noqa: E402
-from espresso_export.lora import LoraSettings, add_lora, merge_lora, trainable_parameters  # noqa: E402
+from espresso_export.model.bidirectional import switch  # noqa: E402
+from espresso_export.model.checkpoint import load  # noqa: E402
+from espresso_export.model.embed import encode  # noqa: E402
+from espresso_export.training.ese import EseBatch, EseConfig, EseObjective  # noqa: E402
+from espresso_export.model.lora import LoraSettings, add_lora, merge_lora, trainable_parameters  # noqa: E402
 
 
 def test_lora_trains_adapters_only_and_merges(tiny_models, tmp_path):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from espresso_export.card import _metrics_from_report, read_model
+from espresso_export.publishing.card import _metrics_from_report, read_model
 from espresso_export.cli.app import main
 from fake_hub import FakeHub
 
@@ -287,7 +287,7 @@ def test_lineage_walks_the_parent_chain_to_the_hub_source(shrunk, tmp_path):
     facts = read_model(folder)
     assert [s["step"] for s in facts.lineage] == ["shrink", "distill"]
     assert facts.base_model == "sentence-transformers/all-MiniLM-L6-v2"
-    from espresso_export.card import render_card
+    from espresso_export.publishing.card import render_card
 
     card = render_card(facts, REPO)
     meta = front_matter(card)

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from espresso_export.cli.app import main
-from espresso_export.errors import NotFoundError, ValidationError
-from espresso_export.recipe_runner import plan
-from espresso_export.recipes import STEP_TYPES, load_recipe, parse_recipe, recipe_header, shipped_recipes
-from espresso_export.types import Quantize
+from espresso_export.core.errors import NotFoundError, ValidationError
+from espresso_export.pipeline.runner import plan
+from espresso_export.pipeline.recipes import STEP_TYPES, load_recipe, parse_recipe, recipe_header, shipped_recipes
+from espresso_export.core.types import Quantize
 
 SHIPPED = shipped_recipes()
 
@@ -143,10 +143,10 @@ def test_every_step_schema_mirrors_its_library_call():
     """Each step's keys are parameters of the call it makes (same names), so the docs of one apply to the other."""
     import inspect
 
-    from espresso_export.distillation import distill
+    from espresso_export.training.distill import distill
     from espresso_export.exporting.options import ExportOptions
-    from espresso_export.hub import push
-    from espresso_export.shrinking import shrink
+    from espresso_export.publishing.hub import push
+    from espresso_export.shrinking.shrink import shrink
 
     calls = {"shrink": shrink, "distill": distill, "export": ExportOptions, "push": push}
     for kind, call in calls.items():
@@ -301,7 +301,7 @@ steps:
 def test_ese_then_cut_declares_matryoshka_dimensions(tiny_bert, tmp_path, capsys, one_thread):
     """train (ESE) -> shrink: the cut of an ESE-trained model keeps the first layers and first-k dims, and the
     staged card and config declare the widths a caller may truncate to."""
-    from espresso_export.data import builtin_resource
+    from espresso_export.data.readers import builtin_resource
 
     text = ESE_THEN_CUT.format(model=tiny_bert, data=builtin_resource("sts_smoke.tsv"))
     code, out, _ = run(capsys, "run", write(tmp_path, text), "-o", tmp_path / "run", "--json")

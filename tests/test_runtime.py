@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from espresso_export import export
-from espresso_export.cpu import int8_isa
+from espresso_export.core.cpu import int8_isa
 from espresso_export.runtime import EXPORT_FILE, ExportFolderError, OnnxEncoder, is_export_folder, read_export_info
 
 ROOT = Path(__file__).resolve().parents[1]

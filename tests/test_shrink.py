@@ -9,10 +9,10 @@ import pytest
 from safetensors import safe_open
 
 from espresso_export import shrink
-from espresso_export.architectures import get_attr_path
-from espresso_export.checkpoint import load
-from espresso_export.data import read_sentences
-from espresso_export.embed import encode, encode_layers
+from espresso_export.model.architectures import get_attr_path
+from espresso_export.model.checkpoint import load
+from espresso_export.data.readers import read_sentences
+from espresso_export.model.embed import encode, encode_layers
 from tiny_models import DEPTH, FAMILIES
 
 TEXTS = ["the dog runs fast today", "a cat", "the big red car plays guitar in the city by the river",
@@ -114,7 +114,7 @@ def test_calibration_warnings_and_refusals(tiny_bert, tmp_path):
     few.write_text("\n".join(f"sentence number {i} about the dog" for i in range(40)))
     result = shrink(tiny_bert, tmp_path / "w", layers=2, dim=8, calibration=few)
     assert any("10 x dim" in h for h in result.hints)
-    from espresso_export.errors import ValidationError
+    from espresso_export.core.errors import ValidationError
 
     with pytest.raises(ValidationError, match="fewer than --dim"):
         shrink(tiny_bert, tmp_path / "r", layers=2, dim=16, calibration=tmp_path / "few.txt", calibration_samples=10)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from espresso_export.errors import ValidationError
-from espresso_export.heads import fit_pca, truncation
-from espresso_export.slicing import parse_layers, select_layers, spread
-from espresso_export.types import Select
+from espresso_export.core.errors import ValidationError
+from espresso_export.shrinking.heads import fit_pca, truncation
+from espresso_export.shrinking.slicing import parse_layers, select_layers, spread
+from espresso_export.core.types import Select
 
 
 @pytest.mark.parametrize(("depth", "count", "expected"), [

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from espresso_export.cli.app import main
-from espresso_export.sweeping import SweepPoint, pareto_front
+from espresso_export.verification.sweep import SweepPoint, pareto_front
 
 FAST = ["--threads", "1", "--latency-texts", "16", "--latency-rounds", "1", "--latency-batch-size", "8"]
 
@@ -54,8 +54,8 @@ def test_sweep_writes_table_json_and_plot(swept):
 def test_sweep_point_equals_the_shrunk_model(swept, minilm_path, calibration_file):
     """A sweep point is what `shrink --select first` would build: same Spearman on the same pairs."""
     from espresso_export import shrink
-    from espresso_export.embed import encode
-    from espresso_export.metrics import sts_spearman
+    from espresso_export.model.embed import encode
+    from espresso_export.core.metrics import sts_spearman
     from espresso_export.verification.sts import load_sts
 
     report = json.loads((swept / "sweep.json").read_text())
@@ -77,9 +77,9 @@ def test_sweep_refuses_bad_grids(tiny_bert, tmp_path, capsys):
 
 @pytest.mark.parametrize("family", ["bert", "qwen2"])
 def test_temporary_cut_restores_the_model(tiny_models, family):
-    from espresso_export.checkpoint import load
-    from espresso_export.embed import encode
-    from espresso_export.slicing import cut, temporary_cut
+    from espresso_export.model.checkpoint import load
+    from espresso_export.model.embed import encode
+    from espresso_export.shrinking.slicing import cut, temporary_cut
 
     ckpt = load(tiny_models[family])
     texts = ["a dog runs in the city", "the cat sleeps"]
@@ -105,7 +105,7 @@ def test_pareto_front():
 
 
 def test_sweep_json_round_trips(swept, tmp_path):
-    from espresso_export.sweeping import SweepResult
+    from espresso_export.verification.sweep import SweepResult
     from espresso_export.verification.plots import plot_sweep
 
     saved = json.loads((swept / "sweep.json").read_text())

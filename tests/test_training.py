@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from espresso_export.errors import EXIT_INTERRUPTED, ValidationError
-from espresso_export.training import (
+from espresso_export.core.errors import EXIT_INTERRUPTED, ValidationError
+from espresso_export.training.loop import (
     BEST_DIR, CHECKPOINT_DIR, TrainConfig, Trainer, TrainingInterrupted, TrainingTask, epoch_batches, train,
 )
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from espresso_export.cli.app import main
-from espresso_export.errors import EspressoError, NotFoundError, UnsupportedModelError, ValidationError
+from espresso_export.core.errors import EspressoError, NotFoundError, UnsupportedModelError, ValidationError
 from espresso_export.verification.embedders import open_embedder
 from espresso_export.verification.sts import load_sts, parse_columns
 

@@ -11,8 +11,8 @@ import sys
 
 import typer
 
-from .. import __version__
-from ..errors import EXIT_INTERRUPTED, EXIT_RUNTIME, EXIT_USAGE, EspressoError
+from espresso_export import __version__
+from espresso_export.core.errors import EXIT_INTERRUPTED, EXIT_RUNTIME, EXIT_USAGE, EspressoError
 
 app = typer.Typer(
     name="espresso-export",
@@ -44,7 +44,7 @@ def _register() -> None:
     import importlib
     import pkgutil
 
-    from . import __path__ as here
+    from espresso_export.cli import __path__ as here
 
     for info in sorted(pkgutil.iter_modules(here), key=lambda m: m.name):
         if info.name.endswith("_cmd"):
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI and map every outcome to an exit code."""
     from rich.markup import escape
 
-    from ..console import err_console
+    from espresso_export.core.console import err_console
 
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or os.environ.get("ESPRESSO_DEBUG") == "1"

@@ -7,9 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..types import CorpusSample, Select
-from .app import app
-from .options import (
+from espresso_export.core.types import CorpusSample, Select
+from espresso_export.cli.app import app
+from espresso_export.cli.options import (
     CheckpointEveryOpt, CorpusColumnOpt, CorpusFieldOpt, DeviceOpt, EpochsOpt, EvalLimitOpt, EvalStsOpt, JsonOpt,
     KeepCheckpointsOpt, MaxStepsOpt, OutputOpt, OverwriteOpt, PoolingOpt, ResumeOpt, RunDirOpt, SeedOpt, SelectOpt,
     ThreadsOpt, TrustRemoteCodeOpt, WarmupOpt,
@@ -99,12 +99,12 @@ def distill(
     json_out: JsonOpt = False,
 ) -> None:
     """Distil a teacher into a small student with a d-dim projection (HPD), or heal a cut teacher."""
-    from ..distillation import Loss, ProjectionInit
-    from ..distillation import distill as run_distill
-    from ..distributed import current
-    from ..errors import ValidationError
-    from ..slicing import parse_layers
-    from .render import print_hints, print_json, print_table
+    from espresso_export.training.distill import Loss, ProjectionInit
+    from espresso_export.training.distill import distill as run_distill
+    from espresso_export.training.distributed import current
+    from espresso_export.core.errors import ValidationError
+    from espresso_export.shrinking.slicing import parse_layers
+    from espresso_export.cli.render import print_hints, print_json, print_table
 
     try:
         loss_kind, init = (Loss(loss) if loss is not None else None), ProjectionInit(projection_init)

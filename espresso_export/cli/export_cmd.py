@@ -6,9 +6,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..types import Optimize, Quantize
-from .app import app
-from .options import JsonOpt, OutputOpt, OverwriteOpt, TrustRemoteCodeOpt
+from espresso_export.core.types import Optimize, Quantize
+from espresso_export.cli.app import app
+from espresso_export.cli.options import JsonOpt, OutputOpt, OverwriteOpt, TrustRemoteCodeOpt
 
 
 @app.command(
@@ -44,9 +44,9 @@ def export_command(
     json_out: JsonOpt = False,
 ) -> None:
     """Export to a self-contained ONNX graph (pooling, head, normalisation inside), validated against PyTorch."""
-    from ..exporting.options import ExportOptions, parse_formats
-    from ..exporting.pipeline import export
-    from .render import print_hints, print_json, print_table
+    from espresso_export.exporting.options import ExportOptions, parse_formats
+    from espresso_export.exporting.pipeline import export
+    from espresso_export.cli.render import print_hints, print_json, print_table
 
     options = ExportOptions(
         formats=parse_formats(formats), quantize=quantize, optimize=optimize, opset=opset,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .app import app
-from .options import JsonOpt
+from espresso_export.cli.app import app
+from espresso_export.cli.options import JsonOpt
 
 
 @app.command()
@@ -11,10 +11,10 @@ def models(json_out: JsonOpt = False) -> None:
     """List model aliases (usable wherever a model is expected) and supported architectures."""
     from rich.table import Table
 
-    from ..architectures import ARCHITECTURES
-    from ..console import out_console
-    from ..models import ALIASES, packaged_path
-    from .render import print_json
+    from espresso_export.model.architectures import ARCHITECTURES
+    from espresso_export.core.console import out_console
+    from espresso_export.model.aliases import ALIASES, packaged_path
+    from espresso_export.cli.render import print_json
 
     if json_out:
         print_json({

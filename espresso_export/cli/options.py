@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..types import Attention, Head, Pooling, Select
+from espresso_export.core.types import Attention, Head, Pooling, Select
 
 OutputOpt = Annotated[Path, typer.Option("--output", "-o", help="Output folder (written atomically).")]
 OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="Replace an existing output folder.")]
@@ -102,7 +102,7 @@ CalibrationSamplesOpt = Annotated[
 
 def parse_int_list(text: str, option: str) -> list[int]:
     """``"2,3,4"`` -> ``[2, 3, 4]`` (positive, duplicates dropped, order kept); a clear error otherwise."""
-    from ..errors import ValidationError
+    from espresso_export.core.errors import ValidationError
 
     try:
         values = [int(p) for p in text.split(",") if p.strip()]

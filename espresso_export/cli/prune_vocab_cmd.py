@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app
-from .options import CorpusColumnOpt, CorpusFieldOpt, JsonOpt, OutputOpt, OverwriteOpt, TrustRemoteCodeOpt
+from espresso_export.cli.app import app
+from espresso_export.cli.options import CorpusColumnOpt, CorpusFieldOpt, JsonOpt, OutputOpt, OverwriteOpt, TrustRemoteCodeOpt
 
 CorpusOpt = Annotated[
     list[str],
@@ -61,8 +61,8 @@ def prune_vocab(
 
     Corpus sentences encode as before (--min-count 1, no --keep-top); other text falls back to sub-units.
     """
-    from ..pruning import prune_vocab as run_prune
-    from .render import print_hints, print_json, print_table
+    from espresso_export.shrinking.pruning import prune_vocab as run_prune
+    from espresso_export.cli.render import print_hints, print_json, print_table
 
     result = run_prune(model, output, corpus=corpus, min_count=min_count, keep_top=keep_top, keep_file=keep_file,
                        overwrite=overwrite, field=corpus_field, column=corpus_column,

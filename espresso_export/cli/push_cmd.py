@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app
-from .options import JsonOpt, OverwriteOpt
+from espresso_export.cli.app import app
+from espresso_export.cli.options import JsonOpt, OverwriteOpt
 
 
 @app.command(
@@ -45,8 +45,8 @@ def push(
     json_out: JsonOpt = False,
 ) -> None:
     """Upload a model folder to the Hugging Face Hub with a generated model card, ONNX export and verify report."""
-    from ..hub import push as run_push
-    from .render import print_hints, print_json, print_table
+    from espresso_export.publishing.hub import push as run_push
+    from espresso_export.cli.render import print_hints, print_json, print_table
 
     result = run_push(
         folder, repo_id, private=private, create_pr=create_pr, revision=revision, commit_message=commit_message,

@@ -15,7 +15,7 @@ def print_json(obj) -> None:
 def print_table(title: str, rows: Iterable[tuple[str, object]]) -> None:
     from rich.table import Table
 
-    from ..console import out_console
+    from espresso_export.core.console import out_console
 
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column(style="bold")
@@ -26,7 +26,7 @@ def print_table(title: str, rows: Iterable[tuple[str, object]]) -> None:
 
 
 def print_hints(hints: Iterable[str]) -> None:
-    from ..console import err_console
+    from espresso_export.core.console import err_console
 
     for hint in hints:
         err_console().print(f"[yellow]{hint}[/]", highlight=False, soft_wrap=True)

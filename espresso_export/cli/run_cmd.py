@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app
-from .options import JsonOpt
+from espresso_export.cli.app import app
+from espresso_export.cli.options import JsonOpt
 
 
 @app.command(
@@ -38,16 +38,16 @@ def run(
     json_out: JsonOpt = False,
 ) -> None:
     """Run a recipe: source -> shrink -> distill or train -> export -> verify (gate) -> push, one folder per step."""
-    from ..errors import ValidationError
-    from .render import print_hints, print_json
+    from espresso_export.core.errors import ValidationError
+    from espresso_export.cli.render import print_hints, print_json
 
     if list_:
         _list(json_out)
         return
     if recipe is None:
         raise ValidationError("give a recipe file or a shipped recipe name (see `espresso-export run --list`)")
-    from ..recipe_runner import plan, run_recipe
-    from ..recipes import load_recipe
+    from espresso_export.pipeline.runner import plan, run_recipe
+    from espresso_export.pipeline.recipes import load_recipe
 
     overrides = list(set_ or [])
     if output is not None:
@@ -79,7 +79,7 @@ def _grid(title: str, headers, rows) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from ..console import out_console
+    from espresso_export.core.console import out_console
 
     table = Table(title=Text(title), title_justify="left")
     for h in headers:
@@ -90,8 +90,8 @@ def _grid(title: str, headers, rows) -> None:
 
 
 def _list(json_out: bool) -> None:
-    from ..recipes import recipe_header, shipped_recipes
-    from .render import print_hints, print_json
+    from espresso_export.pipeline.recipes import recipe_header, shipped_recipes
+    from espresso_export.cli.render import print_hints, print_json
 
     found = [(p, recipe_header(p)) for p in shipped_recipes()]
     if json_out:

@@ -7,9 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..types import Select
-from .app import app
-from .options import (
+from espresso_export.core.types import Select
+from espresso_export.cli.app import app
+from espresso_export.cli.options import (
     BatchSizeOpt, BidirectionalOpt, DimOpt, HeadOpt, JsonOpt, LayersOpt, OutputOpt, OverwriteOpt, PoolingOpt, SeedOpt, SelectOpt,
     TrustRemoteCodeOpt,
 )
@@ -57,9 +57,9 @@ def shrink(
     json_out: JsonOpt = False,
 ) -> None:
     """Keep L layers and a k-d embedding, with a fitted PCA or a first-k head."""
-    from ..shrinking import shrink as run_shrink
-    from ..slicing import parse_layers
-    from .render import print_hints, print_json, print_table
+    from espresso_export.shrinking.shrink import shrink as run_shrink
+    from espresso_export.shrinking.slicing import parse_layers
+    from espresso_export.cli.render import print_hints, print_json, print_table
 
     result = run_shrink(
         model, output, layers=parse_layers(layers), dim=dim, head=head, select=select, pooling=pooling,

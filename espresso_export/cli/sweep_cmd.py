@@ -6,9 +6,9 @@ from typing import Annotated
 
 import typer
 
-from ..types import Head, Select
-from .app import app
-from .options import (
+from espresso_export.core.types import Head, Select
+from espresso_export.cli.app import app
+from espresso_export.cli.options import (
     BatchSizeOpt, CalibrationOpt, CalibrationSamplesOpt, JsonOpt, OutputOpt, OverwriteOpt, SeedOpt, StsColumnsOpt,
     StsLimitOpt, StsOpt, MeasureThreadsOpt, parse_int_list,
 )
@@ -51,9 +51,9 @@ def sweep(
     json_out: JsonOpt = False,
 ) -> None:
     """Measure every (layers, dim) cut in memory: Spearman, throughput, size; write a table and a plot."""
-    from ..sweeping import SweepOptions, sweep as run_sweep
-    from ..verification.sts import parse_columns
-    from .render import print_hints, print_json
+    from espresso_export.verification.sweep import SweepOptions, sweep as run_sweep
+    from espresso_export.verification.sts import parse_columns
+    from espresso_export.cli.render import print_hints, print_json
 
     options = SweepOptions(
         layers=parse_int_list(layers, "--layers"), dims=parse_int_list(dims, "--dims"), head=head, select=select,
@@ -73,7 +73,7 @@ def sweep(
 def _print(result) -> None:
     from rich.table import Table
 
-    from ..console import out_console
+    from espresso_export.core.console import out_console
 
     console = out_console()
     table = Table(title=f"sweep of {result.source} ({result.head.value} head, {result.select.value} layers, "

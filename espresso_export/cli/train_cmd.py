@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app
-from .options import (
+from espresso_export.cli.app import app
+from espresso_export.cli.options import (
     BatchSizeOpt, BidirectionalOpt, CheckpointEveryOpt, DeviceOpt, EpochsOpt, EvalLimitOpt, EvalStsOpt, JsonOpt, KeepCheckpointsOpt,
     LrOpt, MaxSeqLenOpt, MaxStepsOpt, OutputOpt, OverwriteOpt, PoolingOpt, ResumeOpt, RunDirOpt, SeedOpt,
     ThreadsOpt, TrustRemoteCodeOpt, WarmupOpt,
@@ -68,12 +68,12 @@ def train(
     json_out: JsonOpt = False,
 ) -> None:
     """Fine-tune a model so its first layers and first k dims carry the meaning (ESE), or plainly."""
-    from ..errors import ValidationError
-    from ..ese import EseConfig, LayerWeighting, SentenceLoss
-    from ..distributed import current
-    from ..esetrain import train_ese
-    from ..training import TrainConfig
-    from .render import print_hints, print_json, print_table
+    from espresso_export.core.errors import ValidationError
+    from espresso_export.training.ese import EseConfig, LayerWeighting, SentenceLoss
+    from espresso_export.training.distributed import current
+    from espresso_export.training.esetrain import train_ese
+    from espresso_export.training.loop import TrainConfig
+    from espresso_export.cli.render import print_hints, print_json, print_table
 
     try:
         objective = EseConfig(loss=SentenceLoss(loss), compression_dim=compression_dim,
@@ -87,7 +87,7 @@ def train(
         torch.set_num_threads(threads)
     lora_settings = None
     if lora:
-        from ..lora import LoraSettings
+        from espresso_export.model.lora import LoraSettings
 
         lora_settings = LoraSettings(r=lora_r, alpha=lora_r)
     training = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, warmup=warmup, max_steps=max_steps,

@@ -7,9 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..types import IndexKind
-from .app import app
-from .options import (
+from espresso_export.core.types import IndexKind
+from espresso_export.cli.app import app
+from espresso_export.cli.options import (
     BatchSizeOpt, SeedOpt, StsColumnsOpt, StsLimitOpt, StsOpt, MeasureThreadsOpt, TrustRemoteCodeOpt, parse_int_list,
 )
 
@@ -66,12 +66,12 @@ def verify(
     seed: SeedOpt = 0,
 ) -> None:
     """Measure a model against its source: STS retention, latency, size, retrieval; exit 3 if a threshold fails."""
-    from ..layout import write_text_atomic
-    from ..verification.report import Thresholds
-    from ..verification.retrieval import IndexOptions
-    from ..verification.runner import VerifyOptions, verify as run_verify
-    from ..verification.sts import parse_columns
-    from .render import print_json
+    from espresso_export.model.layout import write_text_atomic
+    from espresso_export.verification.report import Thresholds
+    from espresso_export.verification.retrieval import IndexOptions
+    from espresso_export.verification.runner import VerifyOptions, verify as run_verify
+    from espresso_export.verification.sts import parse_columns
+    from espresso_export.cli.render import print_json
 
     to_stdout = json_file is not None and str(json_file) == "-"
     options = VerifyOptions(

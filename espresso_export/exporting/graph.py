@@ -15,11 +15,11 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..checkpoint import Checkpoint, Normalize
-from ..embed import apply_post, model_inputs, pool
-from ..errors import RuntimeFailure, UnsupportedModelError
-from ..runtime import EMBEDDING_OUTPUT, TOKEN_OUTPUT
-from .options import ExportOptions
+from espresso_export.model.checkpoint import Checkpoint, Normalize
+from espresso_export.model.embed import apply_post, model_inputs, pool
+from espresso_export.core.errors import RuntimeFailure, UnsupportedModelError
+from espresso_export.runtime import EMBEDDING_OUTPUT, TOKEN_OUTPUT
+from espresso_export.exporting.options import ExportOptions
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ..errors import RuntimeFailure
-from ..types import Optimize
+from espresso_export.core.errors import RuntimeFailure
+from espresso_export.core.types import Optimize
 
 log = logging.getLogger(__name__)
 

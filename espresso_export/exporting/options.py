@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import ValidationError
-from ..types import ExportFormat, Optimize, Quantize
+from espresso_export.core.errors import ValidationError
+from espresso_export.core.types import ExportFormat, Optimize, Quantize
 
 MIN_OPSET = 14  # LayerNormalization-free graphs and Trilu need 14
 MAX_OPSET = 20  # torch's TorchScript exporter stops here

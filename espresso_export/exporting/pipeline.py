@@ -25,16 +25,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import __version__
-from ..checkpoint import Checkpoint, DenseLayer, load
-from ..cpu import int8_isa
-from ..data import read_sentences
-from ..errors import GateFailedError, UnsupportedModelError, ValidationError
-from ..layout import atomic_output, check_output, save_checkpoint, write_json
-from ..runtime import EXPORT_FILE, TOKENIZER_FILE, OnnxEncoder, length_sorted
-from ..types import Optimize, Quantize
-from .graph import GraphInfo, export_onnx
-from .options import ExportOptions
+from espresso_export import __version__
+from espresso_export.model.checkpoint import Checkpoint, DenseLayer, load
+from espresso_export.core.cpu import int8_isa
+from espresso_export.data.readers import read_sentences
+from espresso_export.core.errors import GateFailedError, UnsupportedModelError, ValidationError
+from espresso_export.model.layout import atomic_output, check_output, save_checkpoint, write_json
+from espresso_export.runtime import EXPORT_FILE, TOKENIZER_FILE, OnnxEncoder, length_sorted
+from espresso_export.core.types import Optimize, Quantize
+from espresso_export.exporting.graph import GraphInfo, export_onnx
+from espresso_export.exporting.options import ExportOptions
 
 log = logging.getLogger(__name__)
 
@@ -170,8 +170,8 @@ def _calibration_feeds(folder: Path, options: ExportOptions) -> list[dict]:
 
 
 def _write_onnx_files(ckpt: Checkpoint, tmp: Path, options: ExportOptions, weights_sha: str) -> tuple[GraphInfo, list[dict]]:
-    from .optimize import optimize_file
-    from .quantize import convert_fp16, quantize_int8
+    from espresso_export.exporting.optimize import optimize_file
+    from espresso_export.exporting.quantize import convert_fp16, quantize_int8
 
     graph = export_onnx(ckpt, tmp / BASE_FILE, options)
     external = graph.external_data
@@ -214,8 +214,8 @@ def _write_onnx_files(ckpt: Checkpoint, tmp: Path, options: ExportOptions, weigh
 
 
 def _validate(ckpt: Checkpoint, tmp: Path, files: list[dict], options: ExportOptions) -> None:
-    from ..progress import track
-    from .validate import check_file, reference
+    from espresso_export.core.progress import track
+    from espresso_export.exporting.validate import check_file, reference
 
     ref = reference(ckpt)
     isa = int8_isa()

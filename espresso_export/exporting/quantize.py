@@ -36,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import RuntimeFailure
-from ..runtime import EMBEDDING_OUTPUT, TOKEN_OUTPUT
+from espresso_export.core.errors import RuntimeFailure
+from espresso_export.runtime import EMBEDDING_OUTPUT, TOKEN_OUTPUT
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +170,7 @@ def activation_ranges(
     import onnx
     import onnxruntime as ort
 
-    from .graph import needs_external_data, save_model
+    from espresso_export.exporting.graph import needs_external_data, save_model
 
     probe = onnx.ModelProto()
     probe.CopyFrom(proto)
@@ -372,7 +372,7 @@ def quantize_int8(
 
     Nodes whose name contains one of ``keep_fp32`` stay fp32, as do pooling and the head.
     """
-    from .graph import load_model, needs_external_data, save_model
+    from espresso_export.exporting.graph import load_model, needs_external_data, save_model
 
     proto = load_model(src)
     g = _Graph(proto)
@@ -403,7 +403,7 @@ def convert_fp16(src: Path, dst: Path, *, external_threshold: int) -> None:
     """fp16 weights and compute with fp32 inputs/outputs (for GPU execution providers)."""
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
-    from .graph import load_model, needs_external_data, save_model
+    from espresso_export.exporting.graph import load_model, needs_external_data, save_model
 
     proto = convert_float_to_float16(load_model(src), keep_io_types=True, disable_shape_infer=True)
     save_model(proto, dst, external=needs_external_data(proto, external_threshold))

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..checkpoint import Checkpoint
-from ..data import BUILTIN, read_sts
-from ..embed import encode
-from ..metrics import cosine_rows, sts_spearman
-from ..runtime import TOKEN_OUTPUT, OnnxEncoder
-from ..types import Quantize
+from espresso_export.model.checkpoint import Checkpoint
+from espresso_export.data.readers import BUILTIN, read_sts
+from espresso_export.model.embed import encode
+from espresso_export.core.metrics import cosine_rows, sts_spearman
+from espresso_export.runtime import TOKEN_OUTPUT, OnnxEncoder
+from espresso_export.core.types import Quantize
 
 MIN_COSINE = {Quantize.NONE: 0.9999, Quantize.INT8: 0.99, Quantize.FP16: 0.999}
 MAX_STS_DELTA = {Quantize.NONE: None, Quantize.INT8: 1.0, Quantize.FP16: 1.0}

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UnsupportedModelError
+from espresso_export.core.errors import UnsupportedModelError
 
 EXPORT_MANIFEST = "export.json"
 
@@ -71,14 +71,14 @@ class TorchEmbedder(Embedder):
     checkpoint: Any = None
 
     def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
-        from ..embed import encode
+        from espresso_export.model.embed import encode
 
         return encode(self.checkpoint, texts, batch_size=batch_size)
 
     @classmethod
     def from_checkpoint(cls, ckpt, *, spec: str | None = None, load_seconds: float = 0.0,
                         disk_bytes: int | None = None) -> TorchEmbedder:
-        from ..checkpoint import DenseLayer
+        from espresso_export.model.checkpoint import DenseLayer
 
         post_params = sum(m.weight.numel() + (0 if m.bias is None else m.bias.numel())
                           for m in ckpt.post if isinstance(m, DenseLayer))
@@ -139,7 +139,7 @@ def onnx_footprint(folder: Path, file: str) -> tuple[int | None, int]:
 
 def open_onnx(folder: Path, spec: str, *, threads: int | None) -> OnnxEmbedder:
     try:
-        from .. import runtime
+        from espresso_export import runtime
     except ImportError as e:
         raise UnsupportedModelError(
             f"{folder} is an ONNX export folder ({EXPORT_MANIFEST}); ONNX export folders need the export "
@@ -168,7 +168,7 @@ def open_torch(spec: str, *, pooling=None, trust_remote_code: bool = False) -> T
     import torch  # noqa: F401  (library imports happen before the timer)
     import transformers  # noqa: F401
 
-    from ..checkpoint import load
+    from espresso_export.model.checkpoint import load
 
     start = time.perf_counter()
     ckpt = load(spec, pooling=pooling, trust_remote_code=trust_remote_code)
@@ -198,7 +198,7 @@ class EncodeCache:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         missing = [t for t in dict.fromkeys(texts) if t not in self._rows]
         if missing:
-            from ..progress import track
+            from espresso_export.core.progress import track
 
             chunk = max(self.batch_size * 8, 256)
             pieces = [missing[i : i + chunk] for i in range(0, len(missing), chunk)]

@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..errors import ValidationError
-from .embedders import Embedder
+from espresso_export.core.errors import ValidationError
+from espresso_export.verification.embedders import Embedder
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def measure(
     progress: str | None = None,
 ) -> list[dict[int, LatencyStats]]:
     """Per embedder (same order), per batch size: p50/p95 ms per batch and sentences/s."""
-    from ..progress import track
+    from espresso_export.core.progress import track
 
     if rounds < 1:
         raise ValidationError(f"latency rounds must be at least 1, got {rounds}")

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .. import __version__
-from ..errors import GateFailedError
-from .latency import LatencyStats
-from .retrieval import RetrievalScores
-from .sts import retention
+from espresso_export import __version__
+from espresso_export.core.errors import GateFailedError
+from espresso_export.verification.latency import LatencyStats
+from espresso_export.verification.retrieval import RetrievalScores
+from espresso_export.verification.sts import retention
 
 
 def ratio(candidate: float | int | None, source: float | int | None) -> float | None:
@@ -304,7 +304,7 @@ class VerifyReport:
     def print(self) -> None:
         from rich.table import Table
 
-        from ..console import out_console
+        from espresso_export.core.console import out_console
 
         console = out_console()
         for sec in self.sections():

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data import RetrievalSet, read_retrieval, retrieval_from_sts
-from ..errors import ValidationError
-from ..types import IndexKind
-from .embedders import EncodeCache
-from .sts import DEFAULT_COLUMNS, load_sts
+from espresso_export.data.readers import RetrievalSet, read_retrieval, retrieval_from_sts
+from espresso_export.core.errors import ValidationError
+from espresso_export.core.types import IndexKind
+from espresso_export.verification.embedders import EncodeCache
+from espresso_export.verification.sts import DEFAULT_COLUMNS, load_sts
 
 TOP_K = 10
 

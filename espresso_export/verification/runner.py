@@ -13,13 +13,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from ..data import BUILTIN
-from ..errors import ValidationError
-from .embedders import EncodeCache, open_embedder
-from .latency import default_threads, fixed_threads, measure
-from .report import LatencyRow, RetrievalRow, StsRow, Thresholds, VerifyReport
-from .retrieval import IndexOptions, evaluate, load_retrieval
-from .sts import DEFAULT_COLUMNS, SMOKE_NOTE, load_sts, sts_score
+from espresso_export.data.readers import BUILTIN
+from espresso_export.core.errors import ValidationError
+from espresso_export.verification.embedders import EncodeCache, open_embedder
+from espresso_export.verification.latency import default_threads, fixed_threads, measure
+from espresso_export.verification.report import LatencyRow, RetrievalRow, StsRow, Thresholds, VerifyReport
+from espresso_export.verification.retrieval import IndexOptions, evaluate, load_retrieval
+from espresso_export.verification.sts import DEFAULT_COLUMNS, SMOKE_NOTE, load_sts, sts_score
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def _latency_texts(sets, count: int, seed: int) -> list[str]:
 def _pruned_vocabulary(embedders: dict, sts_sets, retrieval_sets) -> dict | None:
     """When the candidate's provenance says its vocabulary was pruned: the share of the verify texts' tokens
     (as the source tokenizes them) that the pruned vocabulary kept. ``None`` for an unpruned candidate."""
-    from ..pruning import coverage, find_pruning
+    from espresso_export.shrinking.pruning import coverage, find_pruning
 
     def parts(e):  # (tokenizer, lower-cases?, provenance) of a PyTorch or an ONNX embedder
         ckpt, enc = getattr(e, "checkpoint", None), getattr(e, "encoder", None)

@@ -11,10 +11,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..data import BUILTIN, StsPairs, read_sts
-from ..errors import NotFoundError, OfflineError, ValidationError
-from ..metrics import sts_spearman
-from .embedders import EncodeCache
+from espresso_export.data.readers import BUILTIN, StsPairs, read_sts
+from espresso_export.core.errors import NotFoundError, OfflineError, ValidationError
+from espresso_export.core.metrics import sts_spearman
+from espresso_export.verification.embedders import EncodeCache
 
 DEFAULT_COLUMNS = ("sentence1", "sentence2", "score")
 SMOKE_NOTE = (

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .errors import NotFoundError, ValidationError
+from espresso_export.core.errors import NotFoundError, ValidationError
 
 BUILTIN = "builtin"
 TEXT_FIELDS = ("text", "sentence", "sentence1", "query", "premise")
@@ -549,7 +549,7 @@ def _hub_dataset_files(dataset_id: str) -> list[Path]:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError
 
-    from .errors import OfflineError
+    from espresso_export.core.errors import OfflineError
 
     try:
         folder = Path(snapshot_download(dataset_id, repo_type="dataset", allow_patterns=_HUB_DATA_PATTERNS))

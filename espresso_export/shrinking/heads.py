@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checkpoint import DenseLayer
-from .errors import ValidationError
+from espresso_export.model.checkpoint import DenseLayer
+from espresso_export.core.errors import ValidationError
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from .architectures import Architecture, get_attr_path, set_attr_path
-from .errors import ValidationError
-from .types import Select
+from espresso_export.model.architectures import Architecture, get_attr_path, set_attr_path
+from espresso_export.core.errors import ValidationError
+from espresso_export.core.types import Select
 
 
 def spread(depth: int, count: int) -> list[int]:

@@ -29,17 +29,17 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
-from .checkpoint import Checkpoint, DenseLayer, Normalize, load
-from .embed import apply_post, encode, encode_layers
-from .errors import ValidationError
-from .heads import fit_pca, truncation
-from .layout import atomic_output, check_output, write_text_atomic
-from .metrics import sts_spearman
-from .shrinking import load_calibration
-from .slicing import select_layers, temporary_cut
-from .types import Head, Select
-from .verification.embedders import Embedder
+from espresso_export import __version__
+from espresso_export.model.checkpoint import Checkpoint, DenseLayer, Normalize, load
+from espresso_export.model.embed import apply_post, encode, encode_layers
+from espresso_export.core.errors import ValidationError
+from espresso_export.shrinking.heads import fit_pca, truncation
+from espresso_export.model.layout import atomic_output, check_output, write_text_atomic
+from espresso_export.core.metrics import sts_spearman
+from espresso_export.shrinking.shrink import load_calibration
+from espresso_export.shrinking.slicing import select_layers, temporary_cut
+from espresso_export.core.types import Head, Select
+from espresso_export.verification.embedders import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +201,7 @@ def pareto_front(points: Sequence[SweepPoint]) -> list[SweepPoint]:
 
 def _layer_params(ckpt: Checkpoint) -> tuple[int, list[int]]:
     """(parameters outside the layer stack, parameters of each layer)."""
-    from .architectures import get_attr_path
+    from espresso_export.model.architectures import get_attr_path
 
     stack = get_attr_path(ckpt.model, ckpt.arch.layers_path)
     per_layer = [sum(p.numel() for p in layer.parameters()) for layer in stack]
@@ -337,8 +337,8 @@ def _score_points(ckpt: Checkpoint, pooled: dict[int, np.ndarray], texts: _Texts
 def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, output: str | os.PathLike | None = None,
           overwrite: bool = False, progress: bool = False) -> SweepResult:
     """Measure every (depth, width) point of ``source``; write sweep.json/.csv/.png to ``output`` if given."""
-    from .verification.latency import default_threads, fixed_threads, measure
-    from .verification.sts import SMOKE_NOTE, load_sts
+    from espresso_export.verification.latency import default_threads, fixed_threads, measure
+    from espresso_export.verification.sts import SMOKE_NOTE, load_sts
 
     start = time.perf_counter()
     head, select, depths, dims = _check(options)
@@ -410,7 +410,7 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, outp
 
 
 def _write(result: SweepResult, output: str | os.PathLike, overwrite: bool) -> None:
-    from .verification.plots import plot_sweep
+    from espresso_export.verification.plots import plot_sweep
 
     with atomic_output(output, overwrite=overwrite) as tmp:
         result.output = Path(output).expanduser().resolve()

@@ -28,9 +28,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from .checkpoint import PROVENANCE_FILE, Checkpoint, DenseLayer, Normalize, PostModule
-from .errors import OutputExistsError, RuntimeFailure, ValidationError
-from .types import Pooling
+from espresso_export.model.checkpoint import PROVENANCE_FILE, Checkpoint, DenseLayer, Normalize, PostModule
+from espresso_export.core.errors import OutputExistsError, RuntimeFailure, ValidationError
+from espresso_export.core.types import Pooling
 
 ST_TYPES = {
     "Transformer": "sentence_transformers.models.Transformer",

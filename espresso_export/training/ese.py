@@ -37,7 +37,7 @@ from enum import Enum
 import torch
 import torch.nn.functional as F
 
-from .errors import ValidationError
+from espresso_export.core.errors import ValidationError
 
 DEFAULT_SCALE = 20.0  # 1 / temperature 0.05, the AnglE/CoSENT/SimCSE default
 
@@ -433,7 +433,7 @@ class EseObjective(torch.nn.Module):
 
     def pooled(self, batch: EseBatch) -> dict[int, torch.Tensor]:
         """Forward ``batch``'s texts through the checkpoint (one pass): ``{i: (len(batch.texts), d)}`` for the used layers."""
-        from .embed import pooled_layer_states, tokenize
+        from espresso_export.model.embed import pooled_layer_states, tokenize
 
         if self.ckpt is None:
             raise ValueError("EseObjective.loss needs a checkpoint; use EseObjective.from_checkpoint")
@@ -460,7 +460,7 @@ class EseData:
     """
 
     def __init__(self, source, *, positive_threshold: float | None = None):
-        from .data import StsPairs, TextPairs
+        from espresso_export.data.readers import StsPairs, TextPairs
 
         self.name = source.name
         if isinstance(source, StsPairs):
@@ -480,7 +480,7 @@ class EseData:
 
     @classmethod
     def read(cls, path, *, limit: int | None = None, positive_threshold: float | None = None) -> EseData:
-        from .data import read_training_data
+        from espresso_export.data.readers import read_training_data
 
         return cls(read_training_data(path, limit=limit), positive_threshold=positive_threshold)
 

@@ -11,9 +11,9 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from .checkpoint import Checkpoint, DenseLayer, PostModule
-from .progress import track
-from .types import Pooling
+from espresso_export.model.checkpoint import Checkpoint, DenseLayer, PostModule
+from espresso_export.core.progress import track
+from espresso_export.core.types import Pooling
 
 
 def pool(token_embeddings, attention_mask, mode: Pooling):
@@ -56,7 +56,7 @@ def _activation(name: str):
     table = {"Identity": lambda t: t, "Tanh": torch.tanh, "ReLU": torch.relu, "GELU": torch.nn.functional.gelu,
              "Sigmoid": torch.sigmoid}
     if short not in table:
-        from .errors import UnsupportedModelError
+        from espresso_export.core.errors import UnsupportedModelError
 
         raise UnsupportedModelError(f"unsupported Dense activation {name!r}; supported: {', '.join(table)}")
     return table[short]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import UnsupportedModelError
+from espresso_export.core.errors import UnsupportedModelError
 
 
 @dataclass(frozen=True)

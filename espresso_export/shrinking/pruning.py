@@ -47,11 +47,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .checkpoint import Checkpoint, load
-from .data import read_corpus
-from .errors import UnsupportedModelError, ValidationError
-from .layout import atomic_output, check_output, save_checkpoint
+from espresso_export import __version__
+from espresso_export.model.checkpoint import Checkpoint, load
+from espresso_export.data.readers import read_corpus
+from espresso_export.core.errors import UnsupportedModelError, ValidationError
+from espresso_export.model.layout import atomic_output, check_output, save_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -574,7 +574,7 @@ class PruneRequest:
     def read(cls, corpus, *, min_count: int = 1, keep_top: int | None = None,
              keep_file: str | os.PathLike | None = None, field: str | None = None,
              column: str | None = None) -> PruneRequest:
-        from .data import Corpus, _open_text
+        from espresso_export.data.readers import Corpus, _open_text
 
         check_limits(min_count, keep_top)
         if not isinstance(corpus, Corpus):

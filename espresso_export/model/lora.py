@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import EspressoError, ValidationError
+from espresso_export.core.errors import EspressoError, ValidationError
 
 
 @dataclass(frozen=True)

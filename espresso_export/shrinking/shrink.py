@@ -15,17 +15,17 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 from pathlib import Path
 
-from . import __version__
-from .bidirectional import describe as describe_attention
-from .bidirectional import switch as switch_attention
-from .checkpoint import Checkpoint, Normalize, PostModule, load
-from .data import BUILTIN, read_sentences, sentences_sha256
-from .embed import encode
-from .errors import ValidationError
-from .heads import fit_pca, truncation
-from .layout import atomic_output, check_output, save_checkpoint
-from .slicing import cut, select_layers
-from .types import Head, Pooling, Select
+from espresso_export import __version__
+from espresso_export.model.bidirectional import describe as describe_attention
+from espresso_export.model.bidirectional import switch as switch_attention
+from espresso_export.model.checkpoint import Checkpoint, Normalize, PostModule, load
+from espresso_export.data.readers import BUILTIN, read_sentences, sentences_sha256
+from espresso_export.model.embed import encode
+from espresso_export.core.errors import ValidationError
+from espresso_export.shrinking.heads import fit_pca, truncation
+from espresso_export.model.layout import atomic_output, check_output, save_checkpoint
+from espresso_export.shrinking.slicing import cut, select_layers
+from espresso_export.core.types import Head, Pooling, Select
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ def shrink(
         check_output(output, overwrite=overwrite, inputs=[model])
     prune = None
     if prune_corpus is not None:
-        from .pruning import PruneRequest
+        from espresso_export.shrinking.pruning import PruneRequest
 
         prune = PruneRequest.read(prune_corpus, min_count=prune_min_count, keep_top=prune_keep_top,
                                   keep_file=prune_keep_file)
@@ -192,7 +192,7 @@ def shrink(
     ckpt.post = post
     vocab = None
     if prune is not None:
-        from .pruning import coverage_hint
+        from espresso_export.shrinking.pruning import coverage_hint
 
         record = prune.apply(ckpt)[1]
         hints += coverage_hint(record["corpus_coverage"])

@@ -37,9 +37,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .architectures import Architecture, for_model_type, get_attr_path
-from .errors import ValidationError
-from .types import Attention
+from espresso_export.model.architectures import Architecture, for_model_type, get_attr_path
+from espresso_export.core.errors import ValidationError
+from espresso_export.core.types import Attention
 
 CONFIG_FIELD = "espresso_attention"
 CAUSAL, BIDIRECTIONAL = "causal", "bidirectional"
@@ -160,7 +160,7 @@ def _remove_hooks(model) -> None:
 
 def switch(ckpt, mode: Attention | str) -> list[int]:
     """Set a loaded checkpoint's attention; a bidirectional decoder pools by mean (ESE's LLM recipe)."""
-    from .types import Pooling
+    from espresso_export.core.types import Pooling
 
     chosen = make_bidirectional(ckpt.model, mode, ckpt.arch)
     if chosen:

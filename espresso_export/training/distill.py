@@ -45,18 +45,19 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__, distributed
-from .checkpoint import Checkpoint, DenseLayer, Normalize, load
-from .data import Corpus, read_corpus, read_sentence_pairs, read_sts, sentences_sha256
-from .embed import apply_post, encode, encode_layers, model_inputs, pool
-from .errors import ValidationError
-from .heads import PCAFit, fit_pca
-from .layout import write_json
-from .metrics import sts_spearman
-from .progress import track
-from .slicing import cut, select_layers
-from .training import TrainConfig, Trainer, TrainingTask, prepare_run, write_trained
-from .types import CorpusSample, Loss, Pooling, ProjectionInit, Select
+from espresso_export import __version__
+from espresso_export.training import distributed
+from espresso_export.model.checkpoint import Checkpoint, DenseLayer, Normalize, load
+from espresso_export.data.readers import Corpus, read_corpus, read_sentence_pairs, read_sts, sentences_sha256
+from espresso_export.model.embed import apply_post, encode, encode_layers, model_inputs, pool
+from espresso_export.core.errors import ValidationError
+from espresso_export.shrinking.heads import PCAFit, fit_pca
+from espresso_export.model.layout import write_json
+from espresso_export.core.metrics import sts_spearman
+from espresso_export.core.progress import track
+from espresso_export.shrinking.slicing import cut, select_layers
+from espresso_export.training.loop import TrainConfig, Trainer, TrainingTask, prepare_run, write_trained
+from espresso_export.core.types import CorpusSample, Loss, Pooling, ProjectionInit, Select
 
 log = logging.getLogger(__name__)
 
@@ -481,7 +482,7 @@ def _weights_sha(ckpt: Checkpoint) -> str:
 
 
 def _load_model(spec, role: str, pooling, trust_remote_code: bool) -> Checkpoint:
-    from .errors import NotFoundError, UnsupportedModelError
+    from espresso_export.core.errors import NotFoundError, UnsupportedModelError
 
     try:
         return load(spec, pooling=pooling, trust_remote_code=trust_remote_code)
@@ -517,7 +518,7 @@ def prepare_corpus(corpus, *, field: str | None = None, column: str | None = Non
         counts["capped_to"] = max_sentences
         counts["sample"] = CorpusSample(sample).value
     if augment_kinds:
-        from .augment import augment
+        from espresso_export.data.augment import augment
 
         extra = augment(sentences, augment_kinds, copies=augment_copies, seed=seed)
         sentences += extra

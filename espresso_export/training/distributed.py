@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import EspressoError, RuntimeFailure, ValidationError
+from espresso_export.core.errors import EspressoError, RuntimeFailure, ValidationError
 
 ENV_TIMEOUT = "ESPRESSO_DIST_TIMEOUT"
 DEFAULT_TIMEOUT = 600.0  # seconds; NCCL's own default, long enough for rank 0's evaluation and checkpoint writes

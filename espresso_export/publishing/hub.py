@@ -37,14 +37,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .card import (
+from espresso_export import __version__
+from espresso_export.publishing.card import (
     EXPORT_MANIFEST, CardMetrics, ModelFacts, OnnxFacts, metrics_from_report, read_model, read_onnx_export,
     render_card,
 )
-from .checkpoint import PROVENANCE_FILE, _read_json
-from .errors import EspressoError, NotFoundError, OfflineError, RuntimeFailure, ValidationError
-from .layout import atomic_output
+from espresso_export.model.checkpoint import PROVENANCE_FILE, _read_json
+from espresso_export.core.errors import EspressoError, NotFoundError, OfflineError, RuntimeFailure, ValidationError
+from espresso_export.model.layout import atomic_output
 
 REPO_ID_RULE = ("--repo-id must be owner/name: two parts of letters, digits, '-', '_' and '.', each 1-96 characters "
                 "starting and ending with a letter, digit or '_', with no '--' or '..' and not ending in '.git'")
@@ -267,7 +267,7 @@ def _generated(prepared: Prepared, repo_id: str) -> dict[str, bytes]:
 def write_staging(prepared: Prepared, dest: Path, repo_id: str, *, link: bool = False,
                   progress: bool = False) -> list[StagedFile]:
     """Write every file of the upload under ``dest``; returns them with sizes and sha256."""
-    from .progress import track
+    from espresso_export.core.progress import track
 
     generated = _generated(prepared, repo_id)
     copies = {k: v for k, v in prepared.sources.items() if k not in generated}

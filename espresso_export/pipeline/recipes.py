@@ -39,13 +39,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from .errors import NotFoundError, ValidationError
-from .types import (
+from espresso_export.core.errors import NotFoundError, ValidationError
+from espresso_export.core.types import (
     Attention, CorpusSample, ExportFormat, Head, IndexKind, Loss, Optimize, Pooling, ProjectionInit, Quantize, Select,
 )
 
 RECIPE_SUFFIXES = (".yaml", ".yml")
-SHIPPED_DIR = Path(__file__).resolve().parents[1] / "recipes"  # root recipes/ of a source checkout
+SHIPPED_DIR = Path(__file__).resolve().parents[2] / "recipes"  # root recipes/ of a source checkout
 _DATA_SUFFIXES = (".txt", ".csv", ".tsv", ".jsonl", ".json", ".gz", ".parquet")
 
 # field metadata: how a string value is resolved
@@ -511,7 +511,7 @@ def _check_steps(steps: list[Step], file: str) -> None:
         if s.kind == "push" and i != len(kinds) - 1:
             raise ValidationError(f"{at}: push must be the last step")
         if s.kind == "train":
-            from .ese import LayerWeighting, SentenceLoss  # torch: only for recipes that train
+            from espresso_export.training.ese import LayerWeighting, SentenceLoss  # torch: only for recipes that train
 
             for key, enum in (("loss", SentenceLoss), ("layer_weights", LayerWeighting)):
                 if getattr(s.config, key) not in {m.value for m in enum}:
@@ -618,7 +618,7 @@ def parse_recipe(text: str, *, file: str = "<recipe>", base: Path | None = None,
         output = (origin.base_for(("output",)) / Path(data["output"]).expanduser()).resolve()
     push = next((s for s in steps if s.kind == "push"), None)
     if push is not None:
-        from .hub import validate_repo_id
+        from espresso_export.publishing.hub import validate_repo_id
 
         try:
             validate_repo_id(push.config.repo_id)

@@ -48,9 +48,9 @@ from typing import Any
 
 import numpy as np
 
-from . import distributed
-from .errors import EXIT_INTERRUPTED, EspressoError, ValidationError
-from .layout import atomic_output, write_json
+from espresso_export.training import distributed
+from espresso_export.core.errors import EXIT_INTERRUPTED, EspressoError, ValidationError
+from espresso_export.model.layout import atomic_output, write_json
 
 log = logging.getLogger(__name__)
 
@@ -372,8 +372,8 @@ class _Bar:
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-        from .console import err_console
-        from .progress import LogLines
+        from espresso_export.core.console import err_console
+        from espresso_export.core.progress import LogLines
 
         if not err_console().is_terminal:  # a log: plain lines instead of a live bar that would print nothing
             self.lines = LogLines(label, total, done)
@@ -568,7 +568,7 @@ class Trainer:
             self._stop_any = stops > 0  # a Ctrl-C on any rank: every rank stops after this same step
             loss = term * self.dist.world
         if not math.isfinite(value):
-            from .errors import RuntimeFailure
+            from espresso_export.core.errors import RuntimeFailure
 
             raise RuntimeFailure(f"the loss became {value} at step {self.step + 1}; lower --lr")
         self.optimizer.zero_grad(set_to_none=True)
@@ -694,7 +694,7 @@ def prepare_run(output, run_dir, *, resume: bool, overwrite: bool) -> Path:
     """Check the output folder and apply :func:`check_run_dir` (on rank 0; its verdict reaches every rank).
 
     Returns the run folder (default: ``OUT.run`` beside the output)."""
-    from .layout import check_output
+    from espresso_export.model.layout import check_output
 
     dist = distributed.current()
     if output is not None:
@@ -712,7 +712,7 @@ def write_trained(ckpt, output, prov: dict, *, overwrite: bool, trainer: "Traine
     """Chain ``prov`` onto the checkpoint's lineage and write the trained model folder atomically.
 
     Returns the resolved output folder (``None`` when ``output`` is ``None``: in-memory runs)."""
-    from .layout import save_checkpoint
+    from espresso_export.model.layout import save_checkpoint
 
     if ckpt.provenance:
         prov["parent"] = ckpt.provenance

@@ -27,7 +27,7 @@ def track(
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from .console import err_console
+    from espresso_export.core.console import err_console
 
     if not err_console().is_terminal:
         lines = LogLines(description, total_items)
@@ -56,7 +56,7 @@ class LogLines:
     """
 
     def __init__(self, label: str, total: int | None, done: int = 0, every: float | None = None) -> None:
-        from .console import err_console
+        from espresso_export.core.console import err_console
 
         self.label, self.total, self.done = label, total, done
         self.every = float(os.environ.get("ESPRESSO_PROGRESS_SECONDS", 30)) if every is None else every

@@ -16,16 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .architectures import Architecture, depth, for_model_type, hidden_size
-from .errors import (
+from espresso_export.model.architectures import Architecture, depth, for_model_type, hidden_size
+from espresso_export.core.errors import (
     CorruptCheckpointError,
     NotFoundError,
     OfflineError,
     UnsupportedModelError,
     ValidationError,
 )
-from .models import packaged_path, resolve_alias
-from .types import Pooling
+from espresso_export.model.aliases import packaged_path, resolve_alias
+from espresso_export.core.types import Pooling
 
 log = logging.getLogger(__name__)
 
@@ -352,7 +352,7 @@ def load(
     _check_finite(model, tdir)
     bidirectional = []
     if arch.decoder:  # re-install the attention switch the config records (bidirectional.py)
-        from .bidirectional import apply as apply_attention
+        from espresso_export.model.bidirectional import apply as apply_attention
 
         bidirectional = apply_attention(model, arch)
     try:

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .architectures import for_model_type
-from .checkpoint import PROVENANCE_FILE, _read_json, _read_st_layout, _weight_files
-from .data import BUILTIN
-from .errors import CorruptCheckpointError, UnsupportedModelError, ValidationError
-from .models import resolve_alias
-from .types import Head, Pooling
+from espresso_export import __version__
+from espresso_export.model.architectures import for_model_type
+from espresso_export.model.checkpoint import PROVENANCE_FILE, _read_json, _read_st_layout, _weight_files
+from espresso_export.data.readers import BUILTIN
+from espresso_export.core.errors import CorruptCheckpointError, UnsupportedModelError, ValidationError
+from espresso_export.model.aliases import resolve_alias
+from espresso_export.core.types import Head, Pooling
 
 EXPORT_MANIFEST = "export.json"
 MIN_MATRYOSHKA_DIM = 32  # halvings of the width stop here unless the lineage lists the trained dims

@@ -17,16 +17,17 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__, distributed
-from .bidirectional import describe as describe_attention, switch
-from .checkpoint import Checkpoint, DenseLayer, load
-from .data import read_sts, sentences_sha256
-from .embed import encode_layers
-from .ese import EseConfig, EseData, EseObjective, check_loss_fits
-from .errors import ValidationError
-from .metrics import sts_spearman
-from .training import TrainConfig, Trainer, TrainingTask, prepare_run, write_trained
-from .types import Attention, Pooling
+from espresso_export import __version__
+from espresso_export.training import distributed
+from espresso_export.model.bidirectional import describe as describe_attention, switch
+from espresso_export.model.checkpoint import Checkpoint, DenseLayer, load
+from espresso_export.data.readers import read_sts, sentences_sha256
+from espresso_export.model.embed import encode_layers
+from espresso_export.training.ese import EseConfig, EseData, EseObjective, check_loss_fits
+from espresso_export.core.errors import ValidationError
+from espresso_export.core.metrics import sts_spearman
+from espresso_export.training.loop import TrainConfig, Trainer, TrainingTask, prepare_run, write_trained
+from espresso_export.core.types import Attention, Pooling
 
 
 class EseTask(TrainingTask):
@@ -171,7 +172,7 @@ def train_ese(
             ckpt.pooling = Pooling(pooling)
     wrapper = None
     if lora is not None:
-        from .lora import add_lora
+        from espresso_export.model.lora import add_lora
 
         wrapper = add_lora(ckpt, lora)
     ese_on = bool(objective.alpha or objective.beta)
@@ -188,7 +189,7 @@ def train_ese(
     result = trainer.run(resume=resume, progress=("ESE" if ese_on else "fine-tuning") if progress else None)
     ckpt.model.cpu()
     if wrapper is not None:
-        from .lora import merge_lora
+        from espresso_export.model.lora import merge_lora
 
         merge_lora(ckpt, wrapper)
 

@@ -28,9 +28,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .errors import GateFailedError, OutputExistsError, ValidationError
-from .layout import atomic_output, write_json, write_text_atomic
-from .recipes import MODEL_STEPS, Recipe, Step
+from espresso_export.core.errors import GateFailedError, OutputExistsError, ValidationError
+from espresso_export.model.layout import atomic_output, write_json, write_text_atomic
+from espresso_export.pipeline.recipes import MODEL_STEPS, Recipe, Step
 
 STATE_FILE = "run.json"
 REPORT_JSON = "report.json"
@@ -216,8 +216,8 @@ def _preflight_push() -> None:
     """Fail before hours of training, not at the end: a real push needs a token and the network."""
     from huggingface_hub import constants
 
-    from .errors import OfflineError
-    from .hub import resolve_token
+    from espresso_export.core.errors import OfflineError
+    from espresso_export.publishing.hub import resolve_token
 
     resolve_token(None)
     if constants.HF_HUB_OFFLINE:
@@ -255,7 +255,7 @@ def _gate_error(report: Path) -> str | None:
 # --- one function per step: (step, folder, flow) -> (result dict, summary) ----------------------------------
 
 def _run_shrink(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):
-    from .shrinking import shrink
+    from espresso_export.shrinking.shrink import shrink
 
     c = step.config
     r = shrink(flow.model, folder, layers=c.layers, dim=c.dim, head=c.head, select=c.select, pooling=c.pooling,
@@ -273,8 +273,8 @@ def _shrink_cut(flow: _Flow) -> tuple[list[int], int]:
 
 
 def _run_distill(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):
-    from .distillation import distill
-    from .training import read_checkpoint_meta
+    from espresso_export.training.distill import distill
+    from espresso_export.training.loop import read_checkpoint_meta
 
     c = step.config
     teacher, student, layers, dim = c.teacher, c.student, c.student_layers, c.dim
@@ -311,9 +311,9 @@ def _run_distill(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwri
 
 
 def _run_train(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):
-    from .ese import EseConfig, LayerWeighting, SentenceLoss
-    from .esetrain import train_ese
-    from .training import TrainConfig, read_checkpoint_meta
+    from espresso_export.training.ese import EseConfig, LayerWeighting, SentenceLoss
+    from espresso_export.training.esetrain import train_ese
+    from espresso_export.training.loop import TrainConfig, read_checkpoint_meta
 
     c = step.config
     objective = EseConfig(loss=SentenceLoss(c.loss), compression_dim=c.compression_dim,  # checked at load
@@ -321,7 +321,7 @@ def _run_train(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite
                           layer_weights=LayerWeighting(c.layer_weights), layers_from=c.layers_from)
     lora = None
     if c.lora_r is not None:
-        from .lora import LoraSettings
+        from espresso_export.model.lora import LoraSettings
 
         lora = LoraSettings(r=c.lora_r, alpha=c.lora_r)
     training = TrainConfig(epochs=c.epochs, batch_size=c.batch_size, lr=c.lr, warmup=c.warmup, max_steps=c.max_steps,
@@ -340,8 +340,8 @@ def _run_train(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite
 
 
 def _run_export(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):
-    from .exporting.options import ExportOptions
-    from .exporting.pipeline import export
+    from espresso_export.exporting.options import ExportOptions
+    from espresso_export.exporting.pipeline import export
 
     c = step.config
     options = ExportOptions(formats=tuple(c.formats), quantize=c.quantize, optimize=c.optimize, opset=c.opset,
@@ -357,10 +357,10 @@ def _run_export(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrit
 
 
 def _run_verify(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):
-    from .verification.report import Thresholds
-    from .verification.retrieval import IndexOptions
-    from .verification.runner import VerifyOptions, verify
-    from .verification.sts import DEFAULT_COLUMNS
+    from espresso_export.verification.report import Thresholds
+    from espresso_export.verification.retrieval import IndexOptions
+    from espresso_export.verification.runner import VerifyOptions, verify
+    from espresso_export.verification.sts import DEFAULT_COLUMNS
 
     c = step.config
     if c.sts_columns is not None and len(c.sts_columns) != 3:
@@ -392,7 +392,7 @@ def _run_verify(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrit
 
 
 def _run_push(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):
-    from .hub import push
+    from espresso_export.publishing.hub import push
 
     c = step.config
     r = push(flow.model, c.repo_id, private=c.private, create_pr=c.create_pr, revision=c.revision,

@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from enum import Enum
 
-from .errors import ValidationError
+from espresso_export.core.errors import ValidationError
 
 
 class Augment(str, Enum):
