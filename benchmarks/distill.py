@@ -39,7 +39,7 @@ sys.path.insert(0, str(HERE))
 from _models import SHARED, minilm, mpnet, stsb  # noqa: E402
 
 from espresso_export.model.checkpoint import load  # noqa: E402
-from espresso_export.data.readers import read_sts  # noqa: E402
+from espresso_export.data import read_sts  # noqa: E402
 from espresso_export.training.distill import distill  # noqa: E402
 from espresso_export.training.distributed import current, setup as setup_dist  # noqa: E402
 from espresso_export.model.embed import encode  # noqa: E402
@@ -79,7 +79,7 @@ def stsb_first_corpus(folder: Path, total: int, seed: int) -> Path:
     A random subset of the 238k pooled sentences is ~94% captions and Tatoeba; STS-B test shares its genres
     (news, forums, captions) with train/dev, so keeping all of those in-domain sentences is the cheaper corpus.
     """
-    from espresso_export.data.readers import read_corpus
+    from espresso_export.data import read_corpus
 
     specs = corpus_specs()
     sts = read_corpus(specs[:2]).sentences

@@ -88,7 +88,7 @@ def main() -> int:
     import torch
 
     from espresso_export.model.checkpoint import load
-    from espresso_export.data.readers import read_sts
+    from espresso_export.data import read_sts
     from espresso_export.training.ese import EseConfig
     from espresso_export.training.esetrain import train_ese
     from espresso_export.shrinking.shrink import shrink

@@ -73,7 +73,8 @@ def main() -> None:
     from espresso_export.model.checkpoint import load
     from espresso_export.core.errors import GateFailedError
     from espresso_export.core.metrics import cosine_rows
-    from espresso_export.shrinking.pruning import coverage, find_pruning, prune_vocab
+    from espresso_export.model.vocabulary import coverage, find_pruning
+    from espresso_export.shrinking.pruning import prune_vocab
     from espresso_export.verification.embedders import EncodeCache, TorchEmbedder, open_onnx
     from espresso_export.verification.sts import load_sts, retention, sts_score
 

@@ -29,7 +29,7 @@ import _models  # noqa: E402
 
 from espresso_export import shrink  # noqa: E402
 from espresso_export.model.checkpoint import load  # noqa: E402
-from espresso_export.data.readers import read_sentences, read_sts  # noqa: E402
+from espresso_export.data import read_sentences, read_sts  # noqa: E402
 from espresso_export.model.embed import apply_post, encode, encode_layers  # noqa: E402
 from espresso_export.shrinking.heads import fit_pca  # noqa: E402
 from espresso_export.core.metrics import sts_spearman  # noqa: E402

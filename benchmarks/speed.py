@@ -30,7 +30,7 @@ OUT = HERE / ".out"
 def sentences(n: int) -> list[str]:
     from _models import stsb
 
-    from espresso_export.data.readers import read_sts
+    from espresso_export.data import read_sts
 
     pairs = read_sts(stsb("test"))
     return list(dict.fromkeys(pairs.sentence1 + pairs.sentence2))[:n]
@@ -66,7 +66,7 @@ def main() -> None:
     from _models import stsb
 
     from espresso_export.model.checkpoint import load
-    from espresso_export.data.readers import read_sts
+    from espresso_export.data import read_sts
     from espresso_export.model.embed import encode
     from espresso_export.core.metrics import cosine_rows, sts_spearman
     from espresso_export.runtime import OnnxEncoder

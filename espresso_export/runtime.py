@@ -24,7 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-from espresso_export.core.errors import ValidationError  # stdlib-only: keeps the runtime torch-free
+from espresso_export.core.batching import (
+    length_sorted_batches,  # stdlib-only, as errors
+)
+from espresso_export.core.errors import (
+    ValidationError,  # stdlib-only: keeps the runtime torch-free
+)
 
 EXPORT_FILE = "export.json"
 TOKENIZER_FILE = "tokenizer.json"
@@ -53,12 +58,6 @@ def read_export_info(folder: str | os.PathLike) -> dict:
     if not isinstance(info, dict) or not info.get("files"):
         raise ExportFolderError(f"{path} lists no ONNX files")
     return info
-
-
-def length_sorted(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
-    """Indices grouped into batches of similar length, longest first (little padding)."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    return [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
 
 
 class OnnxEncoder:
@@ -148,7 +147,7 @@ class OnnxEncoder:
         out = np.zeros((len(items), self.dim), dtype=np.float32)
         if items:
             encodings = self.tokenize(items)
-            for idx in length_sorted([len(e.ids) for e in encodings], batch_size):
+            for idx in length_sorted_batches([len(e.ids) for e in encodings], batch_size):
                 out[idx] = self.run([encodings[i] for i in idx])[0]
         return out[0] if single else out
 

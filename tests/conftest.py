@@ -44,7 +44,7 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def calibration_file(tmp_path_factory) -> Path:
     """A small calibration corpus (300 sentences) taken from the shipped one."""
-    from espresso_export.data.readers import builtin_resource
+    from espresso_export.data import builtin_resource
 
     lines = builtin_resource("calibration.txt").read_text(encoding="utf-8").splitlines()[:300]
     path = tmp_path_factory.mktemp("cal") / "cal.txt"

@@ -15,7 +15,7 @@ import torch
 from espresso_export.data.augment import Augment, augment, parse_augment
 from espresso_export.model.checkpoint import Normalize, load
 from espresso_export.cli.app import main
-from espresso_export.data.readers import read_corpus, read_sts
+from espresso_export.data import read_corpus, read_sts
 from espresso_export.training.distill import _base_post, distill, teacher_targets
 from espresso_export.model.embed import encode
 from espresso_export.core.errors import NotFoundError, OfflineError, UnsupportedModelError, ValidationError
@@ -300,7 +300,7 @@ def test_pair_loss_on_a_real_cut_raises_sts_and_learns_the_teachers_pair_similar
 
 
 def test_pair_files_of_every_kind_become_distinct_sentence_pairs(tmp_path, shared_data):
-    from espresso_export.data.readers import read_sentence_pairs
+    from espresso_export.data import read_sentence_pairs
     from espresso_export.training.distill import add_pair_sentences
 
     (tmp_path / "p.jsonl").write_text('{"anchor": "a", "positive": "b"}\n{"anchor": "b", "positive": "a"}\n'

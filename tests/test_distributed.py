@@ -26,7 +26,7 @@ if not torch.distributed.is_available():
     pytest.skip("this torch build has no torch.distributed", allow_module_level=True)
 
 from espresso_export.cli.app import main  # noqa: E402
-from espresso_export.data.readers import builtin_resource  # noqa: E402
+from espresso_export.data import builtin_resource  # noqa: E402
 from espresso_export.training.distributed import ENV_TIMEOUT, Dist, timeout_seconds  # noqa: E402
 from espresso_export.core.errors import ValidationError  # noqa: E402
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from espresso_export.data.readers import StsPairs, TextPairs, read_pairs, read_training_data
+from espresso_export.data import StsPairs, TextPairs, read_pairs, read_training_data
 from espresso_export.core.errors import ValidationError
 from espresso_export.training.ese import (
     AngleWeights,
@@ -314,7 +314,7 @@ def test_ese_data_from_scored_pairs_and_loss_checks():
 
 
 def _smoke_batch(n=8):
-    from espresso_export.data.readers import builtin_resource, read_sts
+    from espresso_export.data import builtin_resource, read_sts
 
     sts = read_sts(builtin_resource("sts_smoke.tsv"))
     data = EseData(sts)

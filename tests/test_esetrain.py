@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-from pathlib import Path
 
 import pytest
 import torch
 
-import espresso_export  # noqa: E402
 
 
 from espresso_export.model.checkpoint import load  # noqa: E402
-from espresso_export.data.readers import builtin_resource, read_sts  # noqa: E402
+from espresso_export.data import builtin_resource, read_sts  # noqa: E402
 from espresso_export.training.ese import EseConfig, EseData, EseObjective  # noqa: E402
 from espresso_export.training.esetrain import EseTask, train_ese  # noqa: E402
 from espresso_export.training.loop import TrainConfig, Trainer, TrainingInterrupted  # noqa: E402

@@ -15,13 +15,12 @@ import pytest
 from espresso_export import shrink
 from espresso_export.model.checkpoint import load
 from espresso_export.cli.app import main
-from espresso_export.data.readers import builtin_resource
+from espresso_export.data import builtin_resource
 from espresso_export.model.embed import encode
 from espresso_export.core.errors import UnsupportedModelError, ValidationError
 from espresso_export.core.metrics import cosine_rows
-from espresso_export.shrinking.pruning import (
-    find_pruning, full_vocab, ids_from_runs, kept_old_ids, prune_vocab, tokenizer_json,
-)
+from espresso_export.model.vocabulary import find_pruning, full_vocab, ids_from_runs, kept_old_ids, tokenizer_json
+from espresso_export.shrinking.pruning import prune_vocab
 from tiny_models import make_config
 
 LINES = builtin_resource("calibration.txt").read_text(encoding="utf-8").splitlines()
@@ -93,7 +92,7 @@ def test_minilm_unseen_text_documented_difference(minilm_pruned):
 def test_wordpiece_fallback_drops_only_tokens_the_tokenizer_never_produces(minilm_path):
     from tokenizers import Tokenizer
 
-    from espresso_export.shrinking.pruning import fallback_tokens
+    from espresso_export.shrinking.vocab_rules import fallback_tokens
 
     tj = json.loads((Path(minilm_path) / "tokenizer.json").read_text(encoding="utf-8"))
     singles = {t for t in tj["model"]["vocab"] if len(t.removeprefix("##")) == 1}
@@ -417,7 +416,7 @@ def test_bad_input(families, tmp_path):
 
 
 def test_id_runs_round_trip():
-    from espresso_export.shrinking.pruning import id_runs
+    from espresso_export.model.vocabulary import id_runs
 
     ids = [0, 1, 2, 5, 7, 8, 100]
     assert id_runs(ids) == [[0, 2], [5, 5], [7, 8], [100, 100]]

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from espresso_export.publishing.card import _metrics_from_report, read_model
+from espresso_export.publishing.facts import read_model
+from espresso_export.publishing.report_metrics import parse_report
 from espresso_export.cli.app import main
 from fake_hub import FakeHub
 
@@ -133,7 +134,7 @@ def push_subprocess(hub: FakeHub, tmp_path: Path, *args, token: str | None = TOK
 
 
 def test_metrics_adapter_reads_the_verify_report_schema():
-    m = _metrics_from_report(json.loads(REPORT.read_text()))
+    m = parse_report(json.loads(REPORT.read_text()))
     assert m.source == "minilm" and m.candidate_dim == 8 and m.threads == 2 and m.gate_passed is True
     assert [(s.name, s.pairs, s.retention, s.smoke) for s in m.sts] == [
         ("sts-smoke", 173, 0.9323, True), ("sts-test", 1379, 0.9372, False)]

@@ -140,17 +140,23 @@ def test_push_settings_are_checked_before_anything_runs(tmp_path):
 
 
 def test_every_step_schema_mirrors_its_library_call():
-    """Each step's keys are parameters of the call it makes (same names), so the docs of one apply to the other."""
+    """Each step's keys are parameters of the call it makes (same names), so the docs of one apply to the other.
+    The calls take their settings object or its fields as keywords (tests/test_settings.py checks the rest)."""
     import inspect
+    from dataclasses import fields
 
-    from espresso_export.training.distill import distill
     from espresso_export.exporting.options import ExportOptions
     from espresso_export.publishing.hub import push
+    from espresso_export.publishing.settings import PushSettings
+    from espresso_export.shrinking.settings import ShrinkSettings
     from espresso_export.shrinking.shrink import shrink
+    from espresso_export.training.distill import distill
+    from espresso_export.training.settings import DistillSettings
 
-    calls = {"shrink": shrink, "distill": distill, "export": ExportOptions, "push": push}
-    for kind, call in calls.items():
-        params = set(inspect.signature(call).parameters)
+    calls = {"shrink": (shrink, ShrinkSettings), "distill": (distill, DistillSettings),
+             "export": (ExportOptions, ExportOptions), "push": (push, PushSettings)}
+    for kind, (call, settings) in calls.items():
+        params = set(inspect.signature(call).parameters) | {f.name for f in fields(settings)}
         keys = {f for f in STEP_TYPES[kind].__dataclass_fields__}
         assert keys <= params, (kind, keys - params)
 
@@ -301,7 +307,7 @@ steps:
 def test_ese_then_cut_declares_matryoshka_dimensions(tiny_bert, tmp_path, capsys, one_thread):
     """train (ESE) -> shrink: the cut of an ESE-trained model keeps the first layers and first-k dims, and the
     staged card and config declare the widths a caller may truncate to."""
-    from espresso_export.data.readers import builtin_resource
+    from espresso_export.data import builtin_resource
 
     text = ESE_THEN_CUT.format(model=tiny_bert, data=builtin_resource("sts_smoke.tsv"))
     code, out, _ = run(capsys, "run", write(tmp_path, text), "-o", tmp_path / "run", "--json")

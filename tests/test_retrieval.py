@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from espresso_export.data.readers import RetrievalSet, StsPairs, read_retrieval, retrieval_from_sts
+from espresso_export.data import RetrievalSet, StsPairs, read_retrieval, retrieval_from_sts
 from espresso_export.core.errors import NotFoundError, ValidationError
 from espresso_export.core.types import IndexKind
 from espresso_export.verification.embedders import EncodeCache, Embedder

@@ -11,7 +11,7 @@ from safetensors import safe_open
 from espresso_export import shrink
 from espresso_export.model.architectures import get_attr_path
 from espresso_export.model.checkpoint import load
-from espresso_export.data.readers import read_sentences
+from espresso_export.data import read_sentences
 from espresso_export.model.embed import encode, encode_layers
 from tiny_models import DEPTH, FAMILIES
 
@@ -125,3 +125,20 @@ def test_default_calibration_is_the_shipped_corpus(tiny_bert, tmp_path):
     result = shrink(tiny_bert, tmp_path / "d", layers=2, dim=8)
     prov = json.loads((result.output / "espresso.json").read_text())
     assert prov["calibration"]["source"] == "builtin" and prov["calibration"]["size"] > 2000
+
+
+def test_calibration_csv_reads_a_column_like_every_corpus(tiny_bert, tmp_path):
+    """--calibration x.csv picks the text column (the header is not a sentence), as --corpus does."""
+    from espresso_export.data import read_corpus
+
+    rows = [f"sentence {i} about the dog" for i in range(40)]
+    csv_file = tmp_path / "cal.csv"
+    csv_file.write_text("id,text\n" + "".join(f'{i},"{s}"\n' for i, s in enumerate(rows)))
+    assert read_sentences(csv_file) == rows == read_corpus([csv_file]).sentences
+    result = shrink(tiny_bert, tmp_path / "c", layers=2, dim=2, calibration=csv_file)
+    prov = json.loads((result.output / "espresso.json").read_text())
+    assert prov["calibration"]["size"] == 40  # 41 lines, header excluded
+    stsb = tmp_path / "sts.tsv"
+    stsb.write_text("main\tnews\t2012\t1\t4.0\tA dog runs.\tA dog is running.\n"
+                    "main\tnews\t2012\t2\t1.0\tA cat.\tA car.\n")
+    assert read_sentences(stsb) == ["A dog runs.", "A dog is running.", "A cat.", "A car."]

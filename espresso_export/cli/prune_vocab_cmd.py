@@ -62,14 +62,12 @@ def prune_vocab(
     Corpus sentences encode as before (--min-count 1, no --keep-top); other text falls back to sub-units.
     """
     from espresso_export.shrinking.pruning import prune_vocab as run_prune
-    from espresso_export.cli.render import print_hints, print_json, print_table
+    from espresso_export.cli.render import print_table, report_json
 
     result = run_prune(model, output, corpus=corpus, min_count=min_count, keep_top=keep_top, keep_file=keep_file,
                        overwrite=overwrite, field=corpus_field, column=corpus_column,
                        trust_remote_code=trust_remote_code)
-    print_hints(result.hints)
-    if json_out:
-        print_json(result.to_dict())
+    if report_json(result, json_out):
         return
     rows = [("source", result.source), *pruning_rows(result),
             ("parameters", f"{result.params_before / 1e6:.1f}M -> {result.params_after / 1e6:.1f}M"),

@@ -1,4 +1,4 @@
-"""``espresso-export push``."""
+"""``espresso-export push``: its options are derived from :class:`~espresso_export.publishing.settings.PushSettings`."""
 
 from __future__ import annotations
 
@@ -9,50 +9,18 @@ import typer
 
 from espresso_export.cli.app import app
 from espresso_export.cli.options import JsonOpt, OverwriteOpt
+from espresso_export.core.settings import param, settings_command
+from espresso_export.publishing.settings import PushSettings
 
 
-@app.command(
-    epilog="The token comes from --token, HF_TOKEN or `hf auth login`; it is never printed or written anywhere.\n\n"
-    "Examples:\n\n"
-    "  espresso-export push minilm-L3-d128 --repo-id me/minilm-L3-d128 --verify-report report.json\n\n"
-    "  espresso-export push small/ --repo-id me/small --onnx small-onnx/ --dry-run staged/\n\n"
-    "  espresso-export push small/ --repo-id org/small --create-pr --commit-message 'L4/d128, 0.97 retention'",
-)
-def push(
-    folder: Annotated[Path, typer.Argument(help="Model folder (from shrink/distill/train, or any "
-                                                "sentence-transformers folder with safetensors weights).")],
-    repo_id: Annotated[str, typer.Option("--repo-id", help="Hub repository, owner/name (created if missing).")],
-    private: Annotated[bool, typer.Option("--private", help="Create the repository as private.")] = False,
-    create_pr: Annotated[bool, typer.Option("--create-pr", help="Open a pull request instead of committing "
-                                                                "to the branch.")] = False,
-    revision: Annotated[Optional[str], typer.Option("--revision", help="Branch to commit to (created if "
-                                                                       "missing; with --create-pr, the PR's "
-                                                                       "base).")] = None,
-    commit_message: Annotated[Optional[str], typer.Option("--commit-message", help="Commit title.")] = None,
-    token: Annotated[Optional[str], typer.Option("--token", help="Hugging Face token with write access "
-                                                                 "(default: HF_TOKEN, then the saved login).",
-                                                 show_default=False)] = None,
-    onnx: Annotated[Optional[Path], typer.Option("--onnx", help="ONNX export folder (export.json + model*.onnx) "
-                                                               "to upload under onnx/. Default: FOLDER/onnx if "
-                                                               "it is one.")] = None,
-    verify_report: Annotated[Optional[Path], typer.Option("--verify-report", help="JSON report of `espresso-export "
-                                                                                  "verify --json FILE` for the card. "
-                                                                                  "Default: FOLDER/verify_report.json "
-                                                                                  "or FOLDER/verify.json.")] = None,
-    dry_run: Annotated[Optional[Path], typer.Option("--dry-run", help="Write exactly what would be uploaded to "
-                                                                     "this folder and upload nothing.")] = None,
-    overwrite: OverwriteOpt = False,
-    json_out: JsonOpt = False,
-) -> None:
+def _push(settings: PushSettings, *, folder: Path, repo_id: str, token: Optional[str], onnx: Optional[Path],
+          verify_report: Optional[Path], dry_run: Optional[Path], overwrite: bool, json_out: bool) -> None:
     """Upload a model folder to the Hugging Face Hub with a generated model card, ONNX export and verify report."""
-    from espresso_export.publishing.hub import push as run_push
     from espresso_export.cli.render import print_hints, print_json, print_table
+    from espresso_export.publishing.hub import push as run_push
 
-    result = run_push(
-        folder, repo_id, private=private, create_pr=create_pr, revision=revision, commit_message=commit_message,
-        token=token, onnx=onnx, verify_report=verify_report, dry_run=dry_run, overwrite=overwrite,
-        progress=not json_out,
-    )
+    result = run_push(folder, repo_id, settings, token=token, onnx=onnx, verify_report=verify_report,
+                      dry_run=dry_run, overwrite=overwrite, progress=not json_out)
     print_hints(result.warnings)
     if not json_out:
         print_hints(f"skipped {path}: {reason}" for path, reason in result.skipped)
@@ -76,3 +44,30 @@ def push(
         rows.append(("visibility", "private (if created now)" if result.private else "repository default"))
     rows.append(("time", f"{result.seconds:.1f} s"))
     print_table("push (dry run)" if result.dry_run is not None else "push", rows)
+
+
+push = app.command(
+    name="push",
+    epilog="The token comes from --token, HF_TOKEN or `hf auth login`; it is never printed or written anywhere.\n\n"
+    "Examples:\n\n"
+    "  espresso-export push minilm-L3-d128 --repo-id me/minilm-L3-d128 --verify-report report.json\n\n"
+    "  espresso-export push small/ --repo-id me/small --onnx small-onnx/ --dry-run staged/\n\n"
+    "  espresso-export push small/ --repo-id org/small --create-pr --commit-message 'L4/d128, 0.97 retention'",
+)(settings_command(PushSettings, [
+    param("folder", Annotated[Path, typer.Argument(help="Model folder (from shrink/distill/train, or any "
+                                                       "sentence-transformers folder with safetensors weights).")]),
+    param("repo_id", Annotated[str, typer.Option("--repo-id", help="Hub repository, owner/name (created if "
+                                                 "missing).")]),
+    param("token", Annotated[Optional[str], typer.Option("--token", help="Hugging Face token with write access "
+                                                         "(default: HF_TOKEN, then the saved login).",
+                                                         show_default=False)], None),
+    param("onnx", Annotated[Optional[Path], typer.Option("--onnx", help="ONNX export folder (export.json + "
+                                                         "model*.onnx) to upload under onnx/. Default: FOLDER/onnx "
+                                                         "if it is one.")], None),
+    param("verify_report", Annotated[Optional[Path], typer.Option("--verify-report", help="JSON report of "
+                                     "`espresso-export verify --json FILE` for the card. Default: "
+                                     "FOLDER/verify_report.json or FOLDER/verify.json.")], None),
+    param("dry_run", Annotated[Optional[Path], typer.Option("--dry-run", help="Write exactly what would be uploaded "
+                                                            "to this folder and upload nothing.")], None),
+    param("overwrite", OverwriteOpt, False), param("json_out", JsonOpt, False),
+], _push))

@@ -30,3 +30,19 @@ def print_hints(hints: Iterable[str]) -> None:
 
     for hint in hints:
         err_console().print(f"[yellow]{hint}[/]", highlight=False, soft_wrap=True)
+
+
+def report_json(result, json_out: bool, *, main: bool = True) -> bool:
+    """The start every command's report shares: nothing on ranks other than 0 (``main``), the result's hints on
+    stderr, and with ``--json`` the result on stdout. True when the report is complete (no table follows)."""
+    if not main:  # under torchrun, rank 0 reports
+        return True
+    print_hints(getattr(result, "hints", ()))
+    if json_out:
+        print_json(result.to_dict())
+    return json_out
+
+
+def finish_table(title: str, rows: list, result) -> None:
+    """Print ``rows`` plus the output folder and wall time every command's table ends with."""
+    print_table(title, [*rows, ("output", result.output), ("time", f"{result.seconds:.1f} s")])

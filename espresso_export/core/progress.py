@@ -1,17 +1,79 @@
-"""Rich progress bars for long loops, silent when no description is given.
+"""The one progress display of the package: :class:`Bar`, and :func:`track` to wrap a loop in one.
 
-When stderr is not a terminal (a log file, CI, ``nohup``) a live bar would print nothing, so
-:class:`LogLines` writes a plain line instead, at most every ``ESPRESSO_PROGRESS_SECONDS`` (default 30).
+On a terminal it is a transient rich bar on stderr. When stderr is not a terminal (a log file, CI, ``nohup``)
+a live bar would print nothing, so :class:`LogLines` writes a plain line instead, at most every
+``ESPRESSO_PROGRESS_SECONDS`` (default 30) and when the total is reached. Without a label it shows nothing.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
+
+
+class Bar:
+    """A progress display: ``with Bar(label, total) as bar: ... bar.advance(n, {"loss": "0.12"})``.
+
+    ``fields`` are extra per-update values shown after the count, as ``(name, template)`` pairs: the
+    terminal bar shows ``template`` with ``{}`` replaced by the value, a log line shows ``name value``.
+    ``done`` is where a resumed count starts.
+    """
+
+    def __init__(self, label: str | None, total: int | None, *, done: int = 0,
+                 fields: Sequence[tuple[str, str]] = ()) -> None:
+        self.progress = self.lines = None
+        self.names = [name for name, _ in fields]
+        if not label:
+            return
+        from espresso_export.core.console import err_console
+
+        if not err_console().is_terminal:
+            self.lines = LogLines(label, total, done)
+            return
+        from rich.progress import Progress
+
+        self.progress = Progress(*_columns([template for _, template in fields]), console=err_console(),
+                                 transient=True)
+        self.task = self.progress.add_task(label, total=total, completed=done, **{f"f{i}": "-" for i in range(len(fields))})
+
+    def __enter__(self) -> Bar:
+        if self.progress:
+            self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.progress:
+            self.progress.__exit__(*exc)
+
+    def advance(self, n: int = 1, values: Mapping[str, str] | None = None) -> None:
+        """Count ``n`` more units; ``values`` (by field name) replace the fields' shown values."""
+        values = values or {}
+        if self.progress:
+            shown = {f"f{i}": values[name] for i, name in enumerate(self.names) if name in values}
+            self.progress.update(self.task, advance=n, **shown)
+        elif self.lines:
+            self.lines.advance(n, **values)
+
+    def note(self, text: str) -> None:
+        """Print a line above the bar (or between the log lines); nothing when the bar is silent."""
+        if self.progress:
+            self.progress.console.print(text, highlight=False)
+        elif self.lines:
+            self.lines.console.print(text, highlight=False)
+
+
+def _columns(templates: Sequence[str]) -> tuple:
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    shown = [TextColumn(t.replace("{}", f"{{task.fields[f{i}]}}")) for i, t in enumerate(templates)]
+    # between the fields' numbers and the elapsed time, the remaining time needs its name to be read
+    eta = [TextColumn("ETA")] if templates else []
+    return (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), *shown, TimeElapsedColumn(), *eta,
+            TimeRemainingColumn())
 
 
 def track(
@@ -25,23 +87,10 @@ def track(
     if not description:
         yield from items
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    from espresso_export.core.console import err_console
-
-    if not err_console().is_terminal:
-        lines = LogLines(description, total_items)
+    with Bar(description, total_items) as bar:
         for item in items:
             yield item
-            lines.advance(count(item) if count else 1)
-        return
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TimeRemainingColumn())
-    with Progress(*columns, console=err_console(), transient=True) as bar:
-        task = bar.add_task(description, total=total_items)
-        for item in items:
-            yield item
-            bar.advance(task, count(item) if count else 1)
+            bar.advance(count(item) if count else 1)
 
 
 def _clock(seconds: float) -> str:
@@ -50,7 +99,7 @@ def _clock(seconds: float) -> str:
 
 
 class LogLines:
-    """Progress as plain lines for logs: ``label: done/total (pct) k=v elapsed h:mm:ss ETA h:mm:ss``.
+    """Progress as plain lines for logs: ``label: done/total (pct) k v, elapsed h:mm:ss, ETA h:mm:ss``.
 
     A line is printed when ``every`` seconds have passed since the last one and when the total is reached.
     """

@@ -15,8 +15,9 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from espresso_export.model.checkpoint import Checkpoint, Normalize
+from espresso_export.model.checkpoint import Checkpoint
 from espresso_export.model.embed import apply_post, model_inputs, pool
+from espresso_export.model.post import normalized_output
 from espresso_export.core.errors import RuntimeFailure, UnsupportedModelError
 from espresso_export.runtime import EMBEDDING_OUTPUT, TOKEN_OUTPUT
 from espresso_export.exporting.options import ExportOptions
@@ -49,9 +50,7 @@ def graph_inputs(ckpt: Checkpoint) -> list[str]:
 def _module(ckpt: Checkpoint, names: list[str]):
     import torch
 
-    post = list(ckpt.post)
-    if not post or not isinstance(post[-1], Normalize):
-        post.append(Normalize())
+    post = normalized_output(ckpt.post)
 
     class SentenceEmbeddingModule(torch.nn.Module):
         def __init__(self) -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from espresso_export.core.errors import ValidationError
+from espresso_export.core.settings import setting
 from espresso_export.core.types import ExportFormat, Optimize, Quantize
 
 MIN_OPSET = 14  # LayerNormalization-free graphs and Trilu need 14
@@ -13,21 +14,36 @@ DEFAULT_OPSET = 17
 PROTOBUF_LIMIT = 2_000_000_000  # bytes: larger graphs keep their weights in external data
 
 
+def _formats(text: str) -> tuple[ExportFormat, ...]:
+    return parse_formats(text)
+
+
 @dataclass
 class ExportOptions:
-    formats: tuple[ExportFormat, ...] = (ExportFormat.ONNX,)
-    quantize: Quantize = Quantize.NONE
-    optimize: Optimize = Optimize.NONE
-    opset: int = DEFAULT_OPSET
-    max_seq_length: int | None = None  # None: the model's own
-    validate: bool = True
+    """The settings of ``export``, declared once: the API, the ``export`` command and the recipe's ``export`` step
+    derive from this class (:mod:`espresso_export.core.settings`); ``overwrite``, ``progress`` and the size limit
+    are how a call runs, not settings."""
+
+    formats: tuple[ExportFormat, ...] = setting(
+        (ExportFormat.ONNX,), flags=("--format",), cli_type=str, parse=_formats,
+        help="Comma-separated: onnx (self-contained graph), safetensors (PyTorch folder).")
+    quantize: Quantize = setting(Quantize.NONE, help="Also write model_int8.onnx (CPU) or model_fp16.onnx (GPU).")
+    optimize: Optimize = setting(Optimize.NONE, help="Also write graph-optimised files: O1 basic, O2 + fusions, O3 + "
+                                                     "GELU approximation.")
+    opset: int = setting(DEFAULT_OPSET, help=f"ONNX opset ({MIN_OPSET}-{MAX_OPSET}).")
+    max_seq_length: int | None = setting(None, flags=("--max-seq-len",),
+                                         help="Truncate inputs to N tokens (default: the model's).")
+    validate: bool = setting(True, help="Check every written file against PyTorch (--no-validate skips the parity "
+                                        "check; not recommended).")
+    exporter: str = setting("auto", help="auto (TorchScript, then dynamo if it fails), torchscript or dynamo.")
+    smooth_alpha: float = setting(0.5, min=0.0, max=1.0, help="int8: SmoothQuant migration strength.")
+    calibration_samples: int = setting(256, min=1, help="int8: sentences that measure the activation ranges.")
+    min_cosine: dict[str, float] = setting(default_factory=dict, cli=False,
+                                           help="Stricter or looser parity gates per precision, e.g. {int8: 0.995}.")
+    trust_remote_code: bool = setting(False, help="Allow model code from the checkpoint's repository (off by "
+                                                  "default).")
     overwrite: bool = False
-    exporter: str = "auto"  # "torchscript", "dynamo", or "auto" (TorchScript, then dynamo if it fails)
-    smooth_alpha: float = 0.5  # SmoothQuant migration strength for int8
-    calibration_samples: int = 256  # sentences to measure activation ranges for int8
-    external_data_threshold: int = PROTOBUF_LIMIT
-    min_cosine: dict[str, float] = field(default_factory=dict)  # stricter/looser gates per precision: {"int8": 0.995}
-    trust_remote_code: bool = False
+    external_data_threshold: int = PROTOBUF_LIMIT  # bytes; larger graphs keep their weights in external data
     progress: bool = False
 
     def __post_init__(self) -> None:

@@ -28,12 +28,14 @@ from pathlib import Path
 from espresso_export import __version__
 from espresso_export.model.checkpoint import Checkpoint, DenseLayer, load
 from espresso_export.core.cpu import int8_isa
-from espresso_export.data.readers import read_sentences
+from espresso_export.data import read_sentences
 from espresso_export.core.errors import GateFailedError, UnsupportedModelError, ValidationError
 from espresso_export.model.layout import atomic_output, check_output, save_checkpoint, write_json
-from espresso_export.runtime import EXPORT_FILE, TOKENIZER_FILE, OnnxEncoder, length_sorted
+from espresso_export.core.batching import length_sorted_batches
+from espresso_export.runtime import EXPORT_FILE, TOKENIZER_FILE, OnnxEncoder
 from espresso_export.core.types import Optimize, Quantize
 from espresso_export.exporting.graph import GraphInfo, export_onnx
+from espresso_export.core.settings import resolve
 from espresso_export.exporting.options import ExportOptions
 
 log = logging.getLogger(__name__)
@@ -166,17 +168,52 @@ def _calibration_feeds(folder: Path, options: ExportOptions) -> list[dict]:
         sentences = random.Random(0).sample(sentences, options.calibration_samples)
     enc = OnnxEncoder(folder, BASE_FILE)
     encodings = enc.tokenize(sentences)
-    return [enc.feed([encodings[i] for i in idx]) for idx in length_sorted([len(e.ids) for e in encodings], 32)]
+    return [enc.feed([encodings[i] for i in idx]) for idx in length_sorted_batches([len(e.ids) for e in encodings], 32)]
+
+
+def _int8_files(tmp: Path, work: Path, options: ExportOptions, external: bool) -> list[dict]:
+    """The int8 variants: of the fp32 graph, and (with --optimize) of a graph optimised for quantisation."""
+    from espresso_export.exporting.optimize import optimize_file
+    from espresso_export.exporting.quantize import quantize_int8
+
+    opt = options.optimize
+    feeds = _calibration_feeds(tmp, options)
+    sources = [(Optimize.NONE, tmp / BASE_FILE, {})]
+    if opt is not Optimize.NONE:
+        pre = work / "for_int8.onnx"
+        sources.append((opt, pre, optimize_file(tmp / BASE_FILE, pre, opt, external=external, for_int8=True)))
+    files = []
+    for level, src, fused in sources:
+        name = onnx_file_name(Quantize.INT8, level)
+        report = quantize_int8(src, tmp / name, feeds, alpha=options.smooth_alpha,
+                               external_threshold=options.external_data_threshold)
+        files.append({"file": name, "quantization": "int8", "optimization": level.value, "fused": fused,
+                      "int8": report.to_dict(), "external_data": (tmp / (name + ".data")).exists()})
+    return files
+
+
+def _fp16_files(tmp: Path, options: ExportOptions) -> list[dict]:
+    """The fp16 variants of the fp32 graph and (with --optimize) of its optimised form."""
+    from espresso_export.exporting.quantize import convert_fp16
+
+    opt = options.optimize
+    files = []
+    for level in [Optimize.NONE] + ([opt] if opt is not Optimize.NONE else []):
+        name = onnx_file_name(Quantize.FP16, level)
+        convert_fp16(tmp / onnx_file_name(Quantize.NONE, level), tmp / name,
+                     external_threshold=options.external_data_threshold)
+        files.append({"file": name, "quantization": "fp16", "optimization": level.value,
+                      "external_data": (tmp / (name + ".data")).exists()})
+    return files
 
 
 def _write_onnx_files(ckpt: Checkpoint, tmp: Path, options: ExportOptions, weights_sha: str) -> tuple[GraphInfo, list[dict]]:
     from espresso_export.exporting.optimize import optimize_file
-    from espresso_export.exporting.quantize import convert_fp16, quantize_int8
 
     graph = export_onnx(ckpt, tmp / BASE_FILE, options)
     external = graph.external_data
     files = [{"file": BASE_FILE, "quantization": "none", "optimization": "none", "external_data": external}]
-    write_json(tmp / EXPORT_FILE, _manifest(ckpt, graph, options, files, weights_sha))
+    write_json(tmp / EXPORT_FILE, _manifest(ckpt, graph, options, files, weights_sha))  # the calibration reads it
     work = tmp / ".work"
     work.mkdir()
     opt = options.optimize
@@ -186,25 +223,9 @@ def _write_onnx_files(ckpt: Checkpoint, tmp: Path, options: ExportOptions, weigh
             files.append({"file": onnx_file_name(Quantize.NONE, opt), "quantization": "none",
                           "optimization": opt.value, "fused": fused, "external_data": external})
         if options.quantize is Quantize.INT8:
-            feeds = _calibration_feeds(tmp, options)
-            sources = [(Optimize.NONE, tmp / BASE_FILE, {})]
-            if opt is not Optimize.NONE:
-                pre = work / "for_int8.onnx"
-                sources.append((opt, pre, optimize_file(tmp / BASE_FILE, pre, opt, external=external, for_int8=True)))
-            for level, src, fused in sources:
-                name = onnx_file_name(Quantize.INT8, level)
-                report = quantize_int8(src, tmp / name, feeds, alpha=options.smooth_alpha,
-                                       external_threshold=options.external_data_threshold)
-                files.append({"file": name, "quantization": "int8", "optimization": level.value, "fused": fused,
-                              "int8": report.to_dict(), "external_data": (tmp / (name + ".data")).exists()})
+            files += _int8_files(tmp, work, options, external)
         if options.quantize is Quantize.FP16:
-            levels = [Optimize.NONE] + ([opt] if opt is not Optimize.NONE else [])
-            for level in levels:
-                name = onnx_file_name(Quantize.FP16, level)
-                convert_fp16(tmp / onnx_file_name(Quantize.NONE, level), tmp / name,
-                             external_threshold=options.external_data_threshold)
-                files.append({"file": name, "quantization": "fp16", "optimization": level.value,
-                              "external_data": (tmp / (name + ".data")).exists()})
+            files += _fp16_files(tmp, options)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for f in files:
@@ -243,7 +264,7 @@ def export(
     ``export("minilm-L3", "out", quantize="int8", optimize="O2")``.
     """
     start = time.perf_counter()
-    options = options or ExportOptions(**overrides)
+    options = resolve(ExportOptions, options, overrides, call="export")
     if isinstance(model, Checkpoint):
         ckpt = model
         check_output(output, overwrite=options.overwrite, inputs=[ckpt.path])

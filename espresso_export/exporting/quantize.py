@@ -25,29 +25,26 @@ fast integer kernels (``MatMulInteger``) and changes what is scaled:
    weights stored int8 (8 bits, per column) and dequantised by the graph.
 
 Pooling and the head (every node that feeds only ``sentence_embedding``) stay fp32.
+
+Calibration (ranges, SmoothQuant, the simulated error) is in :mod:`.int8_calibration`, the graph-editing
+helpers in :mod:`.onnx_edit`; this module rewrites the MatMuls and embedding tables and writes the file.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from espresso_export.core.errors import RuntimeFailure
-from espresso_export.runtime import EMBEDDING_OUTPUT, TOKEN_OUTPUT
+from espresso_export.exporting.int8_calibration import (
+    ACT_LEVELS, TABLE_MAX, WEIGHT_MAX, activation_ranges, matmul_errors, sensitive, smooth,
+)
+from espresso_export.exporting.onnx_edit import GraphEditor, head_nodes
 
 log = logging.getLogger(__name__)
-
-ACT_LEVELS = 255.0  # uint8 activations
-WEIGHT_MAX = 63  # 7-bit symmetric weights: saturation-free on AVX2 (u8 * s8 pairs fit int16)
-TABLE_MAX = 127  # embedding tables: int8, per row
-SCALE_CLIP = (1e-2, 1e2)
-# a MatMul whose simulated int8 error is this many times the median keeps fp32 activations (int8 weights only);
-# on all-mpnet-base-v2 L4/d128 that is the first layer's FFN output projection (error 0.037 vs median 0.019)
-SENSITIVE_FACTOR = 1.5
 
 
 @dataclass
@@ -76,185 +73,7 @@ class Int8Report:
         }
 
 
-class _Graph:
-    """Small helpers to edit an ONNX graph in place: unique names and new initializers."""
-
-    def __init__(self, proto) -> None:
-        self.proto = proto
-        self.graph = proto.graph
-        self.inits = {t.name: t for t in self.graph.initializer}
-        self.opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 17)
-        self.consumers: dict[str, list] = {}
-        for i, node in enumerate(self.graph.node):
-            if not node.name:
-                node.name = f"espresso_node_{i}"
-
-            for name in node.input:
-                self.consumers.setdefault(name, []).append(node)
-        self._shared: dict[str, str] = {}
-
-    def array(self, name: str) -> np.ndarray:
-        from onnx import numpy_helper
-
-        return numpy_helper.to_array(self.inits[name])
-
-    def add_init(self, name: str, value) -> str:
-        from onnx import numpy_helper
-
-        tensor = numpy_helper.from_array(np.asarray(value), name)
-        self.graph.initializer.append(tensor)
-        self.inits[name] = tensor
-        return name
-
-    def shared(self, key: str, value) -> str:
-        if key not in self._shared:
-            self._shared[key] = self.add_init(f"espresso_q_{key}", value)
-        return self._shared[key]
-
-    def reduce(self, op: str, x: str, out: str):
-        from onnx import helper
-
-        if self.opset >= 18:
-            return helper.make_node(op, [x, self.shared("axes_last", np.array([-1], np.int64))], [out], keepdims=1)
-        return helper.make_node(op, [x], [out], keepdims=1, axes=[-1])
-
-    def weight_matmuls(self, exclude: set[str]) -> dict[str, list]:
-        """MatMul nodes with a 2-D fp32 weight used by that node only, grouped by activation input."""
-        groups: dict[str, list] = {}
-        for node in self.graph.node:
-            if node.op_type != "MatMul" or node.name in exclude or node.input[1] not in self.inits:
-                continue
-            w = self.inits[node.input[1]]
-            if len(w.dims) == 2 and w.data_type == 1 and len(self.consumers.get(w.name, [])) == 1:
-                groups.setdefault(node.input[0], []).append(node)
-        return groups
-
-    def replace_nodes(self, before: dict[str, list], instead: dict[str, list]) -> None:
-        """Insert ``before[name]`` ahead of the node ``name`` and swap ``instead[name]`` for it."""
-        nodes = []
-        for node in self.graph.node:
-            nodes.extend(before.get(node.name, []))
-            nodes.extend(instead.get(node.name, [node]))
-        del self.graph.node[:]
-        self.graph.node.extend(nodes)
-
-    def drop_unused_initializers(self) -> None:
-        used = {name for node in self.graph.node for name in node.input}
-        keep = [t for t in self.graph.initializer if t.name in used]
-        del self.graph.initializer[:]
-        self.graph.initializer.extend(keep)
-
-
-def head_nodes(graph) -> set[str]:
-    """Names of nodes that feed ``sentence_embedding`` but not ``token_embeddings``: pooling and head."""
-    producer = {out: node for node in graph.node for out in node.output}
-
-    def ancestors(output: str) -> set[str]:
-        seen: set[str] = set()
-        stack = [output]
-        while stack:
-            node = producer.get(stack.pop())
-            if node is None or node.name in seen:
-                continue
-            seen.add(node.name)
-            stack.extend(node.input)
-        return seen
-
-    return ancestors(EMBEDDING_OUTPUT) - ancestors(TOKEN_OUTPUT)
-
-
-def activation_ranges(
-    proto, names: list[str], feeds: Iterable[dict], scratch: Path, sample_rows: int = 512,
-) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Per-channel max |x| of the tensors ``names`` over the calibration feeds, and a sample of their rows."""
-    import onnx
-    import onnxruntime as ort
-
-    from espresso_export.exporting.graph import needs_external_data, save_model
-
-    probe = onnx.ModelProto()
-    probe.CopyFrom(proto)
-    for name in names:
-        probe.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
-    path = scratch / "calibration.onnx"
-    save_model(probe, path, external=needs_external_data(probe, 1_500_000_000))
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    ranges: dict[str, np.ndarray] = {}
-    samples: dict[str, list[np.ndarray]] = {name: [] for name in names}
-    for feed in feeds:
-        real = feed["attention_mask"].reshape(-1).astype(bool)  # rows of real tokens, not padding
-        for name, value in zip(names, session.run(names, feed)):
-            rows = value.reshape(-1, value.shape[-1])
-            m = np.abs(rows).max(axis=0)
-            ranges[name] = m if name not in ranges else np.maximum(ranges[name], m)
-            if rows.shape[0] == real.shape[0] and sum(len(r) for r in samples[name]) < sample_rows:
-                samples[name].append(rows[real])
-    del session
-    for f in scratch.glob("calibration.onnx*"):
-        f.unlink()
-    return ranges, {n: np.concatenate(v)[:sample_rows] for n, v in samples.items() if v}
-
-
-def smooth(g: _Graph, groups: dict[str, list], ranges: dict[str, np.ndarray], alpha: float) -> dict[str, np.ndarray]:
-    """Divide each MatMul input by per-channel scales and multiply the weights' rows by them; returns the scales."""
-    from onnx import helper, numpy_helper
-
-    scales: dict[str, np.ndarray] = {}
-    before: dict[str, list] = {}
-    for k, (act, nodes) in enumerate(groups.items()):
-        weights = [g.array(n.input[1]).astype(np.float64) for n in nodes]
-        w_max = np.max([np.abs(w).max(axis=1) for w in weights], axis=0)
-        s = np.maximum(ranges[act], 1e-5) ** alpha / np.maximum(w_max, 1e-5) ** (1 - alpha)
-        s = np.clip(s, *SCALE_CLIP)
-        scales[act] = s
-        for n, w in zip(nodes, weights):
-            g.inits[n.input[1]].CopyFrom(numpy_helper.from_array((w * s[:, None]).astype(np.float32), n.input[1]))
-        inv = g.add_init(f"espresso_smooth_{k}_inv", (1.0 / s).astype(np.float32))
-        out = f"espresso_smooth_{k}_x"
-        before[nodes[0].name] = [helper.make_node("Mul", [act, inv], [out], name=f"espresso_smooth_{k}")]
-        for n in nodes:
-            n.input[0] = out
-    g.replace_nodes(before, {})
-    return scales
-
-
-def fake_int8(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``x @ w`` as the int8 graph computes it: per-token uint8 ``x``, per-column 7-bit ``w``."""
-    lo = np.minimum(x.min(axis=1, keepdims=True), 0)
-    hi = np.maximum(x.max(axis=1, keepdims=True), 0)
-    sx = np.maximum((hi - lo) / ACT_LEVELS, 1e-8)
-    zp = np.round(-lo / sx)
-    xq = (np.clip(np.round(x / sx) + zp, 0, ACT_LEVELS) - zp) * sx
-    sw = np.maximum(np.abs(w).max(axis=0), 1e-12) / WEIGHT_MAX
-    return xq @ (np.clip(np.round(w / sw), -WEIGHT_MAX, WEIGHT_MAX) * sw)
-
-
-def matmul_errors(g: _Graph, groups: dict[str, list], samples: dict[str, np.ndarray],
-                  scales: dict[str, np.ndarray]) -> dict[str, float]:
-    """Relative output error of each weight MatMul under int8, on calibration rows (after smoothing)."""
-    errors = {}
-    for act, nodes in groups.items():
-        if act not in samples:
-            continue
-        x = samples[act].astype(np.float64) / scales.get(act, 1.0)
-        for node in nodes:
-            w = g.array(node.input[1]).astype(np.float64)
-            y = x @ w
-            errors[node.name] = float(np.linalg.norm(fake_int8(x, w) - y) / max(np.linalg.norm(y), 1e-12))
-    return errors
-
-
-def sensitive(errors: dict[str, float], factor: float = SENSITIVE_FACTOR) -> set[str]:
-    """MatMuls whose int8 error is more than ``factor`` times the median: they get int8 weights only."""
-    if not errors:
-        return set()
-    median = float(np.median(list(errors.values())))
-    return {name for name, e in errors.items() if e > factor * median}
-
-
-def _quantize_activation(g: _Graph, act: str, p: str) -> list:
+def _quantize_activation(g: GraphEditor, act: str, p: str) -> list:
     """Nodes computing ``p+'q'`` (uint8), ``p+'scale'`` and ``p+'zp'`` ([..., 1]) for each token of ``act``."""
     from onnx import TensorProto, helper
 
@@ -281,7 +100,7 @@ def _quantize_activation(g: _Graph, act: str, p: str) -> list:
     ]
 
 
-def quantize_matmuls(g: _Graph, groups: dict[str, list], weight_only: set[str] = frozenset()) -> int:
+def quantize_matmuls(g: GraphEditor, groups: dict[str, list], weight_only: set[str] = frozenset()) -> int:
     """Replace each weight MatMul by an integer MatMul on per-token uint8 activations.
 
     MatMuls named in ``weight_only`` keep fp32 activations and compute: their weights are stored
@@ -328,7 +147,7 @@ def quantize_matmuls(g: _Graph, groups: dict[str, list], weight_only: set[str] =
     return count
 
 
-def quantize_tables(g: _Graph, exclude: set[str]) -> int:
+def quantize_tables(g: GraphEditor, exclude: set[str]) -> int:
     """Embedding lookups (Gather on a 2-D fp32 table, axis 0) -> int8 rows times a per-row scale."""
     from onnx import TensorProto, helper
 
@@ -375,7 +194,7 @@ def quantize_int8(
     from espresso_export.exporting.graph import load_model, needs_external_data, save_model
 
     proto = load_model(src)
-    g = _Graph(proto)
+    g = GraphEditor(proto)
     head = head_nodes(g.graph) | {n.name for n in g.graph.node if any(k in n.name for k in keep_fp32)}
     groups = g.weight_matmuls(exclude=head)
     errors: dict[str, float] = {}

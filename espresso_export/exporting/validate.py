@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from espresso_export.model.checkpoint import Checkpoint
-from espresso_export.data.readers import BUILTIN, read_sts
+from espresso_export.data import BUILTIN, read_sts
 from espresso_export.model.embed import encode
 from espresso_export.core.metrics import cosine_rows, sts_spearman
 from espresso_export.runtime import TOKEN_OUTPUT, OnnxEncoder

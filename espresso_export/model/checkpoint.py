@@ -25,6 +25,7 @@ from espresso_export.core.errors import (
     ValidationError,
 )
 from espresso_export.model.aliases import packaged_path, resolve_alias
+from espresso_export.model.post import DenseLayer, Normalize, PostModule
 from espresso_export.core.types import Pooling
 
 log = logging.getLogger(__name__)
@@ -39,31 +40,6 @@ _ST_POOLING_KEYS = {
     "pooling_mode_lasttoken": Pooling.LAST_TOKEN,
     "pooling_mode_max_tokens": Pooling.MAX,
 }
-
-
-@dataclass
-class DenseLayer:
-    """A sentence-transformers Dense module: ``y = act(W x + b)``."""
-
-    weight: Any  # torch.Tensor (out, in)
-    bias: Any | None  # torch.Tensor (out,) or None
-    activation: str = "torch.nn.modules.linear.Identity"
-
-    @property
-    def in_features(self) -> int:
-        return int(self.weight.shape[1])
-
-    @property
-    def out_features(self) -> int:
-        return int(self.weight.shape[0])
-
-
-@dataclass(frozen=True)
-class Normalize:
-    """A sentence-transformers Normalize module: L2 normalisation."""
-
-
-PostModule = DenseLayer | Normalize
 
 
 @dataclass
@@ -318,26 +294,12 @@ def default_pooling(arch: Architecture) -> Pooling:
     return Pooling.LAST_TOKEN if arch.decoder else Pooling.MEAN
 
 
-def load(
-    spec: str | os.PathLike,
-    *,
-    pooling: Pooling | str | None = None,
-    trust_remote_code: bool = False,
-    revision: str | None = None,
-) -> Checkpoint:
-    """Load a checkpoint for slicing, training, export or evaluation."""
-    source, folder = resolve(spec, revision=revision)
-    layout = _read_st_layout(folder)
-    tdir = layout.transformer_dir
-    if not (tdir / "config.json").is_file():
-        raise ValidationError(f"{folder} is not a model folder: no config.json")
-    config_dict = _read_json(tdir / "config.json")
-    arch = for_model_type(config_dict.get("model_type"))
-    files = _weight_files(tdir)
-    _check_safetensors(files)
+def _load_model(tdir: Path, arch: Architecture, *, trust_remote_code: bool):
+    """The transformers backbone in eval mode, checked finite; a decoder gets its recorded attention switch back.
 
+    Returns the model and the layers made bidirectional (empty for most models)."""
     import torch
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
@@ -355,12 +317,40 @@ def load(
         from espresso_export.model.bidirectional import apply as apply_attention
 
         bidirectional = apply_attention(model, arch)
+    return model, bidirectional
+
+
+def _load_tokenizer(tdir: Path, *, trust_remote_code: bool):
+    from transformers import AutoTokenizer
+
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(tdir), trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as e:
         raise ValidationError(f"{tdir} has no usable tokenizer: {str(e).splitlines()[0]}") from e
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    return tokenizer
+
+
+def load(
+    spec: str | os.PathLike,
+    *,
+    pooling: Pooling | str | None = None,
+    trust_remote_code: bool = False,
+    revision: str | None = None,
+) -> Checkpoint:
+    """Load a checkpoint for slicing, training, export or evaluation."""
+    source, folder = resolve(spec, revision=revision)
+    layout = _read_st_layout(folder)
+    tdir = layout.transformer_dir
+    if not (tdir / "config.json").is_file():
+        raise ValidationError(f"{folder} is not a model folder: no config.json")
+    config_dict = _read_json(tdir / "config.json")
+    arch = for_model_type(config_dict.get("model_type"))
+    files = _weight_files(tdir)
+    _check_safetensors(files)
+    model, bidirectional = _load_model(tdir, arch, trust_remote_code=trust_remote_code)
+    tokenizer = _load_tokenizer(tdir, trust_remote_code=trust_remote_code)
 
     provenance = _read_json(folder / PROVENANCE_FILE) if (folder / PROVENANCE_FILE).is_file() else None
     fallback = Pooling.MEAN if bidirectional else default_pooling(arch)  # bidirectional decoders: mean (ESE)

@@ -3,17 +3,24 @@
 Tokenise in length-sorted batches, run the backbone, pool, then apply the
 sentence-transformers post modules (Dense layers, Normalize), exactly as
 ``SentenceTransformer.encode`` would for the same folder.
+
+:func:`encode_batches` is the one PyTorch encode loop: :func:`encode`,
+:func:`encode_layers` (and through it the distill teacher pass) and the
+distill student's evaluation all run through it, with the batch plan of
+:mod:`espresso_export.core.batching` that the ONNX runtime uses too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
-from espresso_export.model.checkpoint import Checkpoint, DenseLayer, PostModule
+from espresso_export.core.batching import length_sorted_batches
 from espresso_export.core.progress import track
 from espresso_export.core.types import Pooling
+from espresso_export.model.checkpoint import Checkpoint, DenseLayer, PostModule
 
 
 def pool(token_embeddings, attention_mask, mode: Pooling):
@@ -62,13 +69,6 @@ def _activation(name: str):
     return table[short]
 
 
-def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> Iterator[list[int]]:
-    """Indices grouped into batches of similar length (longest first), to waste little padding."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    for start in range(0, len(order), batch_size):
-        yield order[start : start + batch_size]
-
-
 def tokenize(ckpt: Checkpoint, texts: Sequence[str], max_length: int | None = None):
     if ckpt.do_lower_case:
         texts = [t.lower() for t in texts]
@@ -95,6 +95,38 @@ def _forward(ckpt: Checkpoint, batch, hidden_states: bool):
     return ckpt.model(**inputs, output_hidden_states=hidden_states, return_dict=True)
 
 
+def encode_batches(
+    ckpt: Checkpoint,
+    texts: Sequence[str],
+    compute: Callable[[Any], Any],
+    *,
+    batch_size: int = 32,
+    max_length: int | None = None,
+    progress: str | None = None,
+) -> Iterator[tuple[list[int], Any]]:
+    """The encode loop: ``(indices, compute(tokenised batch))`` per length-sorted batch of ``texts``.
+
+    ``compute`` runs under ``torch.inference_mode`` and should return numpy arrays (the consumer's code between
+    batches runs outside it). Batches are planned over all of ``texts`` (:mod:`espresso_export.core.batching`).
+    """
+    import torch
+
+    texts = list(texts)
+    batches = length_sorted_batches([len(t) for t in texts], batch_size)
+    for idx in track(batches, description=progress, total_items=len(texts), count=len):
+        batch = tokenize(ckpt, [texts[i] for i in idx], max_length)
+        with torch.inference_mode():
+            result = compute(batch)
+        yield idx, result
+
+
+def _store(out: dict, key, rows: list[int], arr: np.ndarray, n: int) -> None:
+    """Write ``arr`` into rows ``rows`` of the float32 ``(n, width)`` array ``out[key]``, created on first use."""
+    if key not in out:
+        out[key] = np.empty((n, arr.shape[1]), dtype=np.float32)
+    out[key][rows] = arr
+
+
 def encode(
     ckpt: Checkpoint,
     texts: Sequence[str],
@@ -105,26 +137,18 @@ def encode(
     progress: str | None = None,
 ) -> np.ndarray:
     """Final sentence embeddings (float32, shape ``(n, ckpt.output_dim)``)."""
-    import torch
+
+    def final(batch) -> np.ndarray:
+        states = _forward(ckpt, batch, hidden_states=False).last_hidden_state
+        emb = pool(states, batch["attention_mask"], ckpt.pooling)
+        return (apply_post(emb, ckpt.post) if post else emb).float().cpu().numpy()
 
     texts = list(texts)
-    out: np.ndarray | None = None
-    lengths = [len(t) for t in texts]
-    batches = list(length_sorted_batches(lengths, batch_size))
-    with torch.inference_mode():
-        for idx in track(batches, description=progress, total_items=len(texts), count=len):
-            batch = tokenize(ckpt, [texts[i] for i in idx], max_length)
-            states = _forward(ckpt, batch, hidden_states=False).last_hidden_state
-            emb = pool(states, batch["attention_mask"], ckpt.pooling)
-            if post:
-                emb = apply_post(emb, ckpt.post)
-            arr = emb.float().cpu().numpy()
-            if out is None:
-                out = np.empty((len(texts), arr.shape[1]), dtype=np.float32)
-            out[idx] = arr
-    if out is None:
-        return np.zeros((0, ckpt.output_dim), dtype=np.float32)
-    return out
+    out: dict = {}
+    for idx, arr in encode_batches(ckpt, texts, final, batch_size=batch_size, max_length=max_length,
+                                   progress=progress):
+        _store(out, None, idx, arr, len(texts))
+    return out.get(None, np.zeros((0, ckpt.output_dim), dtype=np.float32))
 
 
 def encode_layers(
@@ -142,20 +166,17 @@ def encode_layers(
     (pooled, before any Dense or Normalize): for decoder families the final
     norm is applied to the intermediate state, as the cut model would.
     """
-    import torch
+
+    def pooled(batch) -> dict[int, np.ndarray]:
+        states = pooled_layer_states(ckpt, batch, layers)
+        return {layer: states[layer].float().cpu().numpy() for layer in layers}
 
     texts = list(texts)
     out: dict[int, np.ndarray] = {}
-    batches = list(length_sorted_batches([len(t) for t in texts], batch_size))
-    with torch.inference_mode():
-        for idx in track(batches, description=progress, total_items=len(texts), count=len):
-            batch = tokenize(ckpt, [texts[i] for i in idx], max_length)
-            pooled = pooled_layer_states(ckpt, batch, layers)
-            for layer in layers:
-                arr = pooled[layer].float().cpu().numpy()
-                if layer not in out:
-                    out[layer] = np.empty((len(texts), arr.shape[1]), dtype=np.float32)
-                out[layer][idx] = arr
+    for idx, arrays in encode_batches(ckpt, texts, pooled, batch_size=batch_size, max_length=max_length,
+                                      progress=progress):
+        for layer, arr in arrays.items():
+            _store(out, layer, idx, arr, len(texts))
     return out
 
 

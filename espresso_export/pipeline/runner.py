@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from espresso_export.core.errors import GateFailedError, OutputExistsError, ValidationError
 from espresso_export.model.layout import atomic_output, write_json, write_text_atomic
-from espresso_export.pipeline.recipes import MODEL_STEPS, Recipe, Step
+from espresso_export.pipeline.recipes import MODEL_STEPS, Recipe, Step, step_fields
 
 STATE_FILE = "run.json"
 REPORT_JSON = "report.json"
@@ -109,16 +109,12 @@ def plan(recipe: Recipe) -> list[dict]:
 
 def _settings(step: Step) -> str:
     """The settings that differ from the library's defaults."""
-    from dataclasses import MISSING, fields
-
     out = []
-    for f in fields(step.config):
+    for f in step_fields(type(step.config)):
         value = getattr(step.config, f.name)
-        default = f.default if f.default is not MISSING else (
-            f.default_factory() if f.default_factory is not MISSING else MISSING)
-        if value != default:
+        if value != f.default and not (isinstance(value, tuple) and list(value) == f.default):
             shown = value.value if hasattr(value, "value") else value
-            if isinstance(shown, list):
+            if isinstance(shown, (list, tuple)):
                 shown = [v.value if hasattr(v, "value") else v for v in shown]
             out.append(f"{f.name}={shown}")
     return ", ".join(out)
@@ -257,11 +253,7 @@ def _gate_error(report: Path) -> str | None:
 def _run_shrink(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):
     from espresso_export.shrinking.shrink import shrink
 
-    c = step.config
-    r = shrink(flow.model, folder, layers=c.layers, dim=c.dim, head=c.head, select=c.select, pooling=c.pooling,
-               calibration=c.calibration, calibration_samples=c.calibration_samples, overwrite=overwrite, seed=c.seed,
-               batch_size=c.batch_size, trust_remote_code=c.trust_remote_code, progress=progress,
-               attention=c.attention.value if c.attention is not None else None)
+    r = shrink(flow.model, folder, step.config, overwrite=overwrite, progress=progress)
     summary = (f"{len(r.layers)} of {r.source_depth} layers {r.layers}, {r.dim}-d, {r.head.value} head, "
                f"{r.params_before / 1e6:.1f}M -> {r.params_after / 1e6:.1f}M parameters")
     return r.to_dict(), summary
@@ -275,6 +267,7 @@ def _shrink_cut(flow: _Flow) -> tuple[list[int], int]:
 def _run_distill(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):
     from espresso_export.training.distill import distill
     from espresso_export.training.loop import read_checkpoint_meta
+    from espresso_export.training.settings import DistillSettings
 
     c = step.config
     teacher, student, layers, dim = c.teacher, c.student, c.student_layers, c.dim
@@ -289,18 +282,10 @@ def _run_distill(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwri
         if student is None and flow.model != flow.source:
             student = flow.model
     run_dir = Path(str(folder) + ".run")
-    r = distill(teacher, folder, dim=dim, corpus=c.corpus, pairs=c.pairs, student=student, student_layers=layers,
-                select=c.select, corpus_field=c.corpus_field, corpus_column=c.corpus_column,
-                max_sentences=c.max_sentences, sample=c.sample, augment=c.augment, augment_copies=c.augment_copies,
-                pca_samples=c.pca_samples, epochs=c.epochs,
-                batch_size=c.batch_size, lr=c.lr, warmup=c.warmup, weight_decay=c.weight_decay,
-                max_grad_norm=c.max_grad_norm, max_seq_len=c.max_seq_len, max_steps=c.max_steps, loss=c.loss,
-                layer_targets=c.layer_targets, layer_weight=c.layer_weight, projection_init=c.projection_init,
-                dropout=c.dropout, bucket=c.bucket, eval_sts=c.eval_sts, eval_limit=c.eval_limit, heldout=c.heldout,
-                seed=c.seed, resume=resume and read_checkpoint_meta(run_dir) is not None, device=c.device, amp=c.amp,
-                checkpoint_every=c.checkpoint_every, run_dir=run_dir, keep_checkpoints=c.keep_checkpoints,
-                cache_dir=c.cache_dir, pooling=c.pooling, overwrite=overwrite, trust_remote_code=c.trust_remote_code,
-                threads=flow.threads, progress=progress)
+    settings = replace(_settings_only(c, DistillSettings), dim=dim, student=student, student_layers=layers,
+                       threads=flow.threads)
+    r = distill(teacher, folder, settings, resume=resume and read_checkpoint_meta(run_dir) is not None,
+                run_dir=run_dir, overwrite=overwrite, progress=progress)
     t, h = r.train, r.heldout
     summary = f"{t['steps']} steps on {r.corpus['training_sentences']} sentences, {r.dim}-d"
     if h["sentences"]:
@@ -311,27 +296,15 @@ def _run_distill(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwri
 
 
 def _run_train(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):
-    from espresso_export.training.ese import EseConfig, LayerWeighting, SentenceLoss
     from espresso_export.training.esetrain import train_ese
-    from espresso_export.training.loop import TrainConfig, read_checkpoint_meta
+    from espresso_export.training.loop import read_checkpoint_meta
+    from espresso_export.training.settings import TrainSettings
 
     c = step.config
-    objective = EseConfig(loss=SentenceLoss(c.loss), compression_dim=c.compression_dim,  # checked at load
-                          alpha=c.alpha if c.ese else 0.0, beta=c.beta if c.ese else 0.0,
-                          layer_weights=LayerWeighting(c.layer_weights), layers_from=c.layers_from)
-    lora = None
-    if c.lora_r is not None:
-        from espresso_export.model.lora import LoraSettings
-
-        lora = LoraSettings(r=c.lora_r, alpha=c.lora_r)
-    training = TrainConfig(epochs=c.epochs, batch_size=c.batch_size, lr=c.lr, warmup=c.warmup, max_steps=c.max_steps,
-                           seed=c.seed, checkpoint_every=c.checkpoint_every, device=c.device)
+    settings = replace(_settings_only(c, TrainSettings), threads=flow.threads)
     run_dir = Path(str(folder) + ".run")
-    r = train_ese(flow.model, c.data, folder, objective=objective, training=training, eval_sts=c.eval_sts,
-                  eval_limit=c.eval_limit, data_limit=c.data_limit, positive_threshold=c.positive_threshold,
-                  max_seq_len=c.max_seq_len, attention=c.attention, lora=lora, pooling=c.pooling,
-                  resume=resume and read_checkpoint_meta(run_dir) is not None, run_dir=run_dir,
-                  keep_checkpoints=c.keep_checkpoints, overwrite=overwrite, trust_remote_code=c.trust_remote_code,
+    r = train_ese(flow.model, c.data, folder, settings=settings,
+                  resume=resume and read_checkpoint_meta(run_dir) is not None, run_dir=run_dir, overwrite=overwrite,
                   progress=progress)
     summary = f"{'ESE' if r.ese else 'fine-tuning'}: {r.train['steps']} steps on {r.data.get('examples')} examples"
     if r.eval:
@@ -340,15 +313,9 @@ def _run_train(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite
 
 
 def _run_export(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):
-    from espresso_export.exporting.options import ExportOptions
     from espresso_export.exporting.pipeline import export
 
-    c = step.config
-    options = ExportOptions(formats=tuple(c.formats), quantize=c.quantize, optimize=c.optimize, opset=c.opset,
-                            max_seq_length=c.max_seq_length, validate=c.validate, overwrite=overwrite,
-                            exporter=c.exporter, smooth_alpha=c.smooth_alpha, calibration_samples=c.calibration_samples,
-                            min_cosine=dict(c.min_cosine), trust_remote_code=c.trust_remote_code, progress=progress)
-    r = export(flow.model, folder, options)
+    r = export(flow.model, folder, replace(step.config, overwrite=overwrite, progress=progress))
     parts = []
     for f in r.files:
         v = f.get("validation")
@@ -357,23 +324,10 @@ def _run_export(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrit
 
 
 def _run_verify(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):
-    from espresso_export.verification.report import Thresholds
-    from espresso_export.verification.retrieval import IndexOptions
-    from espresso_export.verification.runner import VerifyOptions, verify
-    from espresso_export.verification.sts import DEFAULT_COLUMNS
+    from espresso_export.verification.runner import verify
 
     c = step.config
-    if c.sts_columns is not None and len(c.sts_columns) != 3:
-        raise ValidationError(f"verify.sts_columns needs three names (sentence1, sentence2, score), got {c.sts_columns}")
-    options = VerifyOptions(
-        sts=tuple(c.sts), sts_columns=tuple(c.sts_columns) if c.sts_columns else DEFAULT_COLUMNS,
-        sts_limit=c.sts_limit, retrieval=tuple(c.retrieval), retrieval_min_score=c.relevant_score,
-        index=IndexOptions(kind=c.index, nlist=c.nlist, nprobe=c.nprobe), batch_sizes=tuple(c.batch_sizes),
-        threads=c.threads or flow.threads, latency_texts=c.latency_texts, latency_rounds=c.latency_rounds,
-        encode_batch_size=c.batch_size, trust_remote_code=c.trust_remote_code, seed=c.seed,
-    )
-    thresholds = Thresholds(min_retention=c.min_retention, max_latency_ratio=c.max_latency_ratio,
-                            min_retrieval_retention=c.min_retrieval_retention)
+    options, thresholds = c.build(threads=flow.threads)
     candidate = str(flow.export) if flow.export is not None else flow.model
     report = verify(candidate, c.against or flow.source, options=options, thresholds=thresholds, progress=progress)
     data = report.to_dict()
@@ -393,10 +347,10 @@ def _run_verify(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrit
 
 def _run_push(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):
     from espresso_export.publishing.hub import push
+    from espresso_export.publishing.settings import PushSettings
 
     c = step.config
-    r = push(flow.model, c.repo_id, private=c.private, create_pr=c.create_pr, revision=c.revision,
-             commit_message=c.commit_message, onnx=flow.export, verify_report=flow.report,
+    r = push(flow.model, c.repo_id, _settings_only(c, PushSettings), onnx=flow.export, verify_report=flow.report,
              dry_run=folder if c.dry_run else None, overwrite=overwrite, progress=progress)
     data = r.to_dict()
     if c.dry_run:
@@ -404,6 +358,11 @@ def _run_push(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite:
     with atomic_output(folder, overwrite=overwrite) as tmp:
         write_text_atomic(tmp / PUSH_RECORD, json.dumps(data, indent=2) + "\n")
     return data, f"pushed {len(r.files)} files to {r.repo_id}: {r.pr_url or r.commit_url}"
+
+
+def _settings_only(step_config, cls: type):
+    """The library's settings object from a recipe step (the step class adds the recipe's own keys)."""
+    return cls(**{f.name: getattr(step_config, f.name) for f in fields(cls)})
 
 
 _RUNNERS = {"shrink": _run_shrink, "distill": _run_distill, "train": _run_train, "export": _run_export,

@@ -1,23 +1,9 @@
 """``push``: stage a model folder for the Hugging Face Hub and upload it in one commit.
 
-The upload is assembled in a staging folder first, so what is uploaded is
-exactly a folder you can inspect (``--dry-run DIR`` keeps it and uploads
-nothing)::
-
-    STAGING/
-      README.md                          generated model card (espresso_export.card)
-      config.json, model.safetensors     backbone (safetensors only), tokenizer files
-      modules.json, 1_Pooling/, 3_Dense/ sentence-transformers config files and module folders
-      espresso.json                      provenance
-      onnx/                              the ONNX export (export.json, model*.onnx, tokenizer), if any
-      verify_report.json                 the verify report, if any
-
-Pickle or other non-safetensors weights, the folder's own README.md, hidden
-files and folders that are not modules are left out (and listed). Absolute
-local paths inside the staged JSON files are cut to their last component, so
-no local directory names are published. The token is passed to
-huggingface-hub only: it is never printed, logged or written to the staging
-folder, and it is masked in any error message.
+What goes into the repository, and the staging folder it is written to first, is
+:mod:`espresso_export.publishing.staging` (``--dry-run DIR`` keeps that folder and uploads nothing). The
+token is passed to huggingface-hub only: it is never printed, logged or written to the staging folder, and
+it is masked in any error message.
 
 The upload itself is huggingface-hub's: ``create_repo`` (``exist_ok``), ``create_branch`` for a new
 ``--revision``, then one ``create_commit`` with every staged file. Large files travel the way the Hub and
@@ -26,35 +12,23 @@ the client agree on (Xet storage when ``hf_xet`` is installed, else LFS); small 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
-import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from espresso_export import __version__
-from espresso_export.publishing.card import (
-    EXPORT_MANIFEST, CardMetrics, ModelFacts, OnnxFacts, metrics_from_report, read_model, read_onnx_export,
-    render_card,
-)
-from espresso_export.model.checkpoint import PROVENANCE_FILE, _read_json
 from espresso_export.core.errors import EspressoError, NotFoundError, OfflineError, RuntimeFailure, ValidationError
 from espresso_export.model.layout import atomic_output
+from espresso_export.core.settings import resolve
+from espresso_export.publishing.settings import PushSettings
+from espresso_export.publishing.staging import StagedFile, prepare, write_staging
 
 REPO_ID_RULE = ("--repo-id must be owner/name: two parts of letters, digits, '-', '_' and '.', each 1-96 characters "
                 "starting and ending with a letter, digit or '_', with no '--' or '..' and not ending in '.git'")
 _REPO_PART = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?$")
-REPORT_FILE = "verify_report.json"  # name of the verify report in the repo
-REPORT_NAMES = (REPORT_FILE, "verify.json")  # found in the model folder when --verify-report is not given
-ONNX_DIR = "onnx"
-ROOT_SUFFIXES = (".json", ".safetensors", ".txt", ".model", ".jinja")  # configs, weights, tokenizer files
-OTHER_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".h5", ".msgpack", ".joblib")
-_ABS_PATH = re.compile(r"^(/|~|[A-Za-z]:[\\/])")
 
 
 def validate_repo_id(repo_id: str) -> str:
@@ -79,215 +53,6 @@ def resolve_token(token: str | None) -> str:
 
 def redact(text: str, token: str | None) -> str:
     return text.replace(token, "hf_***") if token else text
-
-
-def _public_paths(obj: Any) -> Any:
-    """Cut absolute local paths in JSON values to their last component."""
-    if isinstance(obj, dict):
-        return {k: _public_paths(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_public_paths(v) for v in obj]
-    if isinstance(obj, str) and _ABS_PATH.match(obj):
-        return re.split(r"[\\/]", obj.rstrip("/\\"))[-1] or obj
-    return obj
-
-
-def _json_bytes(obj: Any) -> bytes:
-    return (json.dumps(obj, indent=2) + "\n").encode("utf-8")
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-@dataclass(frozen=True)
-class StagedFile:
-    path: str  # path in the repository (posix)
-    size: int
-    sha256: str
-
-    def to_dict(self) -> dict:
-        return {"path": self.path, "size": self.size, "sha256": self.sha256}
-
-
-@dataclass
-class Prepared:
-    """Everything ``push`` will upload, checked, before anything is written."""
-
-    facts: ModelFacts
-    sources: dict[str, Path]  # repo path -> file copied as is
-    skipped: list[tuple[str, str]]  # (path, reason)
-    report: dict | None
-    warnings: list[str] = field(default_factory=list)
-
-
-def _skip_reason(rel: str) -> str | None:
-    parts = rel.split("/")
-    if any(p.startswith(".") for p in parts):
-        return "hidden file"
-    if rel.lower().endswith(OTHER_WEIGHTS):
-        return "weights other than safetensors are never uploaded"
-    return None
-
-
-def _model_files(facts: ModelFacts, onnx_inside: bool) -> tuple[dict[str, Path], list[tuple[str, str]]]:
-    folder = facts.folder
-    modules = {p.split("/")[0] for p in facts.module_paths}
-    if facts.transformer_dir:
-        modules.add(facts.transformer_dir.split("/")[0])
-    keep: dict[str, Path] = {}
-    skipped: list[tuple[str, str]] = []
-    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
-        rel = f.relative_to(folder).as_posix()
-        top = rel.split("/")[0]
-        if onnx_inside and top == ONNX_DIR:
-            continue  # staged from the export folder
-        reason = _skip_reason(rel)
-        if reason is None:
-            if rel in REPORT_NAMES:
-                continue  # the verify report is staged on its own
-            if rel == "README.md":
-                reason = "replaced by the generated model card"
-            elif "/" not in rel:
-                reason = None if rel.endswith(ROOT_SUFFIXES) else "not a model, tokenizer or config file"
-            elif top not in modules:
-                reason = "not a module folder listed in modules.json"
-        if reason:
-            skipped.append((rel, reason))
-        else:
-            keep[rel] = f
-    return keep, skipped
-
-
-def _onnx_files(onnx: OnnxFacts) -> tuple[dict[str, Path], list[tuple[str, str]]]:
-    keep: dict[str, Path] = {}
-    skipped: list[tuple[str, str]] = []
-    for f in sorted(p for p in onnx.folder.rglob("*") if p.is_file()):
-        rel = f.relative_to(onnx.folder).as_posix()
-        reason = _skip_reason(rel)
-        if reason:
-            skipped.append((f"{ONNX_DIR}/{rel}", reason))
-        else:
-            keep[f"{ONNX_DIR}/{rel}"] = f
-    return keep, skipped
-
-
-def _load_report(path: Path) -> dict:
-    if not path.is_file():
-        raise NotFoundError(f"verify report not found: {path}")
-    try:
-        report = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValidationError(f"cannot read the verify report {path}: {e}") from e
-    return report
-
-
-def prepare(folder: str | os.PathLike, *, onnx: str | os.PathLike | None = None,
-            verify_report: str | os.PathLike | None = None) -> Prepared:
-    """Check the inputs and decide what goes into the repository (nothing is written)."""
-    folder = Path(folder).expanduser().resolve()
-    if not folder.exists():
-        raise NotFoundError(f"model folder not found: {folder}")
-    facts = read_model(folder)
-    warnings: list[str] = []
-    if facts.provenance is None:
-        warnings.append(f"warning: {folder} has no {PROVENANCE_FILE}, so it was not made by espresso-export: the card "
-                        "will have no lineage" + ("" if verify_report else " and no metrics"))
-    if not facts.pooling_declared:
-        warnings.append(f"warning: {folder} has no modules.json: sentence-transformers will use mean pooling")
-    inside = folder / ONNX_DIR
-    if onnx is not None:
-        facts.onnx = read_onnx_export(onnx)
-    elif (inside / EXPORT_MANIFEST).is_file():
-        facts.onnx = read_onnx_export(inside)
-    sources, skipped = _model_files(facts, onnx_inside=facts.onnx is not None and facts.onnx.folder == inside.resolve())
-    if facts.onnx is not None:
-        extra, extra_skipped = _onnx_files(facts.onnx)
-        sources.update(extra)
-        skipped += extra_skipped
-        if onnx is not None and (inside / EXPORT_MANIFEST).is_file() and facts.onnx.folder != inside.resolve():
-            skipped.append((f"{ONNX_DIR}/", "replaced by --onnx"))
-    report_path = Path(verify_report).expanduser() if verify_report is not None else None
-    if report_path is None:
-        found = next((folder / n for n in REPORT_NAMES if (folder / n).is_file()), None)
-        if found is not None and facts.provenance is None:
-            skipped.append((found.name, "not an espresso-export folder: pass --verify-report to publish it"))
-        elif found is not None:
-            report_path = found
-    report = None
-    if report_path is not None:
-        report = _load_report(report_path)
-        facts.metrics = metrics_from_report(report, str(report_path))
-        warnings += _report_warnings(facts.metrics, facts, report_path)
-    return Prepared(facts=facts, sources=sources, skipped=skipped, report=report, warnings=warnings)
-
-
-def _report_warnings(metrics: CardMetrics, facts: ModelFacts, where: Path) -> list[str]:
-    out = []
-    measured = metrics.candidate_path
-    mine = {facts.folder} | ({facts.onnx.folder} if facts.onnx else set())
-    if measured and Path(measured).expanduser().resolve() not in mine:
-        out.append(f"warning: {where} measured {measured}, not {facts.folder}; check that it belongs to this model")
-    if metrics.candidate_dim and facts.output_dim and metrics.candidate_dim != facts.output_dim:
-        out.append(f"warning: {where} measured a {metrics.candidate_dim}-d model but this one outputs "
-                   f"{facts.output_dim}-d")
-    if metrics.gate_passed is False:
-        out.append(f"warning: {where} records a FAILED quality gate; the card says so")
-    return out
-
-
-def _generated(prepared: Prepared, repo_id: str) -> dict[str, bytes]:
-    """Files written by push itself: the card, the public copies of the JSON files, matryoshka configs."""
-    facts = prepared.facts
-    out: dict[str, bytes] = {"README.md": render_card(facts, repo_id).encode("utf-8")}
-    if PROVENANCE_FILE in prepared.sources:
-        out[PROVENANCE_FILE] = _json_bytes(_public_paths(_read_json(prepared.sources[PROVENANCE_FILE])))
-    manifest = f"{ONNX_DIR}/{EXPORT_MANIFEST}"
-    if manifest in prepared.sources:
-        out[manifest] = _json_bytes(_public_paths(_read_json(prepared.sources[manifest])))
-    if prepared.report is not None:
-        out[REPORT_FILE] = _json_bytes(_public_paths(prepared.report))
-    dims = facts.matryoshka_dims
-    if dims:
-        config = f"{facts.transformer_dir}/config.json" if facts.transformer_dir else "config.json"
-        cfg = _read_json(prepared.sources[config])
-        cfg.setdefault("matryoshka_dimensions", dims)
-        out[config] = _json_bytes(cfg)
-        st = "config_sentence_transformers.json"
-        st_cfg = _read_json(prepared.sources[st]) if st in prepared.sources else {}
-        st_cfg.setdefault("matryoshka_dimensions", dims)
-        out[st] = _json_bytes(st_cfg)
-    return out
-
-
-def write_staging(prepared: Prepared, dest: Path, repo_id: str, *, link: bool = False,
-                  progress: bool = False) -> list[StagedFile]:
-    """Write every file of the upload under ``dest``; returns them with sizes and sha256."""
-    from espresso_export.core.progress import track
-
-    generated = _generated(prepared, repo_id)
-    copies = {k: v for k, v in prepared.sources.items() if k not in generated}
-    for rel, data in generated.items():
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-    items = sorted(copies.items())
-    for rel, src in track(items, description="staging" if progress else None, total_items=len(items)):
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if link:
-            try:
-                os.link(src, target)
-                continue
-            except OSError:
-                pass  # another file system: copy instead
-        shutil.copyfile(src, target)
-    return [StagedFile(path=rel, size=(dest / rel).stat().st_size, sha256=_sha256(dest / rel))
-            for rel in sorted([*generated, *copies])]
 
 
 @dataclass
@@ -404,23 +169,24 @@ def upload(staging: Path, files: list[StagedFile], repo_id: str, *, token: str, 
 def push(
     folder: str | os.PathLike,
     repo_id: str,
+    settings: PushSettings | None = None,
     *,
-    private: bool = False,
-    create_pr: bool = False,
-    revision: str | None = None,
-    commit_message: str | None = None,
     token: str | None = None,
     onnx: str | os.PathLike | None = None,
     verify_report: str | os.PathLike | None = None,
     dry_run: str | os.PathLike | None = None,
     overwrite: bool = False,
     progress: bool = False,
+    **kwargs,
 ) -> PushResult:
     """Stage ``folder`` (+ ONNX export, verify report, model card) and upload it to ``repo_id`` in one commit.
 
-    With ``dry_run=DIR`` the staging folder is written to ``DIR`` (atomically) and nothing is uploaded;
-    no token is needed then.
+    ``settings`` is a :class:`~espresso_export.publishing.settings.PushSettings` (``private``, ``create_pr``,
+    ``revision``, ``commit_message``); its fields are also accepted as keyword arguments. With ``dry_run=DIR``
+    the staging folder is written to ``DIR`` (atomically) and nothing is uploaded; no token is needed then.
     """
+    s = resolve(PushSettings, settings, kwargs, call="push")
+    private, create_pr, revision, commit_message = s.private, s.create_pr, s.revision, s.commit_message
     start = time.perf_counter()
     validate_repo_id(repo_id)
     prepared = prepare(folder, onnx=onnx, verify_report=verify_report)

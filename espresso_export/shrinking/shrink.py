@@ -18,14 +18,19 @@ from pathlib import Path
 from espresso_export import __version__
 from espresso_export.model.bidirectional import describe as describe_attention
 from espresso_export.model.bidirectional import switch as switch_attention
-from espresso_export.model.checkpoint import Checkpoint, Normalize, PostModule, load
-from espresso_export.data.readers import BUILTIN, read_sentences, sentences_sha256
+from espresso_export.model.checkpoint import Checkpoint, PostModule, load
+from espresso_export.data import BUILTIN, read_sentences, sentences_sha256
 from espresso_export.model.embed import encode
+from espresso_export.model.post import renormalized, with_head
 from espresso_export.core.errors import ValidationError
+from espresso_export.model.vocabulary import PROVENANCE_KEY
 from espresso_export.shrinking.heads import fit_pca, truncation
 from espresso_export.model.layout import atomic_output, check_output, save_checkpoint
+from espresso_export.shrinking.pruning import PruneRequest, coverage_hint
 from espresso_export.shrinking.slicing import cut, select_layers
-from espresso_export.core.types import Head, Pooling, Select
+from espresso_export.core.settings import as_kwargs, resolve
+from espresso_export.core.types import Attention, Head, Pooling, Select
+from espresso_export.shrinking.settings import ShrinkSettings
 
 log = logging.getLogger(__name__)
 
@@ -104,9 +109,9 @@ def build_head(
     width = ckpt.output_dim
     if dim is None or dim < 1 or dim > width:
         raise ValidationError(f"--dim must be between 1 and {width} (the embedding width), got {dim}")
-    base = [m for m in ckpt.post if not isinstance(m, Normalize)] + [Normalize()]
+    base = renormalized(ckpt.post)
     if head is Head.TRUNCATE:
-        return base[:-1] + [truncation(width, dim), Normalize()], None
+        return with_head(base[:-1], truncation(width, dim)), None
     if len(sentences) < dim:
         raise ValidationError(f"a PCA to {dim} dims needs at least {dim} calibration sentences, got {len(sentences)}")
     saved = ckpt.post
@@ -116,45 +121,61 @@ def build_head(
     finally:
         ckpt.post = saved
     pca = fit_pca(x, dim)
-    return base + [pca.as_dense(), Normalize()], pca.explained_variance
+    return with_head(base, pca.as_dense()), pca.explained_variance
 
 
 def shrink(
     model: str | os.PathLike | Checkpoint,
     output: str | os.PathLike | None,
+    settings: ShrinkSettings | None = None,
+    *,
+    overwrite: bool = False,
+    progress: bool = False,
+    **kwargs,
+) -> ShrinkResult:
+    """Cut ``model`` to ``settings.layers`` and ``settings.dim`` and write it to ``output``.
+
+    ``settings`` is a :class:`~espresso_export.shrinking.settings.ShrinkSettings`; its fields are also accepted as
+    keyword arguments (``shrink("minilm", "out", layers=3, dim=128)``). ``layers`` is a count (kept per ``select``)
+    or a list of 0-based layer indices. ``attention`` (``all``/``last``) makes a decoder's layers bidirectional
+    before the cut, with mean pooling. With ``output=None`` nothing is written and the cut checkpoint is available
+    as ``result.checkpoint`` (used by ``sweep``).
+    """
+    s = resolve(ShrinkSettings, settings, kwargs, call="shrink")
+    values = as_kwargs(s)
+    if values["attention"] is not None:
+        values["attention"] = Attention(values["attention"]).value
+    return _shrink(model, output, overwrite=overwrite, progress=progress, **values)
+
+
+def _shrink(
+    model: str | os.PathLike | Checkpoint,
+    output: str | os.PathLike | None,
     *,
     layers: int | Sequence[int],
-    dim: int | None = None,
-    head: Head | str | None = None,
-    select: Select | str = Select.AUTO,
-    pooling: Pooling | str | None = None,
-    calibration: str | os.PathLike | None = None,
-    calibration_samples: int = 4096,
-    overwrite: bool = False,
-    seed: int = 0,
-    batch_size: int = 64,
-    trust_remote_code: bool = False,
-    progress: bool = False,
-    attention: str | None = None,
-    prune_corpus=None,
-    prune_min_count: int = 1,
-    prune_keep_top: int | None = None,
-    prune_keep_file: str | os.PathLike | None = None,
+    dim: int | None,
+    head: Head | str | None,
+    select: Select | str,
+    pooling: Pooling | str | None,
+    calibration: str | os.PathLike | None,
+    calibration_samples: int,
+    overwrite: bool,
+    seed: int,
+    batch_size: int,
+    trust_remote_code: bool,
+    progress: bool,
+    attention: str | None,
+    prune_corpus,
+    prune_min_count: int,
+    prune_keep_top: int | None,
+    prune_keep_file: str | os.PathLike | None,
 ) -> ShrinkResult:
-    """Cut ``model`` to ``layers`` and ``dim`` and write it to ``output``.
-
-    ``layers`` is a count (kept per ``select``) or a list of 0-based layer
-    indices. ``attention`` (``all``/``last``) makes a decoder's layers
-    bidirectional before the cut, with mean pooling. With ``output=None`` nothing is written and the cut checkpoint
-    is available as ``result.checkpoint`` (used by ``sweep``).
-    """
+    """The cut itself, with every setting resolved (see :func:`shrink`)."""
     start = time.perf_counter()
     if output is not None:
         check_output(output, overwrite=overwrite, inputs=[model])
     prune = None
     if prune_corpus is not None:
-        from espresso_export.shrinking.pruning import PruneRequest
-
         prune = PruneRequest.read(prune_corpus, min_count=prune_min_count, keep_top=prune_keep_top,
                                   keep_file=prune_keep_file)
     ckpt = model if isinstance(model, Checkpoint) else load(model, pooling=pooling, trust_remote_code=trust_remote_code)
@@ -172,31 +193,18 @@ def shrink(
     hints: list[str] = []
     if not ckpt.ese_trained and keep == list(range(len(keep))) and len(keep) < n:
         hints.append(SPREAD_HINT)
-    sentences: list[str] = []
-    cal_label = None
+    sentences, cal_label = [], None
     if chosen_head is Head.PCA:
-        sentences, cal_label = load_calibration(calibration, calibration_samples, seed)
-        if len(sentences) < dim:
-            raise ValidationError(
-                f"calibration has {len(sentences)} sentences, fewer than --dim {dim}; a PCA needs at least {dim}"
-            )
-        if len(sentences) < 10 * dim:
-            hints.append(
-                f"warning: {len(sentences)} calibration sentences for a {dim}-d PCA; 10 x dim = {10 * dim} or more is advised"
-            )
-
+        sentences, cal_label = _pca_calibration(calibration, calibration_samples, seed, dim, hints)
     weights_sha = ckpt.weights_sha256()
     params_before = _n_params(ckpt.model)
     cut(ckpt.model, ckpt.arch, keep)
     post, explained = build_head(ckpt, chosen_head, dim, sentences, batch_size=batch_size, progress=progress)
     ckpt.post = post
-    vocab = None
-    if prune is not None:
-        from espresso_export.shrinking.pruning import coverage_hint
-
-        record = prune.apply(ckpt)[1]
+    record = prune.apply(ckpt)[1] if prune is not None else None
+    if record is not None:
         hints += coverage_hint(record["corpus_coverage"])
-        vocab = {k: v for k, v in record.items() if k != "id_map"}
+    vocab = {k: v for k, v in record.items() if k != "id_map"} if record is not None else None
     out_dim = ckpt.output_dim
     result = ShrinkResult(
         output=None, source=ckpt.source, layers=keep, source_depth=n, dim=out_dim, head=chosen_head,
@@ -204,8 +212,8 @@ def shrink(
         seconds=0.0, explained_variance=explained, calibration_size=len(sentences), hints=hints, vocab=vocab,
     )
     provenance = _provenance(ckpt, result, weights_sha, select, sentences, cal_label, seed)
-    if prune is not None:
-        provenance["vocab_pruning"] = record
+    if record is not None:
+        provenance[PROVENANCE_KEY] = record
     ckpt.provenance = provenance
     if output is not None:
         with atomic_output(output, overwrite=overwrite, inputs=[ckpt.path]) as tmp:
@@ -214,6 +222,20 @@ def shrink(
     result.seconds = time.perf_counter() - start
     result.checkpoint = ckpt
     return result
+
+
+def _pca_calibration(calibration, samples: int, seed: int, dim: int, hints: list[str]) -> tuple[list[str], str]:
+    """The PCA's calibration sentences and their label; refuses fewer than ``dim``, adds a hint under 10 x dim."""
+    sentences, cal_label = load_calibration(calibration, samples, seed)
+    if len(sentences) < dim:
+        raise ValidationError(
+            f"calibration has {len(sentences)} sentences, fewer than --dim {dim}; a PCA needs at least {dim}"
+        )
+    if len(sentences) < 10 * dim:
+        hints.append(
+            f"warning: {len(sentences)} calibration sentences for a {dim}-d PCA; 10 x dim = {10 * dim} or more is advised"
+        )
+    return sentences, cal_label
 
 
 def _provenance(ckpt: Checkpoint, result: ShrinkResult, weights_sha: str, select, sentences, cal_label, seed) -> dict:

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 
 from espresso_export.model.architectures import Architecture, get_attr_path, set_attr_path
 from espresso_export.core.errors import ValidationError
+from espresso_export.core.parsing import parse_layers  # noqa: F401  (re-exported: callers import it from here)
 from espresso_export.core.types import Select
 
 
@@ -20,17 +21,6 @@ def spread(depth: int, count: int) -> list[int]:
     6 layers, 3 kept -> [1, 3, 5]; 12 layers, 4 kept -> [2, 5, 8, 11].
     """
     return [round((i + 1) * depth / count) - 1 for i in range(count)]
-
-
-def parse_layers(text: str) -> int | list[int]:
-    """CLI form: ``"4"`` is a count, ``"0,2,4"`` (or a single ``"3,"``) is a list of indices."""
-    text = text.strip()
-    try:
-        if "," in text:
-            return [int(p) for p in text.split(",") if p.strip()]
-        return int(text)
-    except ValueError as e:
-        raise ValidationError(f"--layers must be a count (4) or a comma-separated list of layer indices (0,2,4), got {text!r}") from e
 
 
 def select_layers(depth: int, layers: int | Sequence[int], select: Select = Select.AUTO, *, ese_trained: bool = False) -> list[int]:

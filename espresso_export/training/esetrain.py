@@ -1,8 +1,8 @@
 """``train``: fine-tune a checkpoint with the ESE objective (or plainly, as a control) on the shared loop.
 
-The objective lives in :mod:`espresso_export.ese`; the loop (AdamW, warm-up and
+The objective lives in :mod:`espresso_export.training.ese`; the loop (AdamW, warm-up and
 decay, progress, evaluation per epoch keeping the best, resumable checkpoints,
-Ctrl-C) in :mod:`espresso_export.training`. This module only connects them and
+Ctrl-C) in :mod:`espresso_export.training.loop`. This module only connects them and
 writes the output folder, whose ``espresso.json`` records ``ese`` (with ``k``)
 so that ``shrink`` cuts it with its first layers and ``--head truncate``.
 """
@@ -21,17 +21,18 @@ from espresso_export import __version__
 from espresso_export.training import distributed
 from espresso_export.model.bidirectional import describe as describe_attention, switch
 from espresso_export.model.checkpoint import Checkpoint, DenseLayer, load
-from espresso_export.data.readers import read_sts, sentences_sha256
+from espresso_export.data import read_sts, sentences_sha256
 from espresso_export.model.embed import encode_layers
 from espresso_export.training.ese import EseConfig, EseData, EseObjective, check_loss_fits
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.metrics import sts_spearman
 from espresso_export.training.loop import TrainConfig, Trainer, TrainingTask, prepare_run, write_trained
 from espresso_export.core.types import Attention, Pooling
+from espresso_export.training.settings import TrainSettings
 
 
 class EseTask(TrainingTask):
-    """One ESE (or control) run for :class:`~espresso_export.training.Trainer`."""
+    """One ESE (or control) run for :class:`~espresso_export.training.loop.Trainer`."""
 
     item_unit = "ex"  # training examples (pairs, triplets or scored pairs)
 
@@ -143,16 +144,28 @@ def train_ese(
     overwrite: bool = False,
     trust_remote_code: bool = False,
     progress: bool = False,
+    settings: TrainSettings | None = None,
 ) -> TrainResultSummary:
     """Fine-tune ``model`` on ``data`` with ``objective`` and write it to ``output``.
+
+    ``settings`` (a :class:`~espresso_export.training.settings.TrainSettings`, what the ``train`` command and the
+    recipe's ``train`` step pass) replaces the objective, the training configuration and the other options in one
+    flat object, and applies its ``threads``.
 
     ``objective.alpha == objective.beta == 0`` is plain fine-tuning of the
     full-width last layer (the control); anything else is ESE. ``attention``
     switches a decoder to ``all``/``last`` bidirectional layers (mean pooling);
-    ``lora`` (a :class:`~espresso_export.lora.LoraSettings`) trains adapters only,
+    ``lora`` (a :class:`~espresso_export.model.lora.LoraSettings`) trains adapters only,
     merged into the weights before saving.
     """
 
+    if settings is not None:
+        if settings.threads is not None:
+            import torch
+
+            torch.set_num_threads(settings.threads)
+        return train_ese(model, data, output, resume=resume, run_dir=run_dir, overwrite=overwrite, progress=progress,
+                         **settings.build())
     start = time.perf_counter()
     dist = distributed.setup(training.device)  # under torchrun: join the group; one process: nothing
     progress = progress and dist.main  # bars and tables on rank 0 only
@@ -161,6 +174,47 @@ def train_ese(
     examples = EseData.read(data, limit=data_limit, positive_threshold=positive_threshold)
     check_loss_fits(objective, examples)
     eval_pairs = read_sts(eval_sts, limit=eval_limit) if eval_sts is not None else None
+    ckpt, source_sha, wrapper = _load_model(model, attention=attention, pooling=pooling, lora=lora,
+                                            trust_remote_code=trust_remote_code)
+    ese_on = bool(objective.alpha or objective.beta)
+    obj = EseObjective.from_checkpoint(ckpt, objective, max_length=max_seq_len)
+    identity = _run_identity(ckpt, objective, examples, eval_pairs, source_sha=source_sha, lora=lora,
+                             max_seq_len=max_seq_len)
+    task = EseTask(ckpt, obj, examples, eval_pairs=eval_pairs, identity=identity)
+    trainer = Trainer(task, training, run_dir)
+    result = trainer.run(resume=resume, progress=("ESE" if ese_on else "fine-tuning") if progress else None)
+    ckpt.model.cpu()
+    if wrapper is not None:
+        from espresso_export.model.lora import merge_lora
+
+        merge_lora(ckpt, wrapper)
+
+    eval_info = _eval_info(eval_sts, eval_pairs, result, task)
+    prov = _provenance(ckpt, objective, examples, identity, training, result, eval_info, source_sha=source_sha,
+                       lora=lora, processes=dist.world)
+    output = write_trained(ckpt, output, prov, overwrite=overwrite, trainer=trainer, keep_checkpoints=keep_checkpoints)
+    hints = [_cut_hint(output, objective)] if ese_on else []
+    return TrainResultSummary(
+        output=output, source=ckpt.source, ese=ese_on, objective=objective.to_dict(), data=prov["data"],
+        attention=prov.get("attention"), lora=prov.get("lora"), train=result.to_dict(), eval=eval_info,
+        seconds=round(time.perf_counter() - start, 2), run_dir=str(run_dir), hints=hints, checkpoint=ckpt,
+    )
+
+
+def _eval_info(eval_sts, eval_pairs, result, task: EseTask) -> dict | None:
+    if eval_pairs is None:
+        return None
+    return {"sts": str(eval_sts), "pairs": len(eval_pairs), "initial": result.initial_score, "best": result.best_score,
+            "best_step": result.best_step, "history": result.history, "last": task.last_eval}
+
+
+def _cut_hint(output, objective: EseConfig) -> str:
+    return (f"hint: cut it with `espresso-export shrink {output or 'OUT'} --layers L --dim {objective.compression_dim}` "
+            "(first layers and first-k dims are picked automatically for ESE-trained models)")
+
+
+def _load_model(model, *, attention, pooling, lora, trust_remote_code):
+    """``(checkpoint, sha256 of its weights as loaded, LoRA wrapper or None)``, attention switched as asked."""
     ckpt = load(model, pooling=pooling, trust_remote_code=trust_remote_code)
     if any(isinstance(m, DenseLayer) for m in ckpt.post):
         raise ValidationError(f"{ckpt.source} has a Dense head after pooling; ESE trains the pooled backbone output "
@@ -175,28 +229,24 @@ def train_ese(
         from espresso_export.model.lora import add_lora
 
         wrapper = add_lora(ckpt, lora)
-    ese_on = bool(objective.alpha or objective.beta)
-    obj = EseObjective.from_checkpoint(ckpt, objective, max_length=max_seq_len)
-    identity = {
+    return ckpt, source_sha, wrapper
+
+
+def _run_identity(ckpt, objective: EseConfig, examples: EseData, eval_pairs, *, source_sha: str, lora,
+                  max_seq_len: int | None) -> dict:
+    """Everything that defines the run, checked on ``--resume`` (the task's part of the run hash)."""
+    return {
         "source_sha256": source_sha, "objective": objective.to_dict(), "data": examples.describe(),
         "data_sha256": sentences_sha256(examples.anchor + examples.positive + (examples.negative or [])),
         "attention": describe_attention(ckpt.model), "lora": None if lora is None else lora.to_dict(),
         "pooling": ckpt.pooling.value, "max_seq_len": max_seq_len,
         "eval": None if eval_pairs is None else sentences_sha256(eval_pairs.sentence1 + eval_pairs.sentence2),
     }
-    task = EseTask(ckpt, obj, examples, eval_pairs=eval_pairs, identity=identity)
-    trainer = Trainer(task, training, run_dir)
-    result = trainer.run(resume=resume, progress=("ESE" if ese_on else "fine-tuning") if progress else None)
-    ckpt.model.cpu()
-    if wrapper is not None:
-        from espresso_export.model.lora import merge_lora
 
-        merge_lora(ckpt, wrapper)
 
-    eval_info = None if eval_pairs is None else {
-        "sts": str(eval_sts), "pairs": len(eval_pairs), "initial": result.initial_score, "best": result.best_score,
-        "best_step": result.best_step, "history": result.history, "last": task.last_eval,
-    }
+def _provenance(ckpt, objective: EseConfig, examples: EseData, identity: dict, training: TrainConfig, result,
+                eval_info: dict | None, *, source_sha: str, lora, processes: int) -> dict:
+    """The ``train`` step of the output's lineage; ``ese`` in it is what ``shrink`` reads to cut the model."""
     prov = {
         "espresso_version": __version__,
         "step": "train",
@@ -204,22 +254,13 @@ def train_ese(
         "pooling": ckpt.pooling.value,
         "objective": objective.to_dict(),
         "data": {**examples.describe(), "sha256": identity["data_sha256"]},
-        "training": {"steps": result.steps, "epochs": result.epochs, **training.identity(), "processes": dist.world},
+        "training": {"steps": result.steps, "epochs": result.epochs, **training.identity(), "processes": processes},
         "best_eval": eval_info,
     }
-    if ese_on:  # read by Checkpoint.ese_trained: shrink then keeps the first layers and first k dims
+    if objective.alpha or objective.beta:  # read by Checkpoint.ese_trained: shrink then keeps the first layers and first k dims
         prov["ese"] = {"compression_dim": objective.compression_dim, "layers_from": objective.layers_from}
     if (att := describe_attention(ckpt.model)) is not None:
         prov["attention"] = att
     if lora is not None:
         prov["lora"] = {**lora.to_dict(), "merged": True}
-    output = write_trained(ckpt, output, prov, overwrite=overwrite, trainer=trainer, keep_checkpoints=keep_checkpoints)
-    hints = []
-    if ese_on:
-        hints.append(f"hint: cut it with `espresso-export shrink {output or 'OUT'} --layers L --dim {objective.compression_dim}` "
-                     "(first layers and first-k dims are picked automatically for ESE-trained models)")
-    return TrainResultSummary(
-        output=output, source=ckpt.source, ese=ese_on, objective=objective.to_dict(), data=prov["data"],
-        attention=prov.get("attention"), lora=prov.get("lora"), train=result.to_dict(), eval=eval_info,
-        seconds=round(time.perf_counter() - start, 2), run_dir=str(run_dir), hints=hints, checkpoint=ckpt,
-    )
+    return prov

@@ -2,14 +2,14 @@
 
 An :class:`Embedder` has ``encode(texts, batch_size) -> float32 (n, dim)``,
 ``dim``, ``n_params``, ``disk_bytes`` and ``load_seconds``. :func:`open_embedder`
-picks the implementation from the spec: a folder holding ``export.json`` is an
-ONNX export (run by :mod:`espresso_export.runtime`, no torch), anything else
-is loaded with :func:`espresso_export.checkpoint.load` (folder, Hub id, alias).
+picks the implementation from the spec: an export folder (``export.json``, as
+:func:`espresso_export.runtime.is_export_folder` tells) is an ONNX export run by
+:mod:`espresso_export.runtime` (no torch); anything else is loaded with
+:func:`espresso_export.model.checkpoint.load` (folder, Hub id, alias).
 """
 
 from __future__ import annotations
 
-import inspect
 import os
 import time
 from abc import ABC, abstractmethod
@@ -20,9 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from espresso_export.core.errors import UnsupportedModelError
-
-EXPORT_MANIFEST = "export.json"
+from espresso_export.runtime import OnnxEncoder, is_export_folder
 
 
 def folder_bytes(folder: Path) -> int:
@@ -98,10 +96,6 @@ class OnnxEmbedder(Embedder):
         return np.asarray(self.encoder.encode(list(texts), batch_size=batch_size), dtype=np.float32)
 
 
-def is_export_folder(path: Path) -> bool:
-    return path.is_dir() and (path / EXPORT_MANIFEST).is_file()
-
-
 def _graph_files(graph_file: Path) -> tuple[int | None, set[Path]]:
     """A graph's parameter count (initializers, weights not loaded) and the external-data files it reads.
 
@@ -138,28 +132,15 @@ def onnx_footprint(folder: Path, file: str) -> tuple[int | None, int]:
 
 
 def open_onnx(folder: Path, spec: str, *, threads: int | None) -> OnnxEmbedder:
-    try:
-        from espresso_export import runtime
-    except ImportError as e:
-        raise UnsupportedModelError(
-            f"{folder} is an ONNX export folder ({EXPORT_MANIFEST}); ONNX export folders need the export "
-            "feature (espresso_export.runtime), which this installation does not have"
-        ) from e
     import onnxruntime  # noqa: F401  (imported before the timer: load time is the model's, not the library's)
 
-    kwargs: dict[str, Any] = {}
-    accepted = inspect.signature(runtime.OnnxEncoder).parameters
-    if threads is not None:
-        name = next((n for n in ("threads", "intra_op_num_threads", "num_threads") if n in accepted), None)
-        if name is not None:
-            kwargs[name] = threads
     start = time.perf_counter()
-    encoder = runtime.OnnxEncoder(folder, **kwargs)
+    encoder = OnnxEncoder(folder, threads=threads)
     seconds = time.perf_counter() - start
     n_params, disk_bytes = onnx_footprint(folder, encoder.file)
     return OnnxEmbedder(
         spec=spec, kind="onnx", dim=int(encoder.dim), n_params=n_params, disk_bytes=disk_bytes,
-        load_seconds=seconds, path=folder, details={"threads_applied": bool(kwargs), "file": encoder.file},
+        load_seconds=seconds, path=folder, details={"threads_applied": threads is not None, "file": encoder.file},
         encoder=encoder,
     )
 

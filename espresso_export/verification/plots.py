@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from espresso_export.verification.sweep import SweepResult
+    from espresso_export.verification.sweep_result import SweepResult
 
 
 def plot_sweep(result: SweepResult, path: Path) -> Path:

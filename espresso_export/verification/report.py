@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from espresso_export import __version__
 from espresso_export.core.errors import GateFailedError
+from espresso_export.core.formatting import byte_size, markdown_table, number, param_count
 from espresso_export.verification.latency import LatencyStats
 from espresso_export.verification.retrieval import RetrievalScores
 from espresso_export.verification.sts import retention
@@ -147,23 +148,6 @@ class Section:
     rows: Sequence[Sequence[str]]
 
 
-def _num(x: float | None, fmt: str = "{:.2f}") -> str:
-    return "n/a" if x is None else fmt.format(x)
-
-
-def _bytes(n: int | None) -> str:
-    if n is None:
-        return "n/a"
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
-
-
-def _params(n: int | None) -> str:
-    return "n/a" if n is None else f"{n / 1e6:.2f}M"
-
-
 @dataclass
 class VerifyReport:
     candidate: dict  # Embedder.info()
@@ -234,19 +218,19 @@ class VerifyReport:
         c, s, r = self.candidate, self.source, self.size
         out = [Section("models", ("", "candidate", "source", "ratio"), [
             ("model", f"{c['spec']} ({c['kind']})", f"{s['spec']} ({s['kind']})", ""),
-            ("parameters", _params(c["n_params"]), _params(s["n_params"]), _num(r["n_params"], "{:.3f}")),
-            ("bytes on disk", _bytes(c["disk_bytes"]), _bytes(s["disk_bytes"]), _num(r["disk_bytes"], "{:.3f}")),
+            ("parameters", param_count(c["n_params"]), param_count(s["n_params"]), number(r["n_params"], ".3f")),
+            ("bytes on disk", byte_size(c["disk_bytes"]), byte_size(s["disk_bytes"]), number(r["disk_bytes"], ".3f")),
             ("bytes per vector", f"{c['bytes_per_vector']} ({c['dim']}-d float32)",
-             f"{s['bytes_per_vector']} ({s['dim']}-d float32)", _num(r["bytes_per_vector"], "{:.3f}")),
-            ("load time", f"{c['load_seconds']:.2f} s", f"{s['load_seconds']:.2f} s", _num(r["load_seconds"])),
+             f"{s['bytes_per_vector']} ({s['dim']}-d float32)", number(r["bytes_per_vector"], ".3f")),
+            ("load time", f"{c['load_seconds']:.2f} s", f"{s['load_seconds']:.2f} s", number(r["load_seconds"])),
         ])]
         if self.sts:
-            rows = [(row.name, str(row.pairs), f"{row.candidate:.2f}", f"{row.source:.2f}", _num(row.retention, "{:.4f}"))
+            rows = [(row.name, str(row.pairs), f"{row.candidate:.2f}", f"{row.source:.2f}", number(row.retention, ".4f"))
                     for row in self.sts]
             if len(self.sts) > 1:
                 avg = self.sts_average
                 rows.append(("average", "", f"{avg['candidate_spearman']:.2f}", f"{avg['source_spearman']:.2f}",
-                             _num(avg["retention"], "{:.4f}")))
+                             number(avg["retention"], ".4f")))
             out.append(Section("STS: Spearman x100 of cosine vs gold",
                                ("set", "pairs", "candidate", "source", "retention"), rows))
         if self.latency:
@@ -255,21 +239,21 @@ class VerifyReport:
                 ("batch", "cand. p50", "cand. p95", "src. p50", "src. p95", "p50 ratio", "cand. sent/s", "src. sent/s",
                  "speed-up"),
                 [(str(row.batch_size), f"{row.candidate.p50_ms:.1f}", f"{row.candidate.p95_ms:.1f}",
-                  f"{row.source.p50_ms:.1f}", f"{row.source.p95_ms:.1f}", _num(row.p50_ratio, "{:.3f}"),
+                  f"{row.source.p50_ms:.1f}", f"{row.source.p95_ms:.1f}", number(row.p50_ratio, ".3f"),
                   f"{row.candidate.sentences_per_s:.1f}", f"{row.source.sentences_per_s:.1f}",
-                  _num(row.speedup, "{:.2f}x")) for row in self.latency]))
+                  number(row.speedup, ".2f", "x")) for row in self.latency]))
         for row in self.retrieval:
             cs, ss = row.candidate, row.source
             out.append(Section(
                 f"retrieval: {row.name} ({cs.queries} queries, {cs.docs} docs, faiss {row.index})",
                 ("", "candidate", "source", "ratio"),
-                [("MRR@10", f"{cs.mrr_at_10:.4f}", f"{ss.mrr_at_10:.4f}", _num(row.mrr_retention, "{:.4f}")),
+                [("MRR@10", f"{cs.mrr_at_10:.4f}", f"{ss.mrr_at_10:.4f}", number(row.mrr_retention, ".4f")),
                  ("recall@10", f"{cs.recall_at_10:.4f}", f"{ss.recall_at_10:.4f}",
-                  _num(retention(cs.recall_at_10, ss.recall_at_10), "{:.4f}")),
-                 ("index memory", _bytes(cs.index_bytes), _bytes(ss.index_bytes),
-                  _num(ratio(cs.index_bytes, ss.index_bytes), "{:.3f}")),
+                  number(retention(cs.recall_at_10, ss.recall_at_10), ".4f")),
+                 ("index memory", byte_size(cs.index_bytes), byte_size(ss.index_bytes),
+                  number(ratio(cs.index_bytes, ss.index_bytes), ".3f")),
                  ("query time (ms/query)", f"{cs.query_ms_per_query:.4f}", f"{ss.query_ms_per_query:.4f}",
-                  _num(ratio(cs.query_ms_per_query, ss.query_ms_per_query), "{:.3f}"))]))
+                  number(ratio(cs.query_ms_per_query, ss.query_ms_per_query), ".3f"))]))
         v = self.vocabulary
         if v and v.get("computed"):
             out.append(Section(
@@ -277,11 +261,11 @@ class VerifyReport:
                 ("", "value"),
                 [("tokens of the verify texts covered", f"{v['coverage']:.4f} ({v['covered_tokens']:,} of {v['tokens']:,})"),
                  ("distinct tokens covered", f"{v['distinct_covered']:,} of {v['distinct_tokens']:,}"),
-                 ("coverage of the pruning corpus", _num(v.get("pruning_corpus_coverage"), "{:.4f}"))]))
+                 ("coverage of the pruning corpus", number(v.get("pruning_corpus_coverage"), ".4f"))]))
         checks = self.checks
         out.append(Section(
             "gate" + ("" if checks else ": no thresholds given"), ("check", "threshold", "value", "result"),
-            [(ch.name, ch.threshold, _num(ch.value, "{:.4f}"), "pass" if ch.passed else "FAIL") for ch in checks]))
+            [(ch.name, ch.threshold, number(ch.value, ".4f"), "pass" if ch.passed else "FAIL") for ch in checks]))
         return out
 
     def to_markdown(self) -> str:
@@ -290,12 +274,8 @@ class VerifyReport:
                  f"{__version__} (`espresso-export verify`), in one process, {self.threads} thread(s).", ""]
         for sec in self.sections():
             lines += [f"### {sec.title[0].upper()}{sec.title[1:]}", ""]
-            if not sec.rows:
-                continue
-            lines.append("| " + " | ".join(sec.headers) + " |")
-            lines.append("|" + "|".join("---" for _ in sec.headers) + "|")
-            lines += ["| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |" for row in sec.rows]
-            lines.append("")
+            if sec.rows:
+                lines += markdown_table(sec.headers, sec.rows)
         verdict = "passed" if self.passed else "FAILED: " + "; ".join(c.describe() for c in self.failed)
         lines += [f"Gate: **{verdict}**." if self.checks else "No gate thresholds were given.", ""]
         lines += [f"> {note}" for note in self.notes]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from espresso_export.data.readers import RetrievalSet, read_retrieval, retrieval_from_sts
+from espresso_export.data import RetrievalSet, read_retrieval, retrieval_from_sts
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.types import IndexKind
 from espresso_export.verification.embedders import EncodeCache

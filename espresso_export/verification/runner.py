@@ -13,8 +13,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from espresso_export.data.readers import BUILTIN
+from espresso_export.data import BUILTIN
 from espresso_export.core.errors import ValidationError
+from espresso_export.model.vocabulary import coverage, find_pruning
 from espresso_export.verification.embedders import EncodeCache, open_embedder
 from espresso_export.verification.latency import default_threads, fixed_threads, measure
 from espresso_export.verification.report import LatencyRow, RetrievalRow, StsRow, Thresholds, VerifyReport
@@ -51,7 +52,6 @@ def _latency_texts(sets, count: int, seed: int) -> list[str]:
 def _pruned_vocabulary(embedders: dict, sts_sets, retrieval_sets) -> dict | None:
     """When the candidate's provenance says its vocabulary was pruned: the share of the verify texts' tokens
     (as the source tokenizes them) that the pruned vocabulary kept. ``None`` for an unpruned candidate."""
-    from espresso_export.shrinking.pruning import coverage, find_pruning
 
     def parts(e):  # (tokenizer, lower-cases?, provenance) of a PyTorch or an ONNX embedder
         ckpt, enc = getattr(e, "checkpoint", None), getattr(e, "encoder", None)
@@ -74,8 +74,20 @@ def verify(
     options: VerifyOptions = VerifyOptions(),
     thresholds: Thresholds = Thresholds(),
     progress: bool = False,
+    settings=None,
+    **kwargs,
 ) -> VerifyReport:
-    """Measure ``candidate`` against its source ``against``; the report carries the gate's verdict."""
+    """Measure ``candidate`` against its source ``against``; the report carries the gate's verdict.
+
+    The measurements and the gate come either as ``options`` and ``thresholds``, or as one flat
+    :class:`~espresso_export.verification.settings.VerifySettings` (``settings=``, what the command and recipes
+    use; its fields are also accepted as keyword arguments: ``verify(c, s, sts=["sts-test.csv"],
+    min_retention=0.95)``)."""
+    if settings is not None or kwargs:
+        from espresso_export.core.settings import resolve
+        from espresso_export.verification.settings import VerifySettings
+
+        options, thresholds = resolve(VerifySettings, settings, kwargs, call="verify").build()
     start = time.perf_counter()
     if not options.sts:
         raise ValidationError("verify needs at least one --sts set")

@@ -1,0 +1,32 @@
+"""Command-line spellings of structured values, parsed in one place (torch-free: the CLI imports this)."""
+
+from __future__ import annotations
+
+from espresso_export.core.errors import ValidationError
+
+
+def parse_layers(text: str) -> int | list[int]:
+    """CLI form: ``"4"`` is a count, ``"0,2,4"`` (or a single ``"3,"``) is a list of indices."""
+    text = text.strip()
+    try:
+        if "," in text:
+            return [int(p) for p in text.split(",") if p.strip()]
+        return int(text)
+    except ValueError as e:
+        raise ValidationError(f"--layers must be a count (4) or a comma-separated list of layer indices (0,2,4), got {text!r}") from e
+
+
+def parse_int_list(text: str, option: str) -> list[int]:
+    """``"2,3,4"`` -> ``[2, 3, 4]`` (positive, duplicates dropped, order kept); a clear error otherwise."""
+    try:
+        values = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError as e:
+        raise ValidationError(f"{option} must be comma-separated integers like 1,32, got {text!r}") from e
+    if not values or any(v < 1 for v in values):
+        raise ValidationError(f"{option} must be positive integers like 1,32, got {text!r}")
+    return list(dict.fromkeys(values))
+
+
+def parse_name_list(text: str) -> list[str]:
+    """``"a, b,c"`` -> ``["a", "b", "c"]``."""
+    return [p.strip() for p in text.split(",") if p.strip()]

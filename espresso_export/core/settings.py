@@ -1,0 +1,236 @@
+"""One declaration per setting: the API, the CLI and the recipes are derived from it.
+
+A step's settings are a dataclass whose fields are declared with :func:`setting`: name, type, default,
+bounds and help text live there once. From that class
+
+* the library function accepts an instance *or* the same names as keyword arguments
+  (:func:`resolve`: unknown names are a ``TypeError``, like any Python call);
+* the Typer command gets one option per field (:func:`cli_parameters`, :func:`settings_command`);
+* the recipe schema uses the fields marked ``recipe=True`` with the same types and defaults
+  (:mod:`espresso_export.pipeline.recipes`).
+
+Typer builds commands from function signatures, so the derived command is a function whose
+``__signature__`` lists the options; this module has no heavy imports, so ``--help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, fields
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional, Union
+
+from espresso_export.core.errors import ValidationError
+
+
+SPEC_KEY = "espresso_setting"
+PATH_KINDS = ("model", "data", "file", "dir")  # how a recipe resolves a string value (see pipeline/recipes.py)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What a setting means beyond its type and default."""
+
+    help: str
+    flags: tuple[str, ...] = ()  # CLI names; default: --field-name
+    min: float | None = None
+    max: float | None = None
+    path: str | None = None  # model | data | file | dir: the value names a file, folder or model
+    cli: bool = True  # an option of the command
+    recipe: bool = True  # a key of the recipe step
+    cli_type: Any = None  # the type the command line parses (default: the field's type)
+    parse: Callable[[Any], Any] | None = None  # command-line value -> field value
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None  # the values a string setting takes (enums carry their own)
+
+    def __post_init__(self) -> None:
+        if self.path is not None and self.path not in PATH_KINDS:
+            raise ValueError(f"path must be one of {PATH_KINDS}, got {self.path!r}")
+
+
+def setting(default: Any = MISSING, *, help: str, default_factory: Any = MISSING, **spec: Any) -> Any:
+    """A dataclass field with its :class:`Spec` (``help`` is required: every setting is documented)."""
+    return dataclasses.field(default=default, default_factory=default_factory,
+                             metadata={SPEC_KEY: Spec(help=help, **spec)})
+
+
+@dataclass(frozen=True)
+class Field:
+    """One resolved setting: the dataclass field, its real type and its spec."""
+
+    name: str
+    type: Any
+    spec: Spec
+    default: Any  # MISSING when required
+
+    @property
+    def required(self) -> bool:
+        return self.default is MISSING
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return self.spec.flags or ("--" + self.name.replace("_", "-"),)
+
+
+def settings_fields(cls: type) -> list[Field]:
+    """The declared settings of ``cls`` in declaration order (fields without a spec are not settings)."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in fields(cls):
+        spec = f.metadata.get(SPEC_KEY)
+        if spec is None:
+            continue
+        default = f.default if f.default is not MISSING else (
+            f.default_factory() if f.default_factory is not MISSING else MISSING)
+        out.append(Field(f.name, hints[f.name], spec, default))
+    return out
+
+
+def check_choices(settings: Any) -> None:
+    """Refuse a string setting outside its declared ``choices`` (named as the command line spells it)."""
+    for f in settings_fields(type(settings)):
+        value = getattr(settings, f.name)
+        if f.spec.choices is not None and value not in f.spec.choices:
+            raise ValidationError(f"{f.flags[0].split('/')[0]} must be one of {', '.join(f.spec.choices)}, "
+                                  f"got {value!r}")
+
+
+def resolve(cls: type, settings: Any, kwargs: Mapping[str, Any], *, call: str) -> Any:
+    """The settings of one call: ``settings`` (an instance of ``cls`` or ``None``) with ``kwargs`` on top."""
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+        raise TypeError(f"{call}() got unexpected keyword argument(s): {', '.join(unknown)}")
+    if settings is None:
+        return cls(**kwargs)
+    if not isinstance(settings, cls):
+        raise TypeError(f"{call}() settings must be a {cls.__name__}, got {type(settings).__name__}")
+    return dataclasses.replace(settings, **kwargs) if kwargs else settings
+
+
+def field_of(cls: type, name: str) -> Field:
+    """One declared setting of ``cls`` (for commands outside the six steps that share its option)."""
+    return next(f for f in settings_fields(cls) if f.name == name)
+
+
+def option_type(cls: type, name: str, *, cli_type: Any = None):
+    """``Annotated[type, typer.Option(...)]`` for a command parameter that is the declared setting ``name``."""
+    f = field_of(cls, name)
+    return Annotated[cli_type or _cli_type(f), option_for(f)]
+
+
+def as_kwargs(settings: Any) -> dict[str, Any]:
+    """The fields of a settings instance as keyword arguments (shallow: values are not copied)."""
+    return {f.name: getattr(settings, f.name) for f in fields(settings)}
+
+
+# --- the command line ----------------------------------------------------------------------------------------
+
+def _optional(tp) -> tuple[Any, bool]:
+    """``Optional[X]`` -> ``(X, True)``; anything else -> ``(tp, False)``."""
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1 and len(args) < len(typing.get_args(tp)):
+            return args[0], True
+    return tp, False
+
+
+def _cli_type(f: Field):
+    """The type Typer parses: the declared ``cli_type``, else the field's type (str for path settings)."""
+    if f.spec.cli_type is not None:
+        return f.spec.cli_type
+    base, optional = _optional(f.type)
+    if typing.get_origin(base) is list:
+        return list[typing.get_args(base)[0]]
+    return Optional[base] if optional else base
+
+
+def option_for(f: Field):
+    """The ``typer.Option`` of a setting."""
+    import typer
+
+    base, _ = _optional(f.type)
+    flags = f.flags
+    if base is bool and len(flags) == 1 and "/" not in flags[0] and f.default is not False:
+        flags = (f"{flags[0]}/--no-{flags[0][2:]}",)  # a default-on (or tri-state) switch needs its off form
+    kw: dict[str, Any] = {"help": f.spec.help}
+    if f.spec.min is not None:
+        kw["min"] = f.spec.min
+    if f.spec.max is not None:
+        kw["max"] = f.spec.max
+    if isinstance(base, type) and issubclass(base, Enum):
+        kw["case_sensitive"] = False
+    if f.spec.metavar:
+        kw["metavar"] = f.spec.metavar
+    return typer.Option(*flags, **kw)
+
+
+def cli_parameters(cls: type, *, exclude: tuple[str, ...] = (), required: tuple[str, ...] = ()) -> list[inspect.Parameter]:
+    """One keyword parameter per CLI setting of ``cls``, annotated for Typer. ``required`` makes settings that
+    have a default in the API (``None``: decided later) mandatory on the command line."""
+    params = []
+    for f in settings_fields(cls):
+        if not f.spec.cli or f.name in exclude:
+            continue
+        default = inspect.Parameter.empty if (f.required or f.name in required) else f.default
+        if isinstance(default, (list, tuple)):
+            if _cli_type(f) is str:  # a comma-separated option: shown as it is typed
+                default = ",".join(str(getattr(v, "value", v)) for v in default)
+            else:
+                default = list(default) or None  # Typer's repeatable options default to None, not []
+        annotation = Annotated[_cli_type(f), option_for(f)]
+        params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation))
+    return params
+
+
+def from_cli(cls: type, values: Mapping[str, Any]) -> Any:
+    """A settings instance from the parsed command-line values of :func:`cli_parameters` (``parse`` applied)."""
+    kwargs = {}
+    for f in settings_fields(cls):
+        if f.name not in values:
+            continue
+        value = values[f.name]
+        if value is not None and f.spec.parse is not None:
+            value = f.spec.parse(value)
+        if value is None and isinstance(f.default, list):
+            value = list(f.default)
+        if isinstance(value, Path) and _optional(f.type)[0] is str:
+            value = str(value)
+        kwargs[f.name] = value
+    return cls(**kwargs)
+
+
+def param(name: str, annotation: Any, default: Any = inspect.Parameter.empty) -> inspect.Parameter:
+    """A command parameter that is not a setting (the model argument, ``--output``, ``--json``, ...)."""
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+
+
+def settings_command(cls: type, fixed: list[inspect.Parameter], body: Callable[..., None], *,
+                     exclude: tuple[str, ...] = (), required: tuple[str, ...] = (), doc: str | None = None) -> Callable:
+    """A function Typer can register: the ``fixed`` parameters (arguments, ``--output``, ``--json``, ...) followed
+    by one option per setting. Calling it calls ``body(settings, **fixed_values)``."""
+    derived = cli_parameters(cls, exclude=exclude, required=required)
+    names = {p.name for p in fixed}
+
+    def command(**values: Any) -> None:
+        fixed_values = {k: v for k, v in values.items() if k in names}
+        settings_values = {k: v for k, v in values.items() if k not in names}
+        body(from_cli(cls, settings_values), **fixed_values)
+
+    # Typer accepts any order of keyword-only parameters; positional arguments come first in `fixed`
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in fixed] + derived
+    params.sort(key=lambda p: p.default is not inspect.Parameter.empty)  # required first (help lists them first)
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    command.__doc__ = doc or body.__doc__
+    command.__name__ = body.__name__
+    return command
+
+
+__all__ = ["Spec", "Field", "setting", "settings_fields", "resolve", "as_kwargs", "cli_parameters", "from_cli",
+           "settings_command", "option_for", "param", "field_of", "option_type", "check_choices"]

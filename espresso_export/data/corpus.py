@@ -1,0 +1,208 @@
+"""Sentences: distillation corpora, calibration sets and vocabulary-pruning corpora, read one way.
+
+A spec is a file (``.txt`` one text a line; ``.jsonl`` a text field; ``.csv``/``.tsv``
+a column; STS-B files both sentences of every pair; ``.parquet`` a column;
+gzip for any but parquet), ``builtin`` (the shipped calibration corpus) or a
+Hub dataset (:mod:`espresso_export.data.hub`). :func:`read_corpus` merges
+specs with per-source counts; :func:`read_sentences` reads one (``shrink
+--calibration``). Both keep the distinct non-empty stripped texts in order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from espresso_export.core.errors import ValidationError
+from espresso_export.data.files import (
+    BUILTIN, base_suffix, builtin_resource, jsonl_objects, open_text, sniff_delimiter, table_rows,
+)
+from espresso_export.data.hub import HubDataset, hub_dataset, hub_files, hub_split
+from espresso_export.data.sts import is_stsb, stsb_rows
+
+TEXT_FIELDS = ("text", "sentence", "sentence1", "query", "premise")
+
+
+def sentences_sha256(sentences: list[str]) -> str:
+    return hashlib.sha256("\n".join(sentences).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class CorpusSource:
+    """What one ``--corpus`` spec contributed."""
+
+    spec: str
+    kind: str  # txt | jsonl | csv | tsv | stsb | parquet | hub
+    lines: int  # texts read, empty ones included
+    empty: int  # dropped: empty after stripping
+    duplicates: int  # dropped: seen before (in this source or an earlier one)
+    kept: int
+
+
+@dataclass(frozen=True)
+class Corpus:
+    sentences: list[str]
+    sources: list[CorpusSource]
+
+    def __len__(self) -> int:
+        return len(self.sentences)
+
+    @property
+    def sha256(self) -> str:
+        return sentences_sha256(self.sentences)
+
+    def counts(self) -> dict:
+        return {
+            "sentences": len(self.sentences),
+            "read": sum(s.lines for s in self.sources),
+            "empty_dropped": sum(s.empty for s in self.sources),
+            "duplicates_dropped": sum(s.duplicates for s in self.sources),
+            "sources": [s.__dict__ for s in self.sources],
+        }
+
+
+def _jsonl_texts(path: Path, text: str, field: str | None) -> list[str]:
+    items = []
+    for where, obj in jsonl_objects(path, text):
+        key = field or next((k for k in TEXT_FIELDS if k in obj), None)
+        if key is None or key not in obj:
+            raise ValidationError(f"{where}: no {field or ' or '.join(TEXT_FIELDS)!r} field")
+        value = obj[key]
+        items.append("" if value is None else str(value))
+    return items
+
+
+def _table_texts(path: Path, text: str, delim: str, column: str | None) -> list[str]:
+    """One column of a csv/tsv file: by header name, or by 0-based index (then every row is data)."""
+    rows = list(table_rows(text, delim))
+    if not rows:
+        return []
+    if column is not None and column.isdigit():
+        idx, body, start = int(column), rows, 1
+    else:
+        header = [c.strip() for c in rows[0]]
+        name = column or next((c for c in TEXT_FIELDS if c in header), None)
+        if name is None and len(header) == 1:
+            name = header[0]
+        if name is None or name not in header:
+            raise ValidationError(
+                f"{path}:1: no column {column or ' or '.join(TEXT_FIELDS)!r} in the header {header}; "
+                "set the column name (or a 0-based index for files without a header)"
+            )
+        idx, body, start = header.index(name), rows[1:], 2
+    out = []
+    for lineno, row in enumerate(body, start):
+        if not row:
+            continue
+        if idx >= len(row):
+            raise ValidationError(f"{path}:{lineno}: row has {len(row)} columns, no column {idx}")
+        out.append(row[idx])
+    return out
+
+
+def _parquet_texts(path: Path, column: str | None) -> list[str]:
+    try:
+        import pyarrow.parquet as pq  # type: ignore[import-not-found]
+    except ImportError as e:
+        raise ValidationError(f"{path}: reading parquet needs pyarrow (pip install pyarrow)") from e
+    table = pq.read_table(str(path))
+    name = column or next((c for c in TEXT_FIELDS if c in table.column_names), None)
+    if name is None or name not in table.column_names:
+        raise ValidationError(f"{path}: no column {column or ' or '.join(TEXT_FIELDS)!r}; columns: {table.column_names}")
+    return ["" if v is None else str(v) for v in table.column(name).to_pylist()]
+
+
+def corpus_texts(path: str | Path, *, field: str | None = None, column: str | None = None) -> tuple[str, list[str]]:
+    """``(kind, texts)`` of one corpus file, raw: empty and repeated texts are kept.
+
+    txt: one text a line; jsonl: ``field`` (default: the first of text, sentence, ...);
+    csv/tsv: ``column`` (header name or 0-based index); STS-B files: both sentences of every pair.
+    """
+    path = Path(path).expanduser()
+    suffix = base_suffix(path)
+    if suffix == ".parquet":
+        return "parquet", _parquet_texts(path, column)
+    text = open_text(path)
+    if suffix == ".jsonl":
+        return "jsonl", _jsonl_texts(path, text, field)
+    if suffix in (".csv", ".tsv") and column is None and is_stsb(text):
+        pairs = stsb_rows(path, text)
+        return "stsb", [s for s1, s2, _ in pairs for s in (s1, s2)]
+    if suffix in (".csv", ".tsv"):
+        return suffix[1:], _table_texts(path, text, sniff_delimiter(path, text), column)
+    return "txt", text.splitlines()
+
+
+def _hub_split_texts(dataset: HubDataset, field: str | None, column: str | None) -> list[str]:
+    names, rows = hub_split(dataset)
+    name = field or column or next((c for c in TEXT_FIELDS if c in names), None)
+    if name is None or name not in names:
+        raise ValidationError(f"Hub dataset {dataset}: no column {name or ' or '.join(TEXT_FIELDS)!r}; "
+                              f"columns: {', '.join(names)}")
+    return ["" if row[name] is None else str(row[name]) for row in rows]
+
+
+def _spec_texts(spec: str, field: str | None, column: str | None) -> tuple[str, list[str]]:
+    """``(kind, texts)`` of one spec, raw: a file, ``builtin``, or a Hub dataset (all its files, or one split)."""
+    if spec == BUILTIN:
+        return corpus_texts(builtin_resource("calibration.txt"))
+    dataset = hub_dataset(spec)
+    if dataset is None:
+        return corpus_texts(spec, field=field, column=column)
+    if dataset.split is not None:
+        return "hub", _hub_split_texts(dataset, field, column)
+    return "hub", [t for f in hub_files(dataset) for t in corpus_texts(f, field=field, column=column)[1]]
+
+
+def _keep_new(texts: Iterable[str], seen: set[str], sentences: list[str]) -> tuple[int, int, int]:
+    """Append the stripped, non-empty texts not in ``seen`` to ``sentences``; ``(read, empty, duplicates)``."""
+    lines = empty = dups = 0
+    for raw in texts:
+        lines += 1
+        s = raw.strip()
+        if not s:
+            empty += 1
+        elif s in seen:
+            dups += 1
+        else:
+            seen.add(s)
+            sentences.append(s)
+    return lines, empty, dups
+
+
+def read_corpus(specs, *, field: str | None = None, column: str | None = None) -> Corpus:
+    """Distinct non-empty sentences from one or more corpus specs, in order, with per-source counts.
+
+    A spec is a file (txt, jsonl, csv, tsv, STS-B, parquet; optionally gzipped), ``builtin``
+    (the shipped calibration corpus), or ``hf://owner/name[:split]`` (a Hub dataset; needs the network).
+    """
+    if isinstance(specs, (str, Path)):
+        specs = [specs]
+    specs = [str(s) for s in specs]
+    if not specs:
+        raise ValidationError("no corpus given")
+    seen: set[str] = set()
+    sentences: list[str] = []
+    sources: list[CorpusSource] = []
+    for spec in specs:
+        kind, texts = _spec_texts(spec, field, column)
+        lines, empty, dups = _keep_new(texts, seen, sentences)
+        sources.append(CorpusSource(spec=spec, kind=kind, lines=lines, empty=empty, duplicates=dups,
+                                    kept=lines - empty - dups))
+    if not sentences:
+        raise ValidationError(f"the corpus is empty: no non-empty sentences in {', '.join(specs)}")
+    return Corpus(sentences=sentences, sources=sources)
+
+
+def read_sentences(path: str | Path, *, field: str | None = None, column: str | None = None) -> list[str]:
+    """Distinct non-empty sentences of one spec, in file order (a calibration set); read like any corpus."""
+    spec = str(path)
+    _, texts = _spec_texts(spec, field, column)
+    sentences: list[str] = []
+    _keep_new(texts, set(), sentences)
+    if not sentences:
+        where = builtin_resource("calibration.txt") if spec == BUILTIN else Path(spec)
+        raise ValidationError(f"{where} has no sentences (empty file)")
+    return sentences

@@ -1,0 +1,92 @@
+"""Opening text inputs: plain or gzipped files, their format, the csv/tsv delimiter, jsonl lines.
+
+Every reader in :mod:`espresso_export.data` goes through these, so a file is
+opened, decoded and split the same way whatever it is read for. Malformed
+input raises :class:`~espresso_export.core.errors.ValidationError` naming the
+file, the line and what is wrong.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from importlib import resources
+from pathlib import Path
+
+from espresso_export.core.errors import NotFoundError, ValidationError
+
+BUILTIN = "builtin"
+
+
+def builtin_resource(name: str) -> Path:
+    """A file shipped in ``espresso_export/resources`` (the calibration corpus, the STS smoke set)."""
+    return Path(str(resources.files("espresso_export") / "resources" / name))
+
+
+def open_text(path: Path) -> str:
+    """The UTF-8 text of a file, gunzipped when it ends in ``.gz``."""
+    if not path.exists():
+        raise NotFoundError(f"file not found: {path}")
+    if path.is_dir():
+        raise ValidationError(f"{path} is a folder, expected a file")
+    try:
+        raw = path.read_bytes()
+        if path.suffix == ".gz":
+            raw = gzip.decompress(raw)
+        return raw.decode("utf-8")
+    except (OSError, EOFError, gzip.BadGzipFile) as e:
+        raise ValidationError(f"cannot read {path}: {e}") from e
+    except UnicodeDecodeError as e:
+        raise ValidationError(f"{path} is not UTF-8 text (byte {e.start})") from e
+
+
+def base_suffix(path: Path) -> str:
+    """The format suffix, lower-cased, ignoring a trailing ``.gz``: ``x.TSV.gz`` -> ``.tsv``."""
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    return suffixes[-1] if suffixes else ""
+
+
+def sniff_delimiter(path: Path, text: str) -> str:
+    """The delimiter of a csv/tsv text: a tab for ``.tsv`` files or when the first line has one, else a comma."""
+    first = text.split("\n", 1)[0]
+    return "\t" if (base_suffix(path) == ".tsv" or "\t" in first) else ","
+
+
+def table_rows(text: str, delim: str, *, header: bool = False):
+    """A csv/tsv text as rows (lists, or dicts keyed by the first row when ``header``).
+
+    Tab-separated files are read without quoting: STS-B and NLI dumps hold bare quote characters.
+    """
+    quoting = csv.QUOTE_MINIMAL if delim == "," else csv.QUOTE_NONE
+    reader = csv.DictReader if header else csv.reader
+    return reader(io.StringIO(text), delimiter=delim, quoting=quoting)
+
+
+def jsonl_objects(path: Path, text: str):
+    """``(where, object)`` for every non-blank line of a jsonl text; a line that is not a JSON object is an error."""
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValidationError(f"{where}: not valid JSON ({e.msg})") from e
+        if not isinstance(obj, dict):
+            raise ValidationError(f"{where}: expected a JSON object")
+        yield where, obj
+
+
+def parse_score(value: str, where: str) -> float:
+    """A similarity or relevance score; not a number (or NaN) is an error naming ``where``."""
+    try:
+        score = float(value)
+    except ValueError as e:
+        raise ValidationError(f"{where}: score {value!r} is not a number") from e
+    if score != score:  # NaN
+        raise ValidationError(f"{where}: score is NaN")
+    return score

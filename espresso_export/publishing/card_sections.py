@@ -1,0 +1,201 @@
+"""The Markdown body of the card, one function per section: summary, lineage, verification,
+Matryoshka dimensions, intended use and limitations (usage is :mod:`espresso_export.publishing.usage`).
+
+Every number is printed through :mod:`espresso_export.core.formatting`, the same formatters as the
+``verify`` report, so the card and the report never disagree on a value.
+"""
+
+from __future__ import annotations
+
+from espresso_export import __version__
+from espresso_export.core.formatting import byte_size, markdown_table, number, param_count
+from espresso_export.core.types import Head
+from espresso_export.data import BUILTIN
+from espresso_export.publishing.facts import DenseInfo, ModelFacts
+from espresso_export.publishing.model_ids import display_id, short_id
+
+
+def _version(step: dict) -> str:
+    return f"(espresso-export {step.get('espresso_version', '?')})"
+
+
+def _shrink_line(step: dict) -> str:
+    src = step.get("source") or {}
+    depth = src.get("depth")
+    layers = step.get("layers") or []
+    text = (f"**shrink** {_version(step)}: kept {len(layers)} of "
+            f"{depth if depth is not None else '?'} layers {layers} (select {step.get('select', '?')}), "
+            f"{step.get('pooling', '?')} pooling, head `{step.get('head', '?')}` -> {step.get('dim', '?')}-d")
+    cal = step.get("calibration")
+    if isinstance(cal, dict) and step.get("head") == Head.PCA.value:
+        ev = step.get("pca_explained_variance")
+        corpus = "espresso-export's built-in corpus" if cal.get("source") == BUILTIN else f"`{short_id(str(cal.get('source')))}`"
+        text += (f"; the PCA was fitted on {cal.get('size', '?')} calibration sentences ({corpus})"
+                 + (f" and keeps {100 * ev:.1f}% of their variance" if ev else ""))
+    return text + f"; seed {step.get('seed', '?')}"
+
+
+def _distill_line(step: dict) -> str:
+    teacher, student = step.get("teacher") or {}, step.get("student") or {}
+    train = step.get("training") or {}
+    corpus = step.get("corpus") or {}
+    cut = str(student.get("id", "")).endswith("(cut)")
+    text = (f"**distill** {_version(step)}: teacher "
+            f"{display_id(teacher.get('id'))}, student {display_id(student.get('id')) if not cut else 'the cut teacher'}"
+            + (f" (layers {student['layers']})" if student.get("layers") is not None else "")
+            + f", {step.get('dim', '?')}-d, {step.get('pooling', '?')} pooling")
+    sizes = [f"{k} {v}" for k, v in corpus.items() if k != "sha256" and isinstance(v, (int, float))]
+    if sizes:
+        text += f"; corpus: {', '.join(sizes)}"
+    keys = ("steps", "epochs", "batch_size", "lr", "loss", "warmup", "max_seq_len", "seed")
+    settings = [f"{k} {train[k]}" for k in keys if train.get(k) is not None]
+    if settings:
+        text += f"; training: {', '.join(settings)}"
+    best = step.get("best_eval")
+    if isinstance(best, dict) and best.get("best") is not None:
+        text += f"; best eval {best['best']:.2f} (from {best.get('initial', float('nan')):.2f}) on {short_id(str(best.get('sts')))}"
+    return text
+
+
+def _step_line(step: dict) -> str:
+    kind = step.get("step", "step")
+    if kind == "shrink":
+        return _shrink_line(step)
+    if kind == "distill":
+        return _distill_line(step)
+    scalars = [f"{k} {v}" for k, v in step.items()
+               if k not in ("step", "parent", "espresso_version") and isinstance(v, (str, int, float, bool))
+               and not (isinstance(v, str) and v.startswith(("/", "~")))]
+    return f"**{kind}** {_version(step)}" + (f": {', '.join(scalars)}" if scalars else "")
+
+
+def lineage_section(facts: ModelFacts) -> list[str]:
+    lines = ["## Lineage", ""]
+    chain = facts.lineage
+    if not chain:
+        return lines + ["This folder has no `espresso.json`: it was not produced by espresso-export, so its "
+                        "lineage is unknown.", ""]
+    first = chain[0]
+    src = first.get("source") if isinstance(first.get("source"), dict) else {}
+    desc = display_id(facts.source_id)
+    if src.get("depth") and src.get("hidden_size"):
+        desc += f", {src['depth']} layers, {src['hidden_size']}-d"
+    lines.append(f"1. source: {desc}" + (f", weights sha256 `{src['weights_sha256'][:12]}...`" if src.get("weights_sha256") else ""))
+    lines += [f"{i}. {_step_line(step)}" for i, step in enumerate(chain, start=2)]
+    lines.append(f"{len(chain) + 2}. published with `espresso-export push` ({__version__}); the full provenance is "
+                 "in `espresso.json`.")
+    return lines + [""]
+
+
+def summary_table(facts: ModelFacts) -> list[str]:
+    rows = [["base model", display_id(facts.source_id) if facts.source_id else "unknown (not an espresso-export folder)"],
+            ["architecture", f"{facts.model_type or '?'}, {facts.layers if facts.layers is not None else '?'} layers, "
+                             f"{facts.hidden_size or '?'}-d hidden"],
+            ["embedding", f"{facts.output_dim or '?'}-d, {facts.pooling.value} pooling"
+                          + (", L2-normalised" if facts.normalized else "")],
+            ["head", " -> ".join(f"Dense {m.in_features}->{m.out_features}" if isinstance(m, DenseInfo) else "Normalize"
+                                 for m in facts.post) or "none"],
+            ["max sequence length", f"{facts.max_seq_length} tokens" if facts.max_seq_length else "tokenizer default"],
+            ["parameters", param_count(facts.params)],
+            ["weights (safetensors)", byte_size(facts.weights_bytes)]]
+    if facts.onnx is not None:
+        rows.append(["ONNX", ", ".join(f"`onnx/{name}` ({byte_size(size)})" for name, size in facts.onnx.graphs)])
+    if facts.matryoshka_dims:
+        rows.append(["matryoshka dimensions", ", ".join(map(str, facts.matryoshka_dims))])
+    return markdown_table(["property", "value"], rows)
+
+
+def _per_vector(v) -> str:
+    return f"{v} B" if v is not None else "n/a"
+
+
+_SIZE_FORMAT = {"parameters": param_count, "bytes on disk": byte_size}  # other size rows: bytes per vector
+
+
+def _metric_rows(facts: ModelFacts) -> list[list[str]]:
+    m = facts.metrics
+    rows: list[list[str]] = []
+    for s in m.sts:
+        rows.append([f"STS Spearman x100, {s.name} ({s.pairs} pairs)", number(s.candidate), number(s.source),
+                     f"{number(s.retention, '.4f')} retained"])
+    for r in m.retrieval:
+        rows.append([f"MRR@10, {r.name} ({r.queries} queries, {r.docs} docs)", number(r.candidate_mrr, ".4f"),
+                     number(r.source_mrr, ".4f"), f"{number(r.mrr_retention, '.4f')} retained"])
+    for b in m.latency:
+        rows.append([f"latency p50, batch {b.batch_size} (ms)", number(b.candidate_p50_ms, ".1f"),
+                     number(b.source_p50_ms, ".1f"),
+                     f"{number(b.p50_ratio, '.3f')} ({number(b.speedup, '.2f')}x throughput)"])
+    for label, (c, s, ratio) in m.size.items():
+        show = _SIZE_FORMAT.get(label, _per_vector)
+        rows.append([label, show(c), show(s), number(ratio, ".3f")])
+    return rows
+
+
+def verification_section(facts: ModelFacts) -> list[str]:
+    m = facts.metrics
+    lines = ["## Verification", ""]
+    if m is None:
+        return lines + ["No `espresso-export verify` report was included, so this card makes no quality or speed "
+                        "claims. Measure it with `espresso-export verify MODEL --against SOURCE --json report.json` "
+                        "and push again with `--verify-report report.json`.", ""]
+    lines += [f"Measured by `espresso-export verify` {m.version or ''} against {display_id(m.source)}, side by side in "
+              f"one process{f', {m.threads} thread(s)' if m.threads else ''}; the full report is "
+              "`verify_report.json`.", ""]
+    lines += markdown_table(["metric", "this model", short_id(m.source), "ratio"], _metric_rows(facts))
+    if m.gate:
+        verdict = "passed" if m.gate_passed else "FAILED"
+        lines += [f"Quality gate: **{verdict}**.", ""]
+        lines += markdown_table(["check", "threshold", "value", "result"],
+                                [[c.name, c.threshold, number(c.value, ".4f"), "pass" if c.passed else "FAIL"]
+                                 for c in m.gate])
+    return lines
+
+
+def matryoshka_section(facts: ModelFacts) -> list[str]:
+    dims = facts.matryoshka_dims
+    if not dims:
+        return []
+    why = ("this model is ESE-trained" if facts.ese else "its head keeps the first dimensions of the source embedding "
+           "(`truncate` head), which is meant for Matryoshka/ESE-trained sources")
+    lines = ["## Matryoshka dimensions", "",
+             f"Declared widths: {', '.join(map(str, dims))}, because {why}. `matryoshka_dimensions` is set in this "
+             "card, in `config.json` (read by serving stacks such as vLLM to accept a smaller `dimensions` request) and "
+             "in `config_sentence_transformers.json`. Keep the first d values and L2-normalise again "
+             "(sentence-transformers: `truncate_dim=d`; cosine similarity needs no renormalisation)."]
+    if not facts.dims_listed_by_training:
+        lines.append(f"The widths below {dims[0]} are halvings of the full width; "
+                     + ("only the full width was measured by `verify`." if facts.metrics else "none was measured."))
+    return lines + [""]
+
+
+def _limitations(facts: ModelFacts, src: str) -> list[str]:
+    bullets = []
+    m = facts.metrics
+    if m is None:
+        bullets.append("Quality and speed were not measured for this upload (no verify report).")
+    else:
+        bullets.append("Quality was measured only on the sets in the table above; other tasks and domains can lose more.")
+        if m.sts and all(s.smoke for s in m.sts):
+            bullets.append("The only STS set is espresso-export's built-in smoke set (173 pairs): a sanity check, not "
+                           "a benchmark.")
+        if m.gate_passed is False:
+            bullets.append("The verification gate FAILED: " + "; ".join(
+                f"{c.name} = {number(c.value, '.4f')}, needs {c.threshold}" for c in m.gate if not c.passed) + ".")
+    steps = [s.get("step") for s in facts.lineage]
+    if steps and "distill" not in steps and "train" not in steps and not facts.ese:
+        bullets.append("Layers were removed without retraining (no distillation or fine-tuning step).")
+    if facts.head == Head.PCA.value:
+        bullets.append("The PCA head was fitted on a general-domain calibration corpus; texts far from it may lose more.")
+    bullets.append(f"It inherits the biases and the license terms of {src}.")
+    return bullets
+
+
+def intended_use_section(facts: ModelFacts) -> list[str]:
+    src = display_id(facts.source_id) if facts.source_id else "the original model"
+    lines = ["## Intended use", "",
+             "Sentence and short-passage embeddings for semantic similarity, clustering and retrieval where the "
+             f"source model is too large or too slow: CPU servers, laptops and edge devices. Languages and domain are "
+             f"those of {src}; inputs longer than "
+             f"{facts.max_seq_length or 'the tokenizer limit'} tokens are truncated.", "",
+             "## Limitations", ""]
+    return lines + [f"- {b}" for b in _limitations(facts, src)] + [""]

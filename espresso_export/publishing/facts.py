@@ -1,0 +1,242 @@
+"""Facts about a model folder for its card, read without torch.
+
+``modules.json`` and the module configs (pooling, Dense, Normalize), ``config.json``, the safetensors
+headers (parameter counts), ``espresso.json`` (the lineage) and, when given, an ``export.json`` folder.
+The verify report's numbers are attached later (:mod:`espresso_export.publishing.report_metrics`).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from espresso_export.core.errors import CorruptCheckpointError, UnsupportedModelError, ValidationError
+from espresso_export.core.types import Head, Pooling
+from espresso_export.model.aliases import resolve_alias
+from espresso_export.model.architectures import for_model_type
+from espresso_export.model.checkpoint import PROVENANCE_FILE, _read_json, _read_st_layout, _weight_files
+from espresso_export.publishing.model_ids import is_hub_id, step_source
+
+if TYPE_CHECKING:
+    from espresso_export.publishing.report_metrics import CardMetrics
+
+EXPORT_MANIFEST = "export.json"
+MIN_MATRYOSHKA_DIM = 32  # halvings of the width stop here unless the lineage lists the trained dims
+ACTIVATION_CODE = {  # sentence-transformers Dense activation -> code a transformers user writes
+    "Identity": None, "Tanh": "torch.tanh(x)", "ReLU": "torch.relu(x)", "GELU": "F.gelu(x)",
+    "Sigmoid": "torch.sigmoid(x)",
+}
+_TRAINED_DIMS_KEYS = ("matryoshka_dimensions", "matryoshka_dims", "dims")  # where ESE provenance lists its widths
+
+
+@dataclass(frozen=True)
+class DenseInfo:
+    path: str  # module folder, relative to the model folder
+    in_features: int
+    out_features: int
+    bias: bool
+    activation: str  # short name: Identity, Tanh, ...
+
+
+@dataclass(frozen=True)
+class NormalizeInfo:
+    """L2 normalisation."""
+
+
+@dataclass(frozen=True)
+class OnnxFacts:
+    folder: Path
+    graphs: list[tuple[str, int]]  # (file name, bytes)
+    manifest: dict
+
+
+@dataclass
+class ModelFacts:
+    folder: Path
+    transformer_dir: str  # relative; "" when the backbone is at the root
+    model_type: str | None
+    decoder: bool
+    layers: int | None
+    hidden_size: int | None
+    pooling: Pooling
+    pooling_declared: bool  # False: no modules.json, sentence-transformers applies mean pooling
+    post: list[DenseInfo | NormalizeInfo]
+    module_paths: list[str]  # every module folder named in modules.json
+    max_seq_length: int | None
+    do_lower_case: bool
+    params: int
+    weights_bytes: int
+    provenance: dict | None
+    onnx: OnnxFacts | None = None
+    metrics: CardMetrics | None = None
+
+    @property
+    def output_dim(self) -> int | None:
+        dense = [m for m in self.post if isinstance(m, DenseInfo)]
+        return dense[-1].out_features if dense else self.hidden_size
+
+    @property
+    def normalized(self) -> bool:
+        return bool(self.post) and isinstance(self.post[-1], NormalizeInfo)
+
+    @property
+    def lineage(self) -> list[dict]:
+        """The provenance chain from the original source (first) to this folder (last)."""
+        chain, step = [], self.provenance
+        while isinstance(step, dict):
+            chain.append(step)
+            step = step.get("parent")
+        return chain[::-1]
+
+    @property
+    def source_id(self) -> str | None:
+        chain = self.lineage
+        return step_source(chain[0]) if chain else None
+
+    @property
+    def base_model(self) -> str | None:
+        """The original source when it is a Hub id (a local folder is not a valid ``base_model``)."""
+        ident = resolve_alias(self.source_id) if self.source_id else None
+        return ident if is_hub_id(ident) else None
+
+    @property
+    def head(self) -> str | None:
+        return (self.provenance or {}).get("head")
+
+    @property
+    def ese(self) -> Any:
+        return (self.provenance or {}).get("ese")
+
+    @property
+    def trained_dims(self) -> list | None:
+        """The widths ESE training listed in the provenance, if it listed any."""
+        if not isinstance(self.ese, dict):
+            return None
+        return next((self.ese[k] for k in _TRAINED_DIMS_KEYS if isinstance(self.ese.get(k), list)), None)
+
+    @property
+    def dims_listed_by_training(self) -> bool:
+        return self.trained_dims is not None
+
+    @property
+    def matryoshka_dims(self) -> list[int] | None:
+        """Widths a caller may truncate to: declared for truncate-head and ESE-trained models only."""
+        if self.head != Head.TRUNCATE.value and not self.ese:
+            return None
+        width = self.output_dim
+        if not width:
+            return None
+        listed = self.trained_dims
+        if listed:
+            dims = {int(d) for d in listed if isinstance(d, int) and 0 < d <= width} | {width}
+        else:
+            dims, d = {width}, width // 2
+            while d >= MIN_MATRYOSHKA_DIM:
+                dims.add(d)
+                d //= 2
+        return sorted(dims, reverse=True)
+
+
+def safetensors_params(path: Path) -> int:
+    """Parameter count from a safetensors header; also catches files cut short. No torch needed."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            (n,) = struct.unpack("<Q", fh.read(8))
+            if n > min(size, 100_000_000):
+                raise ValueError("header length out of range")
+            header = json.loads(fh.read(n))
+    except (OSError, ValueError, struct.error, UnicodeDecodeError) as e:
+        raise CorruptCheckpointError(f"corrupt or truncated safetensors file {path}: {e}") from e
+    total, end = 0, 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        count = 1
+        for d in info.get("shape", []):
+            count *= int(d)
+        total += count
+        end = max(end, int(info.get("data_offsets", [0, 0])[1]))
+    if 8 + n + end > size:
+        raise CorruptCheckpointError(f"corrupt or truncated safetensors file {path}: {size} bytes, header needs {8 + n + end}")
+    return total
+
+
+def _post_modules(layout_post: list[tuple[str, Path]], folder: Path) -> list[DenseInfo | NormalizeInfo]:
+    out: list[DenseInfo | NormalizeInfo] = []
+    for kind, sub in layout_post:
+        if kind == "Normalize":
+            out.append(NormalizeInfo())
+            continue
+        cfg = _read_json(sub / "config.json")
+        activation = str(cfg.get("activation_function", "torch.nn.modules.activation.Tanh")).rsplit(".", 1)[-1]
+        if activation not in ACTIVATION_CODE:
+            raise UnsupportedModelError(f"unsupported Dense activation {activation!r} in {sub / 'config.json'}")
+        if not (sub / "model.safetensors").is_file():
+            raise UnsupportedModelError(f"Dense module {sub} has no model.safetensors (safetensors only)")
+        out.append(DenseInfo(path=sub.relative_to(folder).as_posix(), in_features=int(cfg["in_features"]),
+                             out_features=int(cfg["out_features"]), bias=bool(cfg.get("bias", True)),
+                             activation=activation))
+    return out
+
+
+def _shape(config: dict) -> tuple[bool, int | None, int | None]:
+    """(decoder, layers, hidden size) from ``config.json``; BERT-style field names for unknown types."""
+    try:
+        arch = for_model_type(config.get("model_type"))
+        return arch.decoder, config.get(arch.depth_field), config.get(arch.hidden_field)
+    except UnsupportedModelError:
+        return False, config.get("num_hidden_layers"), config.get("hidden_size")
+
+
+def _module_paths(folder: Path) -> list[str]:
+    modules_file = folder / "modules.json"
+    if not modules_file.is_file():
+        return []
+    paths = [m.get("path", "") for m in json.loads(modules_file.read_text(encoding="utf-8"))]
+    return [p for p in paths if p]
+
+
+def read_model(folder: str | Path) -> ModelFacts:
+    """Facts about a sentence-transformers or plain transformers folder, read without loading it."""
+    folder = Path(folder).expanduser().resolve()
+    if not folder.is_dir():
+        raise ValidationError(f"{folder} is not a model folder (it does not exist or is a file)")
+    layout = _read_st_layout(folder)
+    tdir = layout.transformer_dir
+    if not (tdir / "config.json").is_file():
+        raise ValidationError(f"{folder} is not a model folder: no config.json")
+    config = _read_json(tdir / "config.json")
+    files = _weight_files(tdir)  # safetensors only; pickle-only folders are refused here
+    params = sum(safetensors_params(f) for f in files)
+    post = _post_modules(layout.post, folder)
+    params += sum(m.in_features * m.out_features + (m.out_features if m.bias else 0)
+                  for m in post if isinstance(m, DenseInfo))
+    decoder, layers, hidden = _shape(config)
+    prov_file = folder / PROVENANCE_FILE
+    rel = tdir.relative_to(folder).as_posix()
+    return ModelFacts(
+        folder=folder, transformer_dir="" if rel == "." else rel,
+        model_type=config.get("model_type"), decoder=decoder, layers=layers, hidden_size=hidden,
+        pooling=layout.pooling or Pooling.MEAN, pooling_declared=layout.pooling is not None, post=post,
+        module_paths=_module_paths(folder), max_seq_length=layout.max_seq_length,
+        do_lower_case=layout.do_lower_case, params=params, weights_bytes=sum(f.stat().st_size for f in files),
+        provenance=_read_json(prov_file) if prov_file.is_file() else None,
+    )
+
+
+def read_onnx_export(folder: str | Path) -> OnnxFacts:
+    """An ONNX export folder: ``export.json`` plus one or more ``*.onnx`` graphs (and tokenizer files)."""
+    folder = Path(folder).expanduser().resolve()
+    if not (folder / EXPORT_MANIFEST).is_file():
+        raise ValidationError(f"{folder} is not an ONNX export folder: no {EXPORT_MANIFEST} (made by `espresso-export export`)")
+    graphs = sorted(folder.glob("*.onnx"))
+    if not graphs:
+        raise ValidationError(f"ONNX export folder {folder} has no *.onnx graph")
+    manifest = _read_json(folder / EXPORT_MANIFEST)
+    if not isinstance(manifest, dict):
+        raise ValidationError(f"{folder / EXPORT_MANIFEST} is not a JSON object")
+    return OnnxFacts(folder=folder, graphs=[(g.name, g.stat().st_size) for g in graphs], manifest=manifest)

@@ -1,0 +1,145 @@
+"""The verify report as the card reads it, through one adapter.
+
+:func:`parse_report` is the only place that knows the JSON field names of a ``verify`` report
+(``VerifyReport.to_dict()``, written by ``verify --json FILE``); adapt it here if the schema changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from espresso_export.core.errors import ValidationError
+
+
+@dataclass(frozen=True)
+class StsMetric:
+    name: str
+    pairs: int | None
+    candidate: float | None  # Spearman x100
+    source: float | None
+    retention: float | None
+    smoke: bool
+
+
+@dataclass(frozen=True)
+class LatencyMetric:
+    batch_size: int
+    candidate_p50_ms: float | None
+    source_p50_ms: float | None
+    p50_ratio: float | None
+    speedup: float | None  # candidate / source sentences per second
+
+
+@dataclass(frozen=True)
+class RetrievalMetric:
+    name: str
+    index: str | None
+    queries: int | None
+    docs: int | None
+    candidate_mrr: float | None
+    source_mrr: float | None
+    mrr_retention: float | None
+    candidate_recall: float | None
+    source_recall: float | None
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    name: str
+    threshold: str
+    value: float | None
+    passed: bool
+
+
+@dataclass
+class CardMetrics:
+    candidate: str  # what verify measured (a path is shown by its last component)
+    candidate_kind: str | None
+    candidate_path: str | None
+    source: str
+    threads: int | None
+    size: dict[str, tuple[Any, Any, float | None]]  # label -> (candidate, source, ratio)
+    candidate_dim: int | None
+    sts: list[StsMetric] = field(default_factory=list)
+    latency: list[LatencyMetric] = field(default_factory=list)
+    retrieval: list[RetrievalMetric] = field(default_factory=list)
+    gate: list[GateCheck] = field(default_factory=list)
+    gate_passed: bool | None = None
+    version: str | None = None
+
+
+def _num(x) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def _size(cand: dict, src: dict, ratios: dict) -> dict[str, tuple[Any, Any, float | None]]:
+    return {
+        "parameters": (cand.get("n_params"), src.get("n_params"), _num(ratios.get("n_params"))),
+        "bytes on disk": (cand.get("disk_bytes"), src.get("disk_bytes"), _num(ratios.get("disk_bytes"))),
+        "bytes per vector": (cand.get("bytes_per_vector"), src.get("bytes_per_vector"),
+                             _num(ratios.get("bytes_per_vector"))),
+    }
+
+
+def _sts(report: dict) -> list[StsMetric]:
+    return [StsMetric(name=str(s.get("name", "sts")), pairs=s.get("pairs"), candidate=_num(s.get("candidate_spearman")),
+                      source=_num(s.get("source_spearman")), retention=_num(s.get("retention")),
+                      smoke=bool(s.get("smoke_set")))
+            for s in (report.get("sts") or {}).get("sets", [])]
+
+
+def _latency(lat: dict) -> list[LatencyMetric]:
+    return [LatencyMetric(batch_size=int(b.get("batch_size", 0)),
+                          candidate_p50_ms=_num((b.get("candidate") or {}).get("p50_ms")),
+                          source_p50_ms=_num((b.get("source") or {}).get("p50_ms")), p50_ratio=_num(b.get("p50_ratio")),
+                          speedup=_num(b.get("throughput_ratio")))
+            for b in lat.get("batches", [])]
+
+
+def _retrieval(report: dict) -> list[RetrievalMetric]:
+    return [RetrievalMetric(name=str(r.get("name", "retrieval")), index=r.get("index"), queries=r.get("queries"),
+                            docs=r.get("docs"), candidate_mrr=_num((r.get("candidate") or {}).get("mrr_at_10")),
+                            source_mrr=_num((r.get("source") or {}).get("mrr_at_10")),
+                            mrr_retention=_num(r.get("mrr_retention")),
+                            candidate_recall=_num((r.get("candidate") or {}).get("recall_at_10")),
+                            source_recall=_num((r.get("source") or {}).get("recall_at_10")))
+            for r in report.get("retrieval") or []]
+
+
+def parse_report(report: dict) -> CardMetrics:
+    """Read a ``verify`` report (``VerifyReport.to_dict()``, written by ``verify --json FILE``).
+
+    The only place that knows the report's field names; adapt it here if the schema changes.
+    """
+    cand, src = report.get("candidate"), report.get("source")
+    if not isinstance(cand, dict) or not isinstance(src, dict):
+        raise ValidationError("not a verify report: no 'candidate' and 'source' objects (write one with "
+                              "`espresso-export verify ... --json report.json`)")
+    size = _size(cand, src, report.get("size_ratios") or {})
+    sts = _sts(report)
+    lat = report.get("latency") or {}
+    latency = _latency(lat)
+    retrieval = _retrieval(report)
+    gate = report.get("gate") or {}
+    checks = [GateCheck(name=str(c.get("name")), threshold=str(c.get("threshold")), value=_num(c.get("value")),
+                        passed=bool(c.get("passed"))) for c in gate.get("checks", [])]
+    return CardMetrics(
+        candidate=str(cand.get("spec", "?")), candidate_kind=cand.get("kind"), candidate_path=cand.get("path"),
+        source=str(src.get("spec", "?")), threads=lat.get("threads"), size=size, candidate_dim=cand.get("dim"),
+        sts=sts, latency=latency, retrieval=retrieval, gate=checks,
+        gate_passed=bool(gate["passed"]) if checks and "passed" in gate else None,
+        version=report.get("espresso_version"),
+    )
+
+
+def metrics_from_report(report: Any, where: str) -> CardMetrics:
+    """:func:`parse_report` with ``where`` (the report's file) named in every error."""
+    if not isinstance(report, dict):
+        raise ValidationError(f"{where} is not a verify report: expected a JSON object")
+    try:
+        return parse_report(report)
+    except ValidationError as e:
+        raise ValidationError(f"{where}: {e.message}") from e
+    except (TypeError, ValueError, AttributeError) as e:
+        raise ValidationError(f"{where} is not a verify report this version reads: {e}") from e

@@ -1,0 +1,98 @@
+"""The on-disk teacher cache of ``distill``: where it lives, its keys, and how its files are written.
+
+Files appear atomically (written under a temporary name, then renamed), so an interrupted run never leaves a
+half-written array that a later run would trust. Under ``torchrun`` every rank fills its share of the same
+memory-mapped ``.npy`` file (:func:`shared_memmaps`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from espresso_export.shrinking.heads import PCAFit
+from espresso_export.training import distributed
+
+CACHE_FORMAT = 1
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("ESPRESSO_CACHE")
+    if env:
+        return Path(env).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "espresso-export"
+
+
+def cache_key(*parts) -> str:
+    """A short hex key of ``parts`` (their ``str``), for cache file and folder names."""
+    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:20]
+
+
+def _atomic_npy(path: Path, array_like_writer) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        array_like_writer(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+@contextmanager
+def shared_memmaps(files: dict, n: int, what: str):
+    """``.npy`` memmaps of ``n`` rows (``files``: key -> (path, width, dtype)) filled by every rank, each its
+    contiguous share of the rows, and renamed into place once all shares are written.
+
+    Yields ``(arrays, start, stop)``: this rank writes rows ``start:stop``. One process writes all rows."""
+    dist = distributed.current()
+    token = dist.broadcast_json(str(os.getpid()), what=what)  # one temp name per file, shared by the ranks
+    tmps = {k: p.with_name(f".{p.name}.tmp-{token}") for k, (p, _, _) in files.items()}
+    arrays: dict = {}
+    try:
+        if dist.main:
+            for k, (_, width, dtype) in files.items():
+                np.lib.format.open_memmap(tmps[k], mode="w+", dtype=dtype, shape=(n, width)).flush()
+        dist.barrier(what)
+        arrays.update({k: np.load(tmps[k], mmap_mode="r+") for k in files})
+        start, stop = dist.shard_bounds(n)[dist.rank]
+        yield arrays, start, stop
+        for arr in arrays.values():
+            arr.flush()
+        arrays.clear()
+        dist.barrier(f"{what}: waiting for every rank's share")
+        if dist.main:
+            for k, (path, _, _) in files.items():
+                os.replace(tmps[k], path)
+        dist.barrier(what)
+    finally:
+        arrays.clear()
+        if dist.main:
+            for tmp in tmps.values():
+                if tmp.exists():
+                    tmp.unlink()
+
+
+def pca_arrays(pca: PCAFit) -> dict[str, np.ndarray]:
+    return {"mean": pca.mean, "components": pca.components, "explained_variance_ratio": pca.explained_variance_ratio,
+            "n_samples": np.array([pca.n_samples], dtype=np.int64)}
+
+
+def pca_from_arrays(t: dict[str, np.ndarray]) -> PCAFit:
+    return PCAFit(mean=t["mean"], components=t["components"], explained_variance_ratio=t["explained_variance_ratio"],
+                  n_samples=int(t["n_samples"][0]))
+
+
+def save_pca(pca: PCAFit, path: Path) -> None:
+    from safetensors.numpy import save_file
+
+    _atomic_npy(path, lambda tmp: save_file(pca_arrays(pca), str(tmp)))
+
+
+def load_pca(path: Path) -> PCAFit:
+    from safetensors.numpy import load_file
+
+    return pca_from_arrays(load_file(str(path)))

@@ -1,0 +1,118 @@
+"""Phase 6 of ``distill``: the provenance, the model folder and the :class:`DistillResult`."""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from espresso_export import __version__
+from espresso_export.training.distill.args import DistillArgs
+from espresso_export.training.distill.corpus import CorpusSplit
+from espresso_export.training.distill.student import Models
+from espresso_export.training.distill.targets import TeacherTargets
+from espresso_export.training.loop import write_trained
+
+
+@dataclass
+class DistillResult:
+    output: Path | None
+    teacher: str
+    student: str
+    layers: list[int] | None  # kept layers when the student is a cut
+    dim: int
+    corpus: dict
+    pca_explained_variance: float
+    targets_cached: bool
+    teacher_seconds: float
+    train: dict
+    eval: dict | None
+    heldout: dict
+    params: int
+    seconds: float
+    run_dir: str | None = None
+    hints: list[str] = field(default_factory=list)
+    task: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def sentences_per_second(self) -> float:
+        """Training throughput in sentences (a pair-loss item is two sentences)."""
+        return self.train["items_per_second"] * (2 if "training_pairs" in self.corpus else 1)
+
+    def to_dict(self) -> dict:
+        d = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name != "task"}
+        d["output"] = str(self.output) if self.output else None
+        return d
+
+
+@dataclass
+class Trained:
+    """What the training phase hands to the writer."""
+
+    task: Any  # the HealTask, trained, on the CPU
+    identity: dict  # the run's identity (resume checks it), also part of the provenance
+    trainer: Any
+    config: Any  # the TrainConfig
+    result: Any  # the TrainResult
+    heldout: dict  # held-out relative MSE before and after
+    processes: int
+
+
+def _eval_info(a: DistillArgs, corpus: CorpusSplit, result) -> dict | None:
+    if corpus.eval_pairs is None:
+        return None
+    return {"sts": str(a.eval_sts), "pairs": len(corpus.eval_pairs), "initial": result.initial_score,
+            "best": result.best_score, "best_step": result.best_step, "history": result.history}
+
+
+def _training_info(a: DistillArgs, corpus: CorpusSplit, models: Models, t: Trained) -> dict:
+    pairs = corpus.pair_rows
+    return {"steps": t.result.steps, "epochs": t.result.epochs, "batch_size": a.batch_size,
+            "pairs_per_batch": t.config.batch_size if pairs is not None else None,
+            "training_pairs": None if pairs is None else int(len(pairs)), "lr": models.lr,
+            "warmup": a.warmup, "weight_decay": a.weight_decay, "max_grad_norm": a.max_grad_norm,
+            "max_seq_len": a.max_seq_len, "loss": a.loss.value,
+            "layer_targets": {str(k): v for k, v in models.layer_map.items()},
+            "layer_weight": a.layer_weight, "projection_init": a.projection_init.value, "dropout": a.dropout,
+            "augment": list(a.augment), "seed": a.seed, "device": a.device, "processes": t.processes}
+
+
+def provenance(a: DistillArgs, corpus: CorpusSplit, models: Models, targets: TeacherTargets, t: Trained) -> dict:
+    """The ``espresso.json`` provenance of the distilled model."""
+    s_ckpt, t_source = models.student, models.teacher_info["id"]
+    return {
+        "espresso_version": __version__,
+        "step": "distill",
+        "teacher": dict(models.teacher_info),
+        "student": {"id": s_ckpt.source if a.student is not None else f"{t_source} (cut)",
+                    "weights_sha256": models.student_sha, "depth": models.source_depth,
+                    "hidden_size": s_ckpt.hidden_size, "layers": models.keep},
+        "dim": a.dim, "pooling": s_ckpt.pooling.value,
+        "corpus": {"sha256": t.identity["corpus_sha256"], **corpus.counts},
+        "pca": {"samples": t.identity["pca_samples"], "explained_variance": round(targets.pca.explained_variance, 6),
+                "seed": a.seed},
+        "training": _training_info(a, corpus, models, t),
+        "best_eval": _eval_info(a, corpus, t.result),
+        "heldout": t.heldout,
+    }
+
+
+def write_result(a: DistillArgs, corpus: CorpusSplit, models: Models, targets: TeacherTargets, t: Trained,
+                 run_dir: Path, start: float) -> DistillResult:
+    """Write the model folder (nothing when ``output`` is None) and sum the run up (``start``: its
+    ``time.perf_counter()``)."""
+    s_ckpt, projection = models.student, t.task.projection
+    s_ckpt.post = t.task.ckpt_post
+    prov = provenance(a, corpus, models, targets, t)
+    output = write_trained(s_ckpt, a.output, prov, overwrite=a.overwrite, trainer=t.trainer,
+                           keep_checkpoints=a.keep_checkpoints)
+    return DistillResult(
+        output=output, teacher=models.teacher_info["id"], student=prov["student"]["id"], layers=models.keep,
+        dim=a.dim, corpus=corpus.counts, pca_explained_variance=targets.pca.explained_variance,
+        targets_cached=targets.reused, teacher_seconds=round(targets.seconds, 2), train=t.result.to_dict(),
+        eval=prov["best_eval"], heldout=t.heldout,
+        params=sum(p.numel() for p in s_ckpt.model.parameters()) + projection.weight.numel() + projection.bias.numel(),
+        seconds=round(time.perf_counter() - start, 2), run_dir=str(run_dir), hints=[], task=t.task,
+    )

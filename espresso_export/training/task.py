@@ -1,0 +1,96 @@
+"""What a trainer hands to the shared loop: a :class:`TrainingTask`, a :class:`TrainConfig`; what it gets back:
+a :class:`TrainResult`. The loop itself is :mod:`espresso_export.training.loop`."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+class TrainingTask(ABC):
+    """What to train. ``train`` owns the loop; a task owns the model and the loss.
+
+    Items are addressed by index ``0 .. len(task) - 1``; a batch is a list of indices.
+    """
+
+    item_unit = "sent"  # what an item is, in the progress bar's rate ("sent/s")
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """Number of training items (sentences, pairs, ...)."""
+
+    @abstractmethod
+    def modules(self) -> dict[str, Any]:
+        """The modules to train and checkpoint, by a stable name. Parameters with
+        ``requires_grad=False`` are saved but not optimised."""
+
+    @abstractmethod
+    def loss(self, batch: Sequence[int]):
+        """A scalar loss tensor for the items ``batch`` (on the modules' device)."""
+
+    def evaluate(self) -> float | None:
+        """A score where higher is better (e.g. STS Spearman), or None for no evaluation."""
+        return None
+
+    def config(self) -> dict:
+        """Everything that defines this run's task (JSON-able); part of the resume check."""
+        return {}
+
+    def lengths(self) -> Sequence[int] | None:
+        """Per-item lengths for length bucketing (fewer pad tokens), or None."""
+        return None
+
+    def shard_loss(self, batch: Sequence[int], part: Sequence[int], dist):
+        """This rank's term of ``loss(batch)`` when it holds ``part`` (its slice) of the global ``batch``.
+
+        Contract: summed over the ranks, the terms' values give ``loss(batch)`` and the gradients
+        their parameters receive give its gradient. This default is right for a loss that is a mean
+        over the items (each term is the part's mean weighted by its share); a loss that couples the
+        items of a batch (in-batch negatives, rankings) overrides it and gathers what it needs.
+        """
+        if not part:  # the last batch has fewer items than ranks: join the all-reduce with a zero gradient
+            return self.loss(batch[:1]) * 0.0
+        return self.loss(part) * (len(part) / len(batch))
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 1
+    batch_size: int = 64
+    lr: float = 1e-4
+    weight_decay: float = 0.01
+    warmup: float = 0.1  # fraction of the total steps spent warming up
+    max_grad_norm: float = 1.0
+    seed: int = 0
+    bucket: bool = True  # length-bucketed batches
+    max_steps: int | None = None  # stop (and schedule) at this many steps
+    amp: str = "auto"  # auto (on for CUDA) | off | bf16 | fp16
+    checkpoint_every: int = 200  # steps; 0 = only at epoch ends and on Ctrl-C
+    device: str = "cpu"
+
+    def identity(self) -> dict:
+        """The fields a resumed run must share with the run that wrote the checkpoint."""
+        d = asdict(self)
+        for k in ("checkpoint_every", "device"):
+            d.pop(k)
+        return d
+
+
+@dataclass
+class TrainResult:
+    steps: int
+    total_steps: int
+    epochs: float
+    initial_score: float | None
+    best_score: float | None
+    best_step: int | None
+    final_loss: float | None
+    seconds: float  # training time of this invocation
+    items_per_second: float
+    history: list[dict] = field(default_factory=list)
+    resumed_from: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,84 @@
+"""The settings of ``verify``, declared once: the API (:func:`~espresso_export.verification.runner.verify` takes
+them as ``settings=``), the ``verify`` command and the recipe's ``verify`` step derive from this class. The
+library's structured objects (:class:`VerifyOptions`, :class:`Thresholds`, :class:`IndexOptions`) are built from
+it by :meth:`VerifySettings.build`. Torch-free, so ``--help`` stays instant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from espresso_export.core.parsing import parse_int_list, parse_name_list
+from espresso_export.core.settings import setting
+from espresso_export.core.types import IndexKind
+from espresso_export.shrinking.settings import seed_setting, trust_remote_code_setting
+
+MEASURE_THREADS_HELP = ("Intra-op threads for torch and onnxruntime (fixed for every model measured). Default: "
+                        "torch's default, the physical core count.")
+
+
+@dataclass
+class VerifySettings:
+    """:func:`espresso_export.verification.runner.verify`: the measurements and the gate."""
+
+    sts: list[str] = setting(
+        default_factory=lambda: ["builtin"], path="data",
+        help="STS set, repeatable: 'builtin' (a shipped smoke set, not a benchmark), an STS-B file (tab-separated, "
+             "score in column 5, sentences in 6-7), a csv/tsv/jsonl with sentence1,sentence2,score columns, or a Hub "
+             "dataset id owner/name[:split] (online, needs `datasets`). Default: builtin.")
+    sts_columns: Optional[list[str]] = setting(
+        None, cli_type=Optional[str], parse=parse_name_list,
+        help="Column names for csv/tsv/jsonl STS files: sentence1,sentence2,score.")
+    sts_limit: Optional[int] = setting(None, min=2, help="Use N pairs of each STS set, spread evenly over it "
+                                                         "(quick checks).")
+    retrieval: list[str] = setting(
+        default_factory=list, path="data",
+        help="Retrieval set, repeatable: a BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) or an STS spec "
+             "(sentence1 = query, its pair = relevant document when scored >= --relevant-score, all sentence2 = "
+             "corpus).")
+    relevant_score: float = setting(4.0, help="STS-built retrieval: pairs scored at least this are relevant.")
+    index: IndexKind = setting(IndexKind.FLAT, help="faiss index: flat (exact inner product) or ivf.")
+    nlist: int = setting(100, min=1, help="IVF: number of k-means cells.")
+    nprobe: int = setting(10, min=1, help="IVF: cells searched per query.")
+    batch_sizes: list[int] = setting(default_factory=lambda: [1, 32], cli_type=str,
+                                     parse=lambda text: parse_int_list(text, "--batch-sizes"),
+                                     help="Latency batch sizes, comma-separated.")
+    threads: Optional[int] = setting(None, min=1, help=MEASURE_THREADS_HELP)
+    latency_texts: int = setting(128, min=1, help="Texts timed per batch size and round (a fixed sample of the STS "
+                                                  "sentences).")
+    latency_rounds: int = setting(3, min=1, help="Timed rounds, alternating the models.")
+    min_retention: Optional[float] = setting(None, help="Gate: candidate/source Spearman on every STS set must be at "
+                                                        "least this.")
+    max_latency_ratio: Optional[float] = setting(None, help="Gate: candidate/source p50 ms per batch must be at most "
+                                                            "this at every batch size.")
+    min_retrieval_retention: Optional[float] = setting(None, help="Gate: candidate/source MRR@10 on every retrieval "
+                                                                  "set must be at least this.")
+    batch_size: int = setting(64, min=1, help="Sentences per forward pass.")
+    seed: int = seed_setting()
+    trust_remote_code: bool = trust_remote_code_setting()
+
+    def __post_init__(self) -> None:
+        from espresso_export.core.errors import ValidationError
+
+        if self.sts_columns is not None and len(self.sts_columns) != 3:
+            raise ValidationError(f"--sts-columns needs three names (sentence1, sentence2, score), got "
+                                  f"{','.join(self.sts_columns)}")
+
+    def build(self, *, threads: int | None = None):
+        """``(VerifyOptions, Thresholds)`` for :func:`~espresso_export.verification.runner.verify`; ``threads``
+        is the fallback when the settings name none (a recipe's top-level ``threads``)."""
+        from espresso_export.verification.report import Thresholds
+        from espresso_export.verification.retrieval import IndexOptions
+        from espresso_export.verification.runner import VerifyOptions
+        from espresso_export.verification.sts import DEFAULT_COLUMNS
+
+        options = VerifyOptions(
+            sts=tuple(self.sts), sts_columns=tuple(self.sts_columns) if self.sts_columns else DEFAULT_COLUMNS,
+            sts_limit=self.sts_limit, retrieval=tuple(self.retrieval), retrieval_min_score=self.relevant_score,
+            index=IndexOptions(kind=self.index, nlist=self.nlist, nprobe=self.nprobe),
+            batch_sizes=tuple(self.batch_sizes), threads=self.threads or threads, latency_texts=self.latency_texts,
+            latency_rounds=self.latency_rounds, encode_batch_size=self.batch_size,
+            trust_remote_code=self.trust_remote_code, seed=self.seed)
+        thresholds = Thresholds(min_retention=self.min_retention, max_latency_ratio=self.max_latency_ratio,
+                                min_retrieval_retention=self.min_retrieval_retention)
+        return options, thresholds

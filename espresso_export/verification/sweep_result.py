@@ -1,0 +1,150 @@
+"""The result of ``sweep``: one :class:`SweepPoint` per (depth, width) cut, the source's numbers, and
+its three views (``sweep.json``, ``sweep.csv`` and, in :mod:`espresso_export.verification.plots`, the plot).
+
+Kept apart from the measuring code in :mod:`espresso_export.verification.sweep` so the plot and anything
+that re-reads a ``sweep.json`` need only this module (no torch, no model loading).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from espresso_export import __version__
+from espresso_export.core.types import Head, Select
+
+
+@dataclass
+class SweepPoint:
+    layers: int
+    kept: list[int]  # 0-based layer indices of the cut
+    dim: int
+    spearman: float  # mean over the STS sets, x100
+    per_set: dict[str, float]
+    retention: float | None
+    sentences_per_s: float
+    p50_ms: float
+    params: int
+    bytes_per_vector: int
+    explained_variance: float | None = None
+    pareto: bool = False
+    meets_target: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"L{self.layers}/d{self.dim}"
+
+
+@dataclass
+class SweepResult:
+    source: str
+    source_depth: int
+    source_dim: int
+    source_spearman: float
+    source_per_set: dict[str, float]
+    source_sentences_per_s: float
+    source_p50_ms: float
+    source_params: int
+    head: Head
+    select: Select
+    sts_sets: list[dict]
+    calibration: dict | None
+    threads: int
+    latency: dict
+    target_retention: float
+    points: list[SweepPoint]
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    output: Path | None = None
+
+    @property
+    def smallest(self) -> SweepPoint | None:
+        """Fewest parameters (then smallest vectors, then best score) among points meeting the target."""
+        ok = [p for p in self.points if p.meets_target]
+        return min(ok, key=lambda p: (p.params, p.bytes_per_vector, -p.spearman)) if ok else None
+
+    @property
+    def fastest(self) -> SweepPoint | None:
+        """Highest throughput (then smallest vectors, then best score) among points meeting the target."""
+        ok = [p for p in self.points if p.meets_target]
+        return max(ok, key=lambda p: (p.sentences_per_s, -p.bytes_per_vector, p.spearman)) if ok else None
+
+    def shrink_command(self, point: SweepPoint) -> str:
+        layers = str(point.layers) if self.select is Select.FIRST else ",".join(map(str, point.kept))
+        select = " --select first" if self.select is Select.FIRST else ""
+        return (f"espresso-export shrink {self.source} --layers {layers}{select} --dim {point.dim} "
+                f"--head {self.head.value} -o OUT")
+
+    def point_dict(self, p: SweepPoint) -> dict:
+        d = asdict(p)
+        d["speedup"] = round(p.sentences_per_s / self.source_sentences_per_s, 4) if self.source_sentences_per_s else None
+        for key in ("spearman", "retention", "sentences_per_s", "p50_ms", "explained_variance"):
+            if d[key] is not None:
+                d[key] = round(d[key], 4)
+        d["per_set"] = {k: round(v, 4) for k, v in p.per_set.items()}
+        return d
+
+    def to_dict(self) -> dict:
+        pick = {name: (None if p is None else {"layers": p.layers, "dim": p.dim, "kept": p.kept,
+                                              "command": self.shrink_command(p)})
+                for name, p in (("smallest", self.smallest), ("fastest", self.fastest))}
+        return {
+            "espresso_version": __version__,
+            "source": {"id": self.source, "depth": self.source_depth, "dim": self.source_dim,
+                       "spearman": round(self.source_spearman, 4),
+                       "per_set": {k: round(v, 4) for k, v in self.source_per_set.items()},
+                       "sentences_per_s": round(self.source_sentences_per_s, 4),
+                       "p50_ms": round(self.source_p50_ms, 4), "params": self.source_params},
+            "head": self.head.value, "select": self.select.value, "sts": self.sts_sets,
+            "calibration": self.calibration, "threads": self.threads, "latency": self.latency,
+            "target_retention": self.target_retention, "recommended": pick,
+            "points": [self.point_dict(p) for p in self.points],
+            "timings_seconds": {k: round(v, 2) for k, v in self.timings.items()},
+            "notes": self.notes, "output": str(self.output) if self.output else None,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SweepResult:
+        """Rebuild a result from its ``sweep.json`` (to re-plot or compare sweeps without re-running them)."""
+        src = d["source"]
+        fields_ = {f for f in SweepPoint.__dataclass_fields__}
+        return cls(
+            source=src["id"], source_depth=src["depth"], source_dim=src["dim"], source_spearman=src["spearman"],
+            source_per_set=src["per_set"], source_sentences_per_s=src["sentences_per_s"], source_p50_ms=src["p50_ms"],
+            source_params=src["params"], head=Head(d["head"]), select=Select(d["select"]), sts_sets=d["sts"],
+            calibration=d["calibration"], threads=d["threads"], latency=d["latency"],
+            target_retention=d["target_retention"],
+            points=[SweepPoint(**{k: v for k, v in p.items() if k in fields_}) for p in d["points"]],
+            timings=d.get("timings_seconds", {}), notes=d.get("notes", []),
+            output=Path(d["output"]) if d.get("output") else None,
+        )
+
+    CSV_COLUMNS = ("layers", "kept", "dim", "spearman", "retention", "sentences_per_s", "speedup", "p50_ms", "params",
+                   "bytes_per_vector", "explained_variance", "pareto", "meets_target")
+
+    def to_csv(self) -> str:
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(self.CSV_COLUMNS)
+        for p in self.points:
+            d = self.point_dict(p)
+            d["kept"] = " ".join(map(str, p.kept))
+            writer.writerow(["" if d[c] is None else d[c] for c in self.CSV_COLUMNS])
+        return buf.getvalue()
+
+
+def pareto_front(points: Sequence[SweepPoint]) -> list[SweepPoint]:
+    """Points no other point beats on both Spearman and throughput (ties kept)."""
+    front = []
+    for p in points:
+        dominated = any(
+            q.spearman >= p.spearman and q.sentences_per_s >= p.sentences_per_s
+            and (q.spearman > p.spearman or q.sentences_per_s > p.sentences_per_s)
+            for q in points
+        )
+        if not dominated:
+            front.append(p)
+    return front
