@@ -30,3 +30,24 @@ def test_cli_help_imports_no_heavy_library():
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == ""
+
+
+def test_modules_and_functions_stay_small():
+    """No module over 400 lines and no function body over 60 lines (signatures and docstrings aside), so a
+    reader finds one concern per file and one step per function."""
+    import ast
+
+    too_long = []
+    for path in sorted((ROOT / "espresso_export").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > 400:
+            too_long.append(f"{path.relative_to(ROOT)}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            body = node.body[1:] if (len(node.body) > 1 and isinstance(node.body[0], ast.Expr)
+                                     and isinstance(node.body[0].value, ast.Constant)) else node.body
+            length = node.end_lineno - body[0].lineno + 1
+            if length > 60:
+                too_long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {length} lines")
+    assert not too_long, "\n".join(too_long)

@@ -163,7 +163,7 @@ def _download(hub_id: str, revision: str | None) -> Path:
         raise OfflineError(f"cannot download {hub_id!r} from the Hugging Face Hub: {e.__class__.__name__}") from e
 
 
-def _read_json(path: Path) -> dict:
+def read_json(path: Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -179,7 +179,7 @@ class _StLayout:
     do_lower_case: bool = False
 
 
-def _read_st_layout(folder: Path) -> _StLayout:
+def read_st_layout(folder: Path) -> _StLayout:
     """Read ``modules.json`` and the module configs it points at."""
     modules_file = folder / "modules.json"
     if not modules_file.is_file():
@@ -195,7 +195,7 @@ def _read_st_layout(folder: Path) -> _StLayout:
             cfg_file = next((sub / n for n in ("sentence_bert_config.json", "sentence_transformer_config.json")
                              if (sub / n).is_file()), None)
             if cfg_file is not None:
-                cfg = _read_json(cfg_file)
+                cfg = read_json(cfg_file)
                 layout.max_seq_length = cfg.get("max_seq_length")
                 layout.do_lower_case = bool(cfg.get("do_lower_case", False))
         else:
@@ -205,7 +205,7 @@ def _read_st_layout(folder: Path) -> _StLayout:
     for m in rest:
         kind, sub = m["kind"], m["dir"]
         if kind == "Pooling":
-            layout.pooling = _pooling_from_st_config(_read_json(sub / "config.json"))
+            layout.pooling = _pooling_from_st_config(read_json(sub / "config.json"))
         elif kind in ("Dense", "Normalize"):
             layout.post.append((kind, sub))
         else:
@@ -227,7 +227,7 @@ def _pooling_from_st_config(cfg: dict) -> Pooling:
     raise UnsupportedModelError(f"unsupported pooling configuration: {cfg}")
 
 
-def _weight_files(folder: Path) -> list[Path]:
+def weight_files(folder: Path) -> list[Path]:
     files = sorted(folder.glob("*.safetensors"))
     if files:
         return files
@@ -270,7 +270,7 @@ def _load_post(kind: str, sub: Path) -> PostModule:
 def _load_dense(sub: Path) -> DenseLayer:
     from safetensors.torch import load_file
 
-    cfg = _read_json(sub / "config.json")
+    cfg = read_json(sub / "config.json")
 
     wfile = sub / "model.safetensors"
     if not wfile.is_file():
@@ -341,18 +341,18 @@ def load(
 ) -> Checkpoint:
     """Load a checkpoint for slicing, training, export or evaluation."""
     source, folder = resolve(spec, revision=revision)
-    layout = _read_st_layout(folder)
+    layout = read_st_layout(folder)
     tdir = layout.transformer_dir
     if not (tdir / "config.json").is_file():
         raise ValidationError(f"{folder} is not a model folder: no config.json")
-    config_dict = _read_json(tdir / "config.json")
+    config_dict = read_json(tdir / "config.json")
     arch = for_model_type(config_dict.get("model_type"))
-    files = _weight_files(tdir)
+    files = weight_files(tdir)
     _check_safetensors(files)
     model, bidirectional = _load_model(tdir, arch, trust_remote_code=trust_remote_code)
     tokenizer = _load_tokenizer(tdir, trust_remote_code=trust_remote_code)
 
-    provenance = _read_json(folder / PROVENANCE_FILE) if (folder / PROVENANCE_FILE).is_file() else None
+    provenance = read_json(folder / PROVENANCE_FILE) if (folder / PROVENANCE_FILE).is_file() else None
     fallback = Pooling.MEAN if bidirectional else default_pooling(arch)  # bidirectional decoders: mean (ESE)
     chosen = Pooling(pooling) if pooling is not None else (layout.pooling or fallback)
     max_len = layout.max_seq_length or _model_max_length(tokenizer, model.config)

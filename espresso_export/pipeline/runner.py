@@ -28,6 +28,7 @@ import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+from espresso_export.core.formatting import number
 from espresso_export.core.errors import GateFailedError, OutputExistsError, ValidationError
 from espresso_export.model.layout import atomic_output, write_json, write_text_atomic
 from espresso_export.pipeline.recipes import MODEL_STEPS, Recipe, Step, step_fields
@@ -335,8 +336,8 @@ def _run_verify(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrit
         write_text_atomic(tmp / REPORT_JSON, json.dumps(data, indent=2) + "\n")
         write_text_atomic(tmp / REPORT_MD, report.to_markdown())
     avg = report.sts_average or {}
-    parts = [f"STS {_fmt(avg.get('candidate_spearman'))} vs {_fmt(avg.get('source_spearman'))} "
-             f"(retention {_fmt(avg.get('retention'), '.3f')})"]
+    parts = [f"STS {number(avg.get('candidate_spearman'))} vs {number(avg.get('source_spearman'))} "
+             f"(retention {number(avg.get('retention'), '.3f')})"]
     parts += [f"p50 latency ratio {row.batch_size}: {row.p50_ratio:.3f}" for row in report.latency
               if row.p50_ratio is not None]
     checks = report.checks
@@ -369,7 +370,3 @@ _RUNNERS = {"shrink": _run_shrink, "distill": _run_distill, "train": _run_train,
             "verify": _run_verify, "push": _run_push}
 
 __all__ = ["RunResult", "StepOutcome", "plan", "run_recipe"]
-
-
-def _fmt(value, spec: str = ".2f") -> str:
-    return "n/a" if value is None else format(value, spec)

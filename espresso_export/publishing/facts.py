@@ -17,13 +17,14 @@ from espresso_export.core.errors import CorruptCheckpointError, UnsupportedModel
 from espresso_export.core.types import Head, Pooling
 from espresso_export.model.aliases import resolve_alias
 from espresso_export.model.architectures import for_model_type
-from espresso_export.model.checkpoint import PROVENANCE_FILE, _read_json, _read_st_layout, _weight_files
+from espresso_export.runtime import EXPORT_FILE
+from espresso_export.model.checkpoint import PROVENANCE_FILE, read_json, read_st_layout, weight_files
 from espresso_export.publishing.model_ids import is_hub_id, step_source
 
 if TYPE_CHECKING:
     from espresso_export.publishing.report_metrics import CardMetrics
 
-EXPORT_MANIFEST = "export.json"
+EXPORT_MANIFEST = EXPORT_FILE  # the export folder's manifest, named once in runtime.py
 MIN_MATRYOSHKA_DIM = 32  # halvings of the width stop here unless the lineage lists the trained dims
 ACTIVATION_CODE = {  # sentence-transformers Dense activation -> code a transformers user writes
     "Identity": None, "Tanh": "torch.tanh(x)", "ReLU": "torch.relu(x)", "GELU": "F.gelu(x)",
@@ -171,7 +172,7 @@ def _post_modules(layout_post: list[tuple[str, Path]], folder: Path) -> list[Den
         if kind == "Normalize":
             out.append(NormalizeInfo())
             continue
-        cfg = _read_json(sub / "config.json")
+        cfg = read_json(sub / "config.json")
         activation = str(cfg.get("activation_function", "torch.nn.modules.activation.Tanh")).rsplit(".", 1)[-1]
         if activation not in ACTIVATION_CODE:
             raise UnsupportedModelError(f"unsupported Dense activation {activation!r} in {sub / 'config.json'}")
@@ -205,12 +206,12 @@ def read_model(folder: str | Path) -> ModelFacts:
     folder = Path(folder).expanduser().resolve()
     if not folder.is_dir():
         raise ValidationError(f"{folder} is not a model folder (it does not exist or is a file)")
-    layout = _read_st_layout(folder)
+    layout = read_st_layout(folder)
     tdir = layout.transformer_dir
     if not (tdir / "config.json").is_file():
         raise ValidationError(f"{folder} is not a model folder: no config.json")
-    config = _read_json(tdir / "config.json")
-    files = _weight_files(tdir)  # safetensors only; pickle-only folders are refused here
+    config = read_json(tdir / "config.json")
+    files = weight_files(tdir)  # safetensors only; pickle-only folders are refused here
     params = sum(safetensors_params(f) for f in files)
     post = _post_modules(layout.post, folder)
     params += sum(m.in_features * m.out_features + (m.out_features if m.bias else 0)
@@ -224,7 +225,7 @@ def read_model(folder: str | Path) -> ModelFacts:
         pooling=layout.pooling or Pooling.MEAN, pooling_declared=layout.pooling is not None, post=post,
         module_paths=_module_paths(folder), max_seq_length=layout.max_seq_length,
         do_lower_case=layout.do_lower_case, params=params, weights_bytes=sum(f.stat().st_size for f in files),
-        provenance=_read_json(prov_file) if prov_file.is_file() else None,
+        provenance=read_json(prov_file) if prov_file.is_file() else None,
     )
 
 
@@ -236,7 +237,7 @@ def read_onnx_export(folder: str | Path) -> OnnxFacts:
     graphs = sorted(folder.glob("*.onnx"))
     if not graphs:
         raise ValidationError(f"ONNX export folder {folder} has no *.onnx graph")
-    manifest = _read_json(folder / EXPORT_MANIFEST)
+    manifest = read_json(folder / EXPORT_MANIFEST)
     if not isinstance(manifest, dict):
         raise ValidationError(f"{folder / EXPORT_MANIFEST} is not a JSON object")
     return OnnxFacts(folder=folder, graphs=[(g.name, g.stat().st_size) for g in graphs], manifest=manifest)

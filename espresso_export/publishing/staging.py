@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from espresso_export.core.errors import NotFoundError, ValidationError
-from espresso_export.model.checkpoint import PROVENANCE_FILE, _read_json
+from espresso_export.model.checkpoint import PROVENANCE_FILE, read_json
 from espresso_export.publishing.card import render_card
 from espresso_export.publishing.facts import EXPORT_MANIFEST, ModelFacts, OnnxFacts, read_model, read_onnx_export
 from espresso_export.publishing.report_metrics import CardMetrics, metrics_from_report
@@ -227,11 +227,11 @@ def _matryoshka_configs(prepared: Prepared, dims: list[int]) -> dict[str, bytes]
     facts = prepared.facts
     out: dict[str, bytes] = {}
     config = f"{facts.transformer_dir}/config.json" if facts.transformer_dir else "config.json"
-    cfg = _read_json(prepared.sources[config])
+    cfg = read_json(prepared.sources[config])
     cfg.setdefault("matryoshka_dimensions", dims)
     out[config] = _json_bytes(cfg)
     st = "config_sentence_transformers.json"
-    st_cfg = _read_json(prepared.sources[st]) if st in prepared.sources else {}
+    st_cfg = read_json(prepared.sources[st]) if st in prepared.sources else {}
     st_cfg.setdefault("matryoshka_dimensions", dims)
     out[st] = _json_bytes(st_cfg)
     return out
@@ -242,10 +242,10 @@ def _generated(prepared: Prepared, repo_id: str) -> dict[str, bytes]:
     facts = prepared.facts
     out: dict[str, bytes] = {"README.md": render_card(facts, repo_id).encode("utf-8")}
     if PROVENANCE_FILE in prepared.sources:
-        out[PROVENANCE_FILE] = _json_bytes(public_paths(_read_json(prepared.sources[PROVENANCE_FILE])))
+        out[PROVENANCE_FILE] = _json_bytes(public_paths(read_json(prepared.sources[PROVENANCE_FILE])))
     manifest = f"{ONNX_DIR}/{EXPORT_MANIFEST}"
     if manifest in prepared.sources:
-        out[manifest] = _json_bytes(public_paths(_read_json(prepared.sources[manifest])))
+        out[manifest] = _json_bytes(public_paths(read_json(prepared.sources[manifest])))
     if prepared.report is not None:
         out[REPORT_FILE] = _json_bytes(public_paths(prepared.report))
     dims = facts.matryoshka_dims
