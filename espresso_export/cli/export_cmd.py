@@ -35,8 +35,19 @@ def _export(settings: ExportOptions, *, model: str, output: Path, overwrite: boo
             f"min cos {v['min_cosine']:.4f}, max |diff| {v['max_abs_diff']:.2g}, "
             f"STS probe {v['sts_probe']['delta']:+.2f}")
         default = " (default)" if f["file"] == result.default_file else ""
-        rows.append((f["file"] + default, f"{f['bytes'] / 1e6:.1f} MB; {check}"))
+        rows.append((f["file"] + default, f"{f['bytes'] / 1e6:.1f} MB; {check}{_speed(f)}"))
     finish_table("export", rows, result)
+
+
+def _speed(f: dict) -> str:
+    speed = f.get("speed")
+    if not speed:
+        return ""
+    rates = ", ".join(f"{v:,.0f}/s @{b}" for b, v in speed["sentences_per_second"].items())
+    vs = speed.get("vs_fp32") or speed.get("vs_unoptimized")
+    ratio = "" if not vs else " (" + ", ".join(f"{r:.2f}x" for r in vs.values()) + \
+        (" of fp32)" if "vs_fp32" in speed else " of unoptimised)")
+    return f"; {rates}{ratio}"
 
 
 export_command = app.command(

@@ -18,6 +18,7 @@ from espresso_export.exporting.onnx_edit import GraphEditor
 
 ACT_LEVELS = 255.0  # uint8 activations
 WEIGHT_MAX = 63  # 7-bit symmetric weights: saturation-free on AVX2 (u8 * s8 pairs fit int16)
+WEIGHT_MAX_VNNI = 127  # 8-bit: VNNI accumulates u8 * s8 products in 32 bits, nothing saturates
 TABLE_MAX = 127  # embedding tables: int8, per row
 SCALE_CLIP = (1e-2, 1e2)
 # a MatMul whose simulated int8 error is this many times the median keeps fp32 activations (int8 weights only);
@@ -82,19 +83,21 @@ def smooth(g: GraphEditor, groups: dict[str, list], ranges: dict[str, np.ndarray
     return scales
 
 
-def fake_int8(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``x @ w`` as the int8 graph computes it: per-token uint8 ``x``, per-column 7-bit ``w``."""
-    lo = np.minimum(x.min(axis=1, keepdims=True), 0)
-    hi = np.maximum(x.max(axis=1, keepdims=True), 0)
+def fake_int8(x: np.ndarray, w: np.ndarray, weight_max: int = WEIGHT_MAX, per_token: bool = True) -> np.ndarray:
+    """``x @ w`` as the int8 graph computes it: uint8 ``x`` (per token, or one range for all rows),
+    symmetric per-column ``w`` with ``weight_max`` levels each side."""
+    axis = 1 if per_token else None
+    lo = np.minimum(x.min(axis=axis, keepdims=True), 0)
+    hi = np.maximum(x.max(axis=axis, keepdims=True), 0)
     sx = np.maximum((hi - lo) / ACT_LEVELS, 1e-8)
     zp = np.round(-lo / sx)
     xq = (np.clip(np.round(x / sx) + zp, 0, ACT_LEVELS) - zp) * sx
-    sw = np.maximum(np.abs(w).max(axis=0), 1e-12) / WEIGHT_MAX
-    return xq @ (np.clip(np.round(w / sw), -WEIGHT_MAX, WEIGHT_MAX) * sw)
+    sw = np.maximum(np.abs(w).max(axis=0), 1e-12) / weight_max
+    return xq @ (np.clip(np.round(w / sw), -weight_max, weight_max) * sw)
 
 
 def matmul_errors(g: GraphEditor, groups: dict[str, list], samples: dict[str, np.ndarray],
-                  scales: dict[str, np.ndarray]) -> dict[str, float]:
+                  scales: dict[str, np.ndarray], weight_max: int = WEIGHT_MAX, per_token: bool = True) -> dict[str, float]:
     """Relative output error of each weight MatMul under int8, on calibration rows (after smoothing)."""
     errors = {}
     for act, nodes in groups.items():
@@ -104,7 +107,7 @@ def matmul_errors(g: GraphEditor, groups: dict[str, list], samples: dict[str, np
         for node in nodes:
             w = g.array(node.input[1]).astype(np.float64)
             y = x @ w
-            errors[node.name] = float(np.linalg.norm(fake_int8(x, w) - y) / max(np.linalg.norm(y), 1e-12))
+            errors[node.name] = float(np.linalg.norm(fake_int8(x, w, weight_max, per_token) - y) / max(np.linalg.norm(y), 1e-12))
     return errors
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from espresso_export.core.errors import ValidationError
-from espresso_export.core.settings import setting
+from espresso_export.core.settings import check_choices, setting
 from espresso_export.core.types import ExportFormat, Optimize, Quantize
 
 MIN_OPSET = 14  # LayerNormalization-free graphs and Trilu need 14
@@ -16,6 +16,17 @@ PROTOBUF_LIMIT = 2_000_000_000  # bytes: larger graphs keep their weights in ext
 
 def _formats(text: str) -> tuple[ExportFormat, ...]:
     return parse_formats(text)
+
+
+def parse_batches(text) -> tuple[int, ...]:
+    """CLI form ``1,32`` -> (1, 32); ``none`` (or empty) -> () turns the export's timing off."""
+    if isinstance(text, (tuple, list)):
+        return tuple(int(b) for b in text)
+    names = [p.strip() for p in str(text).split(",") if p.strip() and p.strip().lower() != "none"]
+    try:
+        return tuple(int(n) for n in names)
+    except ValueError:
+        raise ValidationError(f"--timing-batches must be comma-separated batch sizes (e.g. 1,32) or none; got {text!r}")
 
 
 @dataclass
@@ -36,8 +47,15 @@ class ExportOptions:
     validate: bool = setting(True, help="Check every written file against PyTorch (--no-validate skips the parity "
                                         "check; not recommended).")
     exporter: str = setting("auto", help="auto (TorchScript, then dynamo if it fails), torchscript or dynamo.")
+    int8_scheme: str = setting("auto", choices=("auto", "dynamic", "per-token"),
+                               help="int8: auto (dynamic where it passes its calibration check, else per-token), "
+                                    "dynamic (fused onnxruntime kernels, fastest) or per-token (most faithful).")
     smooth_alpha: float = setting(0.5, min=0.0, max=1.0, help="int8: SmoothQuant migration strength.")
     calibration_samples: int = setting(256, min=1, help="int8: sentences that measure the activation ranges.")
+    timing_batches: tuple[int, ...] = setting(
+        (1, 32), cli_type=str, parse=parse_batches, metavar="1,32",
+        help="Time every written file at these batch sizes on the probe sentences and recommend the fastest that "
+             "passed (none: no timing; the default file is then int8, optimised first).")
     min_cosine: dict[str, float] = setting(default_factory=dict, cli=False,
                                            help="Stricter or looser parity gates per precision, e.g. {int8: 0.995}.")
     trust_remote_code: bool = setting(False, help="Allow model code from the checkpoint's repository (off by "
@@ -68,6 +86,10 @@ class ExportOptions:
         bad = [k for k in self.min_cosine if k not in {q.value for q in Quantize}]
         if bad:
             raise ValidationError(f"min_cosine keys must be none, int8 or fp16, got {bad}")
+        check_choices(self)
+        self.timing_batches = parse_batches(self.timing_batches)
+        if any(b < 1 for b in self.timing_batches):
+            raise ValidationError(f"--timing-batches must be positive, got {self.timing_batches}")
         if not 0.0 <= self.smooth_alpha <= 1.0:
             raise ValidationError(f"smooth_alpha must be in [0, 1], got {self.smooth_alpha}")
 

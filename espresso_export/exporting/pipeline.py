@@ -155,7 +155,11 @@ def _manifest(ckpt: Checkpoint, graph: GraphInfo, options: ExportOptions, files:
 
 
 def default_file(files: list[dict]) -> str:
-    """The file a CPU user should load: int8 (optimised first), else fp32 (optimised first)."""
+    """The file a CPU user should load: the one the timing recommends, else int8 (optimised first), else fp32."""
+    timed = [f["file"] for f in files if f.get("recommended")]
+    if timed:
+        return timed[0]
+
     def rank(f: dict) -> tuple:
         return ({"int8": 0, "none": 1}.get(f["quantization"], 2), f["optimization"] == "none")
 
@@ -173,8 +177,8 @@ def _calibration_feeds(folder: Path, options: ExportOptions) -> list[dict]:
 
 def _int8_files(tmp: Path, work: Path, options: ExportOptions, external: bool) -> list[dict]:
     """The int8 variants: of the fp32 graph, and (with --optimize) of a graph optimised for quantisation."""
+    from espresso_export.exporting.int8_schemes import write_int8
     from espresso_export.exporting.optimize import optimize_file
-    from espresso_export.exporting.quantize import quantize_int8
 
     opt = options.optimize
     feeds = _calibration_feeds(tmp, options)
@@ -185,10 +189,10 @@ def _int8_files(tmp: Path, work: Path, options: ExportOptions, external: bool) -
     files = []
     for level, src, fused in sources:
         name = onnx_file_name(Quantize.INT8, level)
-        report = quantize_int8(src, tmp / name, feeds, alpha=options.smooth_alpha,
-                               external_threshold=options.external_data_threshold)
+        report = write_int8(src, tmp / name, feeds, scheme=options.int8_scheme, alpha=options.smooth_alpha,
+                            external_threshold=options.external_data_threshold, cpu=int8_isa())
         files.append({"file": name, "quantization": "int8", "optimization": level.value, "fused": fused,
-                      "int8": report.to_dict(), "external_data": (tmp / (name + ".data")).exists()})
+                      "int8": report, "external_data": (tmp / (name + ".data")).exists()})
     return files
 
 
@@ -252,6 +256,20 @@ def _validate(ckpt: Checkpoint, tmp: Path, files: list[dict], options: ExportOpt
                               "--no-validate writes the files anyway")
 
 
+def _timed(tmp: Path, files: list[dict], options: ExportOptions, result: ExportResult) -> dict:
+    """Time the written files (:mod:`.timing`); the summary hints say which is recommended and what is slower."""
+    from espresso_export.data import BUILTIN, read_sts
+    from espresso_export.exporting.timing import time_files
+
+    pairs = read_sts(BUILTIN)
+    timing = time_files(tmp, files, pairs.sentence1 + pairs.sentence2, options.timing_batches)
+    result.hints += timing["notes"]
+    if timing["recommended"]:
+        result.hints.append(f"fastest file that passed: {timing['recommended']} (measured at batch "
+                            f"{', '.join(map(str, options.timing_batches))}; export.json 'timing')")
+    return timing
+
+
 def export(
     model: str | os.PathLike | Checkpoint,
     output: str | os.PathLike,
@@ -292,7 +310,11 @@ def export(
                 _validate(ckpt, tmp, files, options)
             else:
                 result.hints.append("warning: --no-validate: the ONNX files were not compared with the PyTorch model")
-            write_json(tmp / EXPORT_FILE, _manifest(ckpt, graph, options, files, weights_sha))
+            manifest = _manifest(ckpt, graph, options, files, weights_sha)
+            if options.timing_batches:
+                manifest["timing"] = _timed(tmp, files, options, result)
+                manifest["default_file"] = default_file(files)
+            write_json(tmp / EXPORT_FILE, manifest)
             result.files = files
             result.default_file = default_file(files)
             result.validated = options.validate

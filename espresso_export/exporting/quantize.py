@@ -56,17 +56,19 @@ class Int8Report:
     calibration_sentences: int
     weight_only: list[str]
     errors: dict[str, float]
+    weight_bits: int = 7
 
     def to_dict(self) -> dict:
         return {
-            "method": "smoothquant + per-token dynamic uint8 activations + per-channel int7 weights "
+            "scheme": "per-token",
+            "method": f"smoothquant + per-token dynamic uint8 activations + per-channel int{self.weight_bits} weights "
                       "+ int8 embedding tables (per column, then per row)",
             "matmuls_quantized": self.matmuls,
             "embedding_tables_quantized": self.tables,
             "kept_fp32": self.kept_fp32,
             "weight_only_int8": self.weight_only,
             "simulated_matmul_error": self.errors,
-            "weight_bits": 7,
+            "weight_bits": self.weight_bits,
             "activation": "uint8, per token, dynamic",
             "smooth_alpha": self.smooth_alpha,
             "calibration_sentences": self.calibration_sentences,
@@ -100,7 +102,8 @@ def _quantize_activation(g: GraphEditor, act: str, p: str) -> list:
     ]
 
 
-def quantize_matmuls(g: GraphEditor, groups: dict[str, list], weight_only: set[str] = frozenset()) -> int:
+def quantize_matmuls(g: GraphEditor, groups: dict[str, list], weight_only: set[str] = frozenset(),
+                     weight_max: int = WEIGHT_MAX) -> int:
     """Replace each weight MatMul by an integer MatMul on per-token uint8 activations.
 
     MatMuls named in ``weight_only`` keep fp32 activations and compute: their weights are stored
@@ -129,8 +132,8 @@ def quantize_matmuls(g: GraphEditor, groups: dict[str, list], weight_only: set[s
                 continue
             if not any(n.name in before for n in nodes):  # quantise the activation once, before its first user
                 before[node.name] = _quantize_activation(g, act, p)
-            w_scale = np.maximum(np.abs(w).max(axis=0), 1e-12) / WEIGHT_MAX
-            wq = np.clip(np.round(w / w_scale), -WEIGHT_MAX, WEIGHT_MAX).astype(np.int8)
+            w_scale = np.maximum(np.abs(w).max(axis=0), 1e-12) / weight_max
+            wq = np.clip(np.round(w / w_scale), -weight_max, weight_max).astype(np.int8)
             wq_name = g.add_init(q + "w", wq)
             colsum = g.add_init(q + "colsum", wq.astype(np.float32).sum(axis=0))
             ws = g.add_init(q + "wscale", w_scale.astype(np.float32))
@@ -185,7 +188,7 @@ def quantize_tables(g: GraphEditor, exclude: set[str]) -> int:
 
 def quantize_int8(
     src: Path, dst: Path, feeds: list[dict], *, alpha: float, external_threshold: int,
-    keep_fp32: tuple[str, ...] = (),
+    keep_fp32: tuple[str, ...] = (), weight_max: int = WEIGHT_MAX,
 ) -> Int8Report:
     """Write the int8 variant of ``src`` to ``dst`` (see the module docstring for the scheme).
 
@@ -201,10 +204,10 @@ def quantize_int8(
     if groups and feeds:
         ranges, samples = activation_ranges(proto, list(groups), feeds, dst.parent)
         scales = smooth(g, groups, ranges, alpha) if alpha > 0 else {}
-        errors = matmul_errors(g, groups, samples, scales)
+        errors = matmul_errors(g, groups, samples, scales, weight_max)
         groups = g.weight_matmuls(exclude=head)
     weight_only = sensitive(errors)
-    n_matmuls = quantize_matmuls(g, groups, weight_only)
+    n_matmuls = quantize_matmuls(g, groups, weight_only, weight_max)
     n_tables = quantize_tables(g, exclude=head)
     g.drop_unused_initializers()
     try:
@@ -215,7 +218,8 @@ def quantize_int8(
     log.info("int8: %d MatMuls, %d embedding tables quantised; %d head nodes kept fp32", n_matmuls, n_tables, len(kept))
     return Int8Report(matmuls=n_matmuls, tables=n_tables, kept_fp32=kept, smooth_alpha=alpha,
                       weight_only=sorted(weight_only), errors={k: round(v, 5) for k, v in errors.items()},
-                      calibration_sentences=sum(len(next(iter(f.values()))) for f in feeds))
+                      calibration_sentences=sum(len(next(iter(f.values()))) for f in feeds),
+                      weight_bits=8 if weight_max > 63 else 7)
 
 
 def convert_fp16(src: Path, dst: Path, *, external_threshold: int) -> None:

@@ -1,0 +1,95 @@
+"""How fast each written ONNX file is, measured by the export itself, and which one to recommend.
+
+Graph optimisation and int8 are not faster everywhere: on a 2-core AVX-512 VNNI machine the O2 fusions
+made all-MiniLM-L6-v2 L3/d128 10-15% slower, and the per-token int8 scheme was slower than fp32 at batch
+32. So the export times every file it wrote on the STS probe sentences, interleaved (file after file, a
+few rounds, the best round kept: on a shared machine the least disturbed one), at the batch sizes asked
+for, and recommends the fastest file that passed validation. Each file records its speed relative to
+its unoptimised sibling (``vs_unoptimized``) and, for int8/fp16, to the fp32 graph (``vs_fp32``); a
+ratio under 1 is reported as slower, not hidden.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+
+TIMING_SENTENCES = 128
+TIMING_ROUNDS = 3
+BASE_FILE = "model.onnx"
+
+
+def measure(folder: Path, names: list[str], texts: list[str], batches: tuple[int, ...],
+            rounds: int = TIMING_ROUNDS, threads: int | None = None) -> dict[str, dict[int, list[float]]]:
+    """Sentences per second of each file at each batch size, one list entry per interleaved round."""
+    from espresso_export.runtime import OnnxEncoder
+
+    encoders = {name: OnnxEncoder(folder, name, threads=threads) for name in names}
+    for enc in encoders.values():  # warm-up: first runs allocate and pick kernels
+        enc.encode(texts[:max(batches)], batch_size=max(batches))
+    rates: dict[str, dict[int, list[float]]] = {n: {b: [] for b in batches} for n in names}
+    for _ in range(rounds):
+        for name, enc in encoders.items():
+            for b in batches:
+                start = time.perf_counter()
+                enc.encode(texts, batch_size=b)
+                rates[name][b].append(len(texts) / (time.perf_counter() - start))
+    return rates
+
+
+def _sibling(f: dict, by_name: dict[str, dict]) -> str | None:
+    """The same precision without optimisation (for an optimised file)."""
+    if f["optimization"] == "none":
+        return None
+    return next((n for n, g in by_name.items() if g["quantization"] == f["quantization"]
+                 and g["optimization"] == "none"), None)
+
+
+def _ratios(best: dict[str, dict[int, float]], name: str, other: str | None) -> dict[str, float] | None:
+    if other is None or other not in best:
+        return None
+    return {str(b): round(best[name][b] / best[other][b], 3) for b in best[name]}
+
+
+def _notes(name: str, against: str, ratios: dict[str, float] | None, what: str) -> list[str]:
+    if not ratios:
+        return []
+    slow = {b: r for b, r in ratios.items() if r < 1.0}
+    return [f"{name} is {what} {against} at batch {b} ({r:.2f}x)" for b, r in slow.items()]
+
+
+def time_files(folder: Path, files: list[dict], texts: list[str], batches: tuple[int, ...]) -> dict:
+    """Time ``files`` (export.json entries, updated in place with ``speed``); returns the ``timing`` record."""
+    texts = list(dict.fromkeys(texts))[:TIMING_SENTENCES]
+    names = [f["file"] for f in files]
+    rates = measure(folder, names, texts, batches)
+    best = {n: {b: max(v) for b, v in r.items()} for n, r in rates.items()}
+    by_name = {f["file"]: f for f in files}
+    notes: list[str] = []
+    for f in files:
+        name = f["file"]
+        speed = {"sentences_per_second": {str(b): round(v, 1) for b, v in best[name].items()},
+                 "spread": {str(b): [round(min(v), 1), round(max(v), 1)] for b, v in rates[name].items()}}
+        sibling = _sibling(f, by_name)
+        if (r := _ratios(best, name, sibling)) is not None:
+            speed["vs_unoptimized"] = r
+            notes += _notes(name, sibling, r, "slower than")
+        if f["quantization"] != "none" and (r := _ratios(best, name, BASE_FILE)) is not None:
+            speed["vs_fp32"] = r
+            speed["faster_than_fp32"] = all(v > 1.0 for v in r.values())
+            notes += _notes(name, BASE_FILE, r, "not faster than")
+        f["speed"] = speed
+    passed = [n for n in names if by_name[n].get("validation", {}).get("passed", True)]
+    recommended = max(passed, key=lambda n: _score(best, n), default=None) if passed else None
+    for f in files:
+        f["recommended"] = f["file"] == recommended
+    return {"batches": list(batches), "sentences": len(texts), "rounds": TIMING_ROUNDS, "kept": "best round",
+            "threads": os.cpu_count(), "recommended": recommended, "notes": notes,
+            "rule": "the fastest file that passed validation (geometric mean over the batch sizes)"}
+
+
+def _score(best: dict[str, dict[int, float]], name: str) -> float:
+    base = best.get(BASE_FILE, best[name])
+    return math.exp(sum(math.log(best[name][b] / base[b]) for b in best[name]) / len(best[name]))
