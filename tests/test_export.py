@@ -54,7 +54,7 @@ def test_minilm_export_fp32_and_int8_pass_validation(minilm_export):
     info = json.loads((out / EXPORT_FILE).read_text())
     files = {f["file"]: f for f in info["files"]}
     assert set(files) == {"model.onnx", "model_int8.onnx"}
-    assert info["validated"] is True and info["default_file"] == "model_int8.onnx"
+    assert info["validated"] is True and info["default_file"] == info["timing"]["recommended"]
     assert info["dims"] == {"hidden": 384, "embedding": 128}
     assert info["pooling"] == "mean" and info["normalize"] is True
     assert info["inputs"] == ["input_ids", "attention_mask", "token_type_ids"]
@@ -65,7 +65,9 @@ def test_minilm_export_fp32_and_int8_pass_validation(minilm_export):
     assert int8["min_cosine"] >= 0.99 and abs(int8["sts_probe"]["delta"]) <= 1.0
     assert files["model_int8.onnx"]["checked_on_cpu"]["isa"] == info["cpu"]["isa"]
     scheme = files["model_int8.onnx"]["int8"]
-    assert scheme["matmuls_quantized"] == 3 * 6 and scheme["embedding_tables_quantized"] == 3
+    fp32_matmuls = scheme.get("fp32_fallback", scheme.get("weight_only_int8"))
+    assert scheme["matmuls_quantized"] + len(fp32_matmuls) == 3 * 6 and scheme["embedding_tables_quantized"] == 3
+    assert scheme["weight_bits"] == (8 if info["cpu"]["isa"] in ("avx512_vnni", "avx_vnni") else 7)
     assert scheme["kept_fp32"]  # the PCA head stays fp32
     assert files["model_int8.onnx"]["bytes"] < files["model.onnx"]["bytes"] / 3
     assert (out / "tokenizer.json").is_file() and (out / "config.json").is_file()
@@ -81,7 +83,7 @@ def test_onnx_encoder_matches_sentence_transformer(minilm_export):
     got = OnnxEncoder(out, "model.onnx").encode(TEXTS, batch_size=4)
     assert got.shape == (len(TEXTS), 128) and got.dtype == np.float32
     assert cosine_rows(got, expected).min() >= 0.9999
-    int8 = OnnxEncoder(out).encode(TEXTS, batch_size=4)  # the default file is the int8 one
+    int8 = OnnxEncoder(out, "model_int8.onnx").encode(TEXTS, batch_size=4)
     assert cosine_rows(int8, expected).min() >= 0.99
 
 
@@ -168,7 +170,7 @@ def test_full_validation_external_data_and_opset(tiny_bert, tmp_path):
 
 @pytest.mark.slow
 def test_int8_optimised_variant(tiny_bert, tmp_path):
-    result = export(tiny_bert, tmp_path / "onnx", quantize="int8", optimize="O3")
+    result = export(tiny_bert, tmp_path / "onnx", quantize="int8", optimize="O3", timing_batches="none")
     names = [f["file"] for f in result.files]
     assert names == ["model.onnx", "model_O3.onnx", "model_int8.onnx", "model_int8_O3.onnx"]
     assert result.default_file == "model_int8_O3.onnx"
@@ -259,7 +261,7 @@ def test_verify_counts_only_the_served_graph(tiny_bert, tmp_path):
     from espresso_export.verification.embedders import folder_bytes, open_embedder
 
     out = tmp_path / "onnx"
-    result = export(tiny_bert, out, optimize="O2", external_data_threshold=1, validate=False)
+    result = export(tiny_bert, out, optimize="O2", external_data_threshold=1, validate=False, timing_batches="none")
     assert result.default_file == "model_O2.onnx" and (out / "model.onnx.data").is_file()
     emb = open_embedder(str(out))
     assert emb.details["file"] == "model_O2.onnx"

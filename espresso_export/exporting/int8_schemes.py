@@ -46,7 +46,7 @@ def has_vnni(cpu: dict) -> bool:
 
 
 def write_int8(src: Path, dst: Path, feeds: list[dict], *, scheme: str, alpha: float, external_threshold: int,
-               cpu: dict) -> dict:
+               cpu: dict, calibration_min_cosine: float = CALIBRATION_MIN_COSINE) -> dict:
     """Write the int8 variant of ``src`` with ``scheme`` (``auto`` picks); returns its export.json record."""
     from espresso_export.exporting.int8_calibration import WEIGHT_MAX, WEIGHT_MAX_VNNI
     from espresso_export.exporting.quantize import quantize_int8
@@ -54,13 +54,13 @@ def write_int8(src: Path, dst: Path, feeds: list[dict], *, scheme: str, alpha: f
     vnni = has_vnni(cpu)
     if scheme in ("auto", "dynamic"):
         report = quantize_dynamic_fused(src, dst, feeds, reduce_range=not vnni, external_threshold=external_threshold,
-                                        required=scheme == "dynamic")
+                                        target=calibration_min_cosine, required=scheme == "dynamic")
         if report is not None:
             return report | {"picked_for_cpu": cpu.get("isa")}
     report = quantize_int8(src, dst, feeds, alpha=alpha, external_threshold=external_threshold,
                            weight_max=WEIGHT_MAX_VNNI if vnni else WEIGHT_MAX).to_dict()
     if scheme == "auto":
-        report["why"] = (f"the dynamic scheme stayed under {CALIBRATION_MIN_COSINE} min cosine on the calibration "
+        report["why"] = (f"the dynamic scheme stayed under {calibration_min_cosine} min cosine on the calibration "
                          f"sentences with {MAX_FALLBACK} MatMuls in fp32")
     return report | {"picked_for_cpu": cpu.get("isa")}
 
@@ -84,7 +84,7 @@ def _ranked_matmuls(proto, feeds: list[dict], scratch: Path, reduce_range: bool)
 
 
 def quantize_dynamic_fused(src: Path, dst: Path, feeds: list[dict], *, reduce_range: bool, external_threshold: int,
-                           required: bool = False) -> dict | None:
+                           target: float = CALIBRATION_MIN_COSINE, required: bool = False) -> dict | None:
     """The ``dynamic`` scheme (module docstring); None when it misses the calibration target (unless required)."""
     import onnx
 
@@ -106,7 +106,7 @@ def quantize_dynamic_fused(src: Path, dst: Path, feeds: list[dict], *, reduce_ra
         _quantize_dynamic(copy, dst, [*head, *ranked[:k]], reduce_range, external)
         cosine = float(cosine_rows(reference, _embeddings(dst, feeds)).min()) if feeds else 1.0
         log.info("int8 dynamic, %d MatMuls fp32: calibration min cosine %.4f", k, cosine)
-        if cosine >= CALIBRATION_MIN_COSINE or (required and k == min(MAX_FALLBACK, len(ranked))):
+        if cosine >= target or (required and k == min(MAX_FALLBACK, len(ranked))):
             return {
                 "scheme": "dynamic",
                 "method": f"onnxruntime quantize_dynamic: per-channel int{7 if reduce_range else 8} weights, uint8 "
@@ -118,7 +118,7 @@ def quantize_dynamic_fused(src: Path, dst: Path, feeds: list[dict], *, reduce_ra
                 "simulated_matmul_error": {n: round(errors[n], 5) for n in ranked},
                 "weight_bits": 7 if reduce_range else 8, "reduce_range": reduce_range,
                 "activation": "uint8, per tensor, dynamic",
-                "calibration_min_cosine": round(cosine, 5), "calibration_target": CALIBRATION_MIN_COSINE,
+                "calibration_min_cosine": round(cosine, 5), "calibration_target": target,
                 "calibration_sentences": sum(len(next(iter(f.values()))) for f in feeds),
             }
     for f in dst.parent.glob(dst.name + "*"):

@@ -100,9 +100,27 @@ def summary_table(facts: ModelFacts) -> list[str]:
             ["weights (safetensors)", byte_size(facts.weights_bytes)]]
     if facts.onnx is not None:
         rows.append(["ONNX", ", ".join(f"`onnx/{name}` ({byte_size(size)})" for name, size in facts.onnx.graphs)])
+        if speed := onnx_speed(facts.onnx.manifest):
+            rows.append(["ONNX speed (timed by the export)", speed])
     if facts.matryoshka_dims:
         rows.append(["matryoshka dimensions", ", ".join(map(str, facts.matryoshka_dims))])
     return markdown_table(["property", "value"], rows)
+
+
+def onnx_speed(manifest: dict) -> str:
+    """The export's timing (exporting/timing.py): the recommended file, each file's speed, what was slower."""
+    timing = manifest.get("timing")
+    if not timing or not timing.get("recommended"):
+        return ""
+    parts = [f"recommended `onnx/{timing['recommended']}` (fastest that passed validation)"]
+    for f in manifest.get("files", []):
+        rates = (f.get("speed") or {}).get("sentences_per_second", {})
+        vs = (f.get("speed") or {}).get("vs_fp32")
+        if rates:
+            parts.append(f"`{f['file']}` " + ", ".join(f"{v:,.0f} sent/s at batch {b}" for b, v in rates.items())
+                         + ("" if not vs else " (" + ", ".join(f"{r:.2f}x" for r in vs.values()) + " fp32)"))
+    parts += timing.get("notes", [])
+    return "; ".join(parts) + f" ({timing.get('threads')} threads, {manifest.get('cpu', {}).get('isa', '?')})"
 
 
 def _per_vector(v) -> str:

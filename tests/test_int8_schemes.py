@@ -1,0 +1,118 @@
+"""int8 schemes picked per CPU (exporting/int8_schemes.py) and the export's timing of its files (exporting/timing.py)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from espresso_export import export
+from espresso_export.core.errors import ValidationError
+from espresso_export.exporting.graph import load_model
+from espresso_export.exporting.int8_schemes import has_vnni, write_int8
+from espresso_export.exporting.options import ExportOptions, parse_batches
+from espresso_export.exporting.pipeline import _calibration_feeds
+from espresso_export.publishing.card_sections import onnx_speed
+from espresso_export.runtime import EXPORT_FILE, OnnxEncoder
+
+VNNI = {"isa": "avx512_vnni", "flags": {"avx512_vnni": True, "avx512f": True, "avx2": True}, "machine": "x86_64"}
+AVX2 = {"isa": "avx2", "flags": {"avx512_vnni": False, "avx_vnni": False, "avx512f": False, "avx2": True},
+        "machine": "x86_64"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread(one_thread):
+    yield
+
+
+@pytest.fixture(scope="module")
+def fp32_export(tiny_bert, tmp_path_factory):
+    out = tmp_path_factory.mktemp("int8") / "onnx"
+    export(tiny_bert, out, timing_batches="none")
+    return out
+
+
+def _ops(path) -> Counter:
+    return Counter(n.op_type for n in load_model(path).graph.node)
+
+
+def test_vnni_detection():
+    assert has_vnni(VNNI) and not has_vnni(AVX2)
+    assert has_vnni({"isa": "avx_vnni", "flags": {"avx_vnni": True}})
+    assert not has_vnni({})
+
+
+@pytest.mark.parametrize("cpu, bits", [(VNNI, 8), (AVX2, 7)])
+def test_dynamic_scheme_uses_fused_kernels_and_cpu_weight_bits(fp32_export, cpu, bits):
+    feeds = _calibration_feeds(fp32_export, ExportOptions(calibration_samples=32))
+    dst = fp32_export.parent / f"int8_{bits}.onnx"
+    report = write_int8(fp32_export / "model.onnx", dst, feeds, scheme="dynamic", alpha=0.5,
+                        external_threshold=2_000_000_000, cpu=cpu)
+    assert report["scheme"] == "dynamic" and report["weight_bits"] == bits and report["reduce_range"] == (bits == 7)
+    assert report["picked_for_cpu"] == cpu["isa"]
+    ops = _ops(dst)
+    # onnxruntime's dynamic quantisation: one DynamicQuantizeLinear per activation, no per-token chain
+    assert ops["MatMulInteger"] == report["matmuls_quantized"] > 0 and ops["DynamicQuantizeLinear"] > 0
+    assert ops["ReduceMax"] == 0 and report["embedding_tables_quantized"] >= 1
+    assert report["matmuls_quantized"] + len(report["fp32_fallback"]) == len(report["simulated_matmul_error"])
+
+
+def test_auto_falls_back_to_per_token_when_dynamic_misses_its_target(fp32_export):
+    feeds = _calibration_feeds(fp32_export, ExportOptions(calibration_samples=32))
+    dst = fp32_export.parent / "auto.onnx"
+    report = write_int8(fp32_export / "model.onnx", dst, feeds, scheme="auto", alpha=0.5,
+                        external_threshold=2_000_000_000, cpu=VNNI, calibration_min_cosine=1.01)
+    assert report["scheme"] == "per-token" and report["weight_bits"] == 8 and "why" in report
+    assert _ops(dst)["ReduceMax"] > 0 and not list(dst.parent.glob("auto.onnx.data"))
+
+
+def test_per_token_scheme_keeps_7_bit_weights_without_vnni(fp32_export):
+    feeds = _calibration_feeds(fp32_export, ExportOptions(calibration_samples=32))
+    report = write_int8(fp32_export / "model.onnx", fp32_export.parent / "pt.onnx", feeds, scheme="per-token",
+                        alpha=0.5, external_threshold=2_000_000_000, cpu=AVX2)
+    assert report["scheme"] == "per-token" and report["weight_bits"] == 7 and "int7" in report["method"]
+
+
+def test_export_times_files_and_recommends_the_fastest_that_passed(tiny_bert, tmp_path):
+    result = export(tiny_bert, tmp_path / "onnx", quantize="int8", optimize="O1", timing_batches="1,4",
+                    calibration_samples=32)
+    info = json.loads((tmp_path / "onnx" / EXPORT_FILE).read_text())
+    timing = info["timing"]
+    files = {f["file"]: f for f in info["files"]}
+    assert timing["batches"] == [1, 4] and timing["recommended"] in files
+    assert info["default_file"] == result.default_file == timing["recommended"]
+    assert [f["file"] for f in info["files"] if f["recommended"]] == [timing["recommended"]]
+    assert OnnxEncoder(tmp_path / "onnx").file == timing["recommended"]
+    best = max(files, key=lambda n: files[n]["speed"]["sentences_per_second"]["1"]
+               * files[n]["speed"]["sentences_per_second"]["4"])
+    assert timing["recommended"] == best  # all passed validation, so the fastest (geometric mean) wins
+    assert set(files["model_O1.onnx"]["speed"]["vs_unoptimized"]) == {"1", "4"}
+    int8 = files["model_int8.onnx"]["speed"]
+    assert int8["faster_than_fp32"] == all(r > 1 for r in int8["vs_fp32"].values())
+    slower = [(n, b) for n, f in files.items() for key in ("vs_fp32", "vs_unoptimized")
+              for b, r in f["speed"].get(key, {}).items() if r < 1]
+    # every slower-than ratio is said, in export.json and in the summary the CLI prints
+    assert len(timing["notes"]) == len(slower)
+    assert all(note in result.hints for note in timing["notes"])
+    card_row = onnx_speed(info)  # the model card's summary row
+    assert f"recommended `onnx/{timing['recommended']}`" in card_row
+    assert all(note in card_row for note in timing["notes"]) and "sent/s at batch 4" in card_row
+
+
+def test_timing_off_keeps_the_static_default(tiny_bert, tmp_path):
+    result = export(tiny_bert, tmp_path / "onnx", quantize="int8", timing_batches="none", calibration_samples=32)
+    info = json.loads((tmp_path / "onnx" / EXPORT_FILE).read_text())
+    assert "timing" not in info and result.default_file == "model_int8.onnx"
+    assert all("speed" not in f for f in info["files"])
+
+
+def test_timing_and_scheme_options_validate():
+    assert parse_batches("1, 32") == (1, 32) and parse_batches("none") == () and parse_batches((8,)) == (8,)
+    assert ExportOptions(timing_batches="8").timing_batches == (8,)
+    with pytest.raises(ValidationError, match="timing-batches"):
+        ExportOptions(timing_batches="one")
+    with pytest.raises(ValidationError, match="positive"):
+        ExportOptions(timing_batches="0")
+    with pytest.raises(ValidationError, match="int8-scheme"):
+        ExportOptions(int8_scheme="static")
