@@ -216,10 +216,10 @@ def main() -> None:
     result["quality"] = quality(runs, cut)
     result["load_average_after"] = os.getloadavg()
     result["int8_reports"] = {f["file"]: f.get("int8") for f in json.loads((folder / "export.json").read_text())["files"]}
-    print(table(result))
-    print(f"\nCPU {result['cpu']}, load average {result['load_average_before']} -> {result['load_average_after']}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
+    print(table(result))
+    print(f"\nCPU {result['cpu']}, load average {result['load_average_before']} -> {result['load_average_after']}")
 
 
 if __name__ == "__main__":

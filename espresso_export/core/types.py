@@ -31,7 +31,7 @@ class ExportFormat(str, Enum):
 
 class Quantize(str, Enum):
     NONE = "none"
-    INT8 = "int8"  # CPU: per-token dynamic activations, per-channel weights, per-row embedding tables
+    INT8 = "int8"  # CPU: scheme picked per CPU (exporting/int8_schemes.py), per-channel weights, int8 tables
     FP16 = "fp16"  # GPU users
 
 

@@ -1,4 +1,7 @@
-"""int8 and fp16 variants of an exported graph.
+"""int8 and fp16 variants of an exported graph: the ``per-token`` int8 scheme.
+
+:mod:`.int8_schemes` picks, per CPU and model, between this scheme and onnxruntime's fused dynamic one
+(faster at large batches); this module also provides the int8 embedding tables both use.
 
 onnxruntime's stock ``quantize_dynamic`` scales each activation tensor with
 one min/max for the whole batch. Transformer activations have a few tokens
@@ -13,8 +16,8 @@ fast integer kernels (``MatMulInteger``) and changes what is scaled:
 2. **Per-token activations**: each token's vector gets its own uint8 scale and
    zero point, computed at run time (an outlier token no longer flattens the others).
 3. **Per-channel 7-bit weights**: symmetric, one scale per output column. 7 bits keep
-   uint8 x int8 products from saturating the 16-bit sums of AVX2 CPUs without VNNI,
-   so the same file is accurate on every x86 instruction set.
+   uint8 x int8 products from saturating the 16-bit sums of AVX2 CPUs without VNNI;
+   where the export runs on a VNNI CPU (32-bit accumulation) all 8 bits are used.
 4. **int8 embedding tables**: each column is first divided by its max (a few
    dimensions are large in every row), then each row gets its own scale; the
    lookup gathers int8 rows and their scales and multiplies the column scales back.
