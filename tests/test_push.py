@@ -140,7 +140,20 @@ def test_metrics_adapter_reads_the_verify_report_schema():
         ("sts-smoke", 173, 0.9323, True), ("sts-test", 1379, 0.9372, False)]
     assert [(b.batch_size, b.p50_ratio, b.speedup) for b in m.latency] == [(1, 0.4622, 2.1232), (32, 0.4509, 2.1835)]
     assert m.retrieval[0].candidate_mrr == 0.611204 and m.retrieval[0].mrr_retention == 0.9142
+    assert (m.retrieval[0].candidate_ndcg, m.retrieval[0].ndcg_retention) == (0.512345, 0.9147)
+    assert (m.retrieval[0].candidate_recall_100, m.retrieval[0].source_recall_100) == (0.702001, 0.76025)
     assert m.size["parameters"] == (11456, 22713216, 0.0005) and len(m.gate) == 4
+
+
+def test_metrics_adapter_reads_reports_without_ndcg():
+    """Reports written before nDCG@10 and recall@100 existed still read: those fields are None, not an error."""
+    report = json.loads(REPORT.read_text())
+    for row in report["retrieval"]:
+        for side in ("candidate", "source"):
+            del row[side]["ndcg_at_10"], row[side]["recall_at_100"]
+        del row["ndcg_retention"], row["recall_at_100_retention"]
+    r = parse_report(report).retrieval[0]
+    assert (r.candidate_mrr, r.candidate_ndcg, r.ndcg_retention, r.candidate_recall_100) == (0.611204, None, None, None)
 
 
 # --- --dry-run: staging and the card --------------------------------------------------------------
@@ -178,11 +191,15 @@ def test_dry_run_stages_the_expected_files_with_card_metrics(shrunk, tmp_path, c
     sts_test = next(r for r in results if r["dataset"]["name"] == "sts-test")
     assert {m["type"]: m["value"] for m in sts_test["metrics"]} == {"spearman_cosine": 0.7688,
                                                                     "spearman_cosine_retention": 0.9372}
-    mrr = next(r for r in results if r["task"]["type"] == "information-retrieval")["metrics"][0]
-    assert (mrr["type"], mrr["value"]) == ("cosine_mrr@10", 0.6112)
+    retrieval = next(r for r in results if r["task"]["type"] == "information-retrieval")["metrics"]
+    assert {m["type"]: m["value"] for m in retrieval} == {
+        "cosine_mrr@10": 0.6112, "cosine_ndcg@10": 0.5123, "cosine_recall@100": 0.702,
+        "cosine_ndcg@10_retention": 0.9147, "cosine_recall@10": 0.4021, "cosine_mrr@10_retention": 0.9142}
     # the retention / latency / size table and the gate
     for text in ("| STS Spearman x100, sts-test (1379 pairs) | 76.88 | 82.03 | 0.9372 retained |",
                  "| latency p50, batch 32 (ms) | 14.2 | 31.6 | 0.451 (2.18x throughput) |",
+                 "| nDCG@10, dbpedia-5k (400 queries, 5000 docs) | 0.5123 | 0.5601 | 0.9147 retained |",
+                 "| recall@100, dbpedia-5k (400 queries, 5000 docs) | 0.7020 | 0.7602 | 0.9234 retained |",
                  "| parameters | 0.01M | 22.71M | 0.001 |", "Quality gate: **passed**."):
         assert text in card, text
     assert "built-in smoke set" not in card  # said only when the smoke set is the only STS set

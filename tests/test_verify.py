@@ -76,8 +76,11 @@ def test_report_has_every_field(full_report):
     for role, dim in (("candidate", 128), ("source", 384)):
         r = ret[role]
         assert 0 < r["mrr_at_10"] <= 1 and 0 < r["recall_at_10"] <= 1
+        assert 0 < r["ndcg_at_10"] <= 1 and r["recall_at_10"] <= r["recall_at_100"] <= 1
         assert r["index_bytes"] >= ret["docs"] * dim * 4 and r["query_ms_per_query"] > 0 and r["dim"] == dim
     assert ret["index_bytes_ratio"] == pytest.approx(1 / 3, abs=0.02)
+    assert ret["ndcg_retention"] == pytest.approx(ret["candidate"]["ndcg_at_10"] / ret["source"]["ndcg_at_10"],
+                                                  abs=1e-3)
 
     gate = report["gate"]
     assert gate["passed"] is True and gate["failed"] == []

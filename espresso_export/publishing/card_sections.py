@@ -119,7 +119,14 @@ def _metric_rows(facts: ModelFacts) -> list[list[str]]:
         rows.append([f"STS Spearman x100, {s.name} ({s.pairs} pairs)", number(s.candidate), number(s.source),
                      f"{number(s.retention, '.4f')} retained"])
     for r in m.retrieval:
-        rows.append([f"MRR@10, {r.name} ({r.queries} queries, {r.docs} docs)", number(r.candidate_mrr, ".4f"),
+        where = f"{r.name} ({r.queries} queries, {r.docs} docs)"
+        if r.candidate_ndcg is not None:
+            rows.append([f"nDCG@10, {where}", number(r.candidate_ndcg, ".4f"), number(r.source_ndcg, ".4f"),
+                         f"{number(r.ndcg_retention, '.4f')} retained"])
+        if r.candidate_recall_100 is not None:
+            rows.append([f"recall@100, {where}", number(r.candidate_recall_100, ".4f"),
+                         number(r.source_recall_100, ".4f"), f"{number(r.recall_100_retention, '.4f')} retained"])
+        rows.append([f"MRR@10, {where}", number(r.candidate_mrr, ".4f"),
                      number(r.source_mrr, ".4f"), f"{number(r.mrr_retention, '.4f')} retained"])
     for b in m.latency:
         rows.append([f"latency p50, batch {b.batch_size} (ms)", number(b.candidate_p50_ms, ".1f"),

@@ -62,6 +62,12 @@ def _model_index(repo_id: str, metrics: CardMetrics) -> list[dict]:
         if r.candidate_mrr is None:
             continue
         values = [_metric("cosine_mrr@10", r.candidate_mrr, "MRR@10 (cosine)")]
+        if r.candidate_ndcg is not None:
+            values.append(_metric("cosine_ndcg@10", r.candidate_ndcg, "nDCG@10 (cosine)"))
+        if r.candidate_recall_100 is not None:
+            values.append(_metric("cosine_recall@100", r.candidate_recall_100, "Recall@100 (cosine)"))
+        if r.ndcg_retention is not None:
+            values.append(_metric("cosine_ndcg@10_retention", r.ndcg_retention, f"nDCG@10 retention {against}"))
         if r.candidate_recall is not None:
             values.append(_metric("cosine_recall@10", r.candidate_recall, "Recall@10 (cosine)"))
         if r.mrr_retention is not None:

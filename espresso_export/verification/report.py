@@ -82,10 +82,17 @@ class RetrievalRow:
     def mrr_retention(self) -> float | None:
         return retention(self.candidate.mrr_at_10, self.source.mrr_at_10)
 
+    @property
+    def ndcg_retention(self) -> float | None:
+        """Candidate/source nDCG@10: what the retrieval gate checks."""
+        return retention(self.candidate.ndcg_at_10, self.source.ndcg_at_10)
+
     def to_dict(self) -> dict:
         c, s = self.candidate, self.source
         return {"name": self.name, "spec": self.spec, "index": self.index, "queries": c.queries, "docs": c.docs,
-                "candidate": c.to_dict(), "source": s.to_dict(), "mrr_retention": _round(self.mrr_retention),
+                "candidate": c.to_dict(), "source": s.to_dict(), "ndcg_retention": _round(self.ndcg_retention),
+                "recall_at_100_retention": _round(retention(c.recall_at_100, s.recall_at_100)),
+                "mrr_retention": _round(self.mrr_retention),
                 "recall_retention": _round(retention(c.recall_at_10, s.recall_at_10)),
                 "index_bytes_ratio": _round(ratio(c.index_bytes, s.index_bytes)),
                 "query_time_ratio": _round(ratio(c.query_ms_per_query, s.query_ms_per_query))}
@@ -95,7 +102,7 @@ class RetrievalRow:
 class Thresholds:
     min_retention: float | None = None  # every STS set's Spearman retention
     max_latency_ratio: float | None = None  # candidate p50 / source p50, at every batch size
-    min_retrieval_retention: float | None = None  # every retrieval set's MRR@10 retention
+    min_retrieval_retention: float | None = None  # every retrieval set's nDCG@10 retention
 
     def to_dict(self) -> dict:
         return {"min_retention": self.min_retention, "max_latency_ratio": self.max_latency_ratio,
@@ -136,7 +143,7 @@ def gate_checks(report: VerifyReport, thresholds: Thresholds) -> list[Check]:
                                    thresholds.max_latency_ratio))
     if thresholds.min_retrieval_retention is not None:
         for row in report.retrieval:
-            checks.append(_at_least(f"MRR@10 retention on {row.name}", row.mrr_retention,
+            checks.append(_at_least(f"nDCG@10 retention on {row.name}", row.ndcg_retention,
                                     thresholds.min_retrieval_retention))
     return checks
 
@@ -247,7 +254,10 @@ class VerifyReport:
             out.append(Section(
                 f"retrieval: {row.name} ({cs.queries} queries, {cs.docs} docs, faiss {row.index})",
                 ("", "candidate", "source", "ratio"),
-                [("MRR@10", f"{cs.mrr_at_10:.4f}", f"{ss.mrr_at_10:.4f}", number(row.mrr_retention, ".4f")),
+                [("nDCG@10", f"{cs.ndcg_at_10:.4f}", f"{ss.ndcg_at_10:.4f}", number(row.ndcg_retention, ".4f")),
+                 ("recall@100", f"{cs.recall_at_100:.4f}", f"{ss.recall_at_100:.4f}",
+                  number(retention(cs.recall_at_100, ss.recall_at_100), ".4f")),
+                 ("MRR@10", f"{cs.mrr_at_10:.4f}", f"{ss.mrr_at_10:.4f}", number(row.mrr_retention, ".4f")),
                  ("recall@10", f"{cs.recall_at_10:.4f}", f"{ss.recall_at_10:.4f}",
                   number(retention(cs.recall_at_10, ss.recall_at_10), ".4f")),
                  ("index memory", byte_size(cs.index_bytes), byte_size(ss.index_bytes),

@@ -51,7 +51,7 @@ class VerifySettings:
                                                         "least this.")
     max_latency_ratio: Optional[float] = setting(None, help="Gate: candidate/source p50 ms per batch must be at most "
                                                             "this at every batch size.")
-    min_retrieval_retention: Optional[float] = setting(None, help="Gate: candidate/source MRR@10 on every retrieval "
+    min_retrieval_retention: Optional[float] = setting(None, help="Gate: candidate/source nDCG@10 on every retrieval "
                                                                   "set must be at least this.")
     batch_size: int = setting(64, min=1, help="Sentences per forward pass.")
     seed: int = seed_setting()
