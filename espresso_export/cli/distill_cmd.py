@@ -47,7 +47,7 @@ def _distill(settings: DistillSettings, *, teacher: str, output: Path, resume: b
     ]
     if result.eval:
         e = result.eval
-        rows.append(("eval (STS Spearman)", f"{e['initial']:.2f} before -> best {e['best']:.2f} at step {e['best_step']}"))
+        rows.append((f"eval ({e.get('score', 'STS Spearman')})", f"{e['initial']:.2f} before -> best {e['best']:.2f} at step {e['best_step']}"))
     h = result.heldout
     if h["sentences"]:
         rows.append(("held-out relative MSE", f"{h['relative_mse_before']:.4f} -> {h['relative_mse_after']:.4f} "

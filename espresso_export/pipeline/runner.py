@@ -292,7 +292,7 @@ def _run_distill(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwri
     if h["sentences"]:
         summary += f", held-out relative MSE {h['relative_mse_before']:.3f} -> {h['relative_mse_after']:.3f}"
     if r.eval:
-        summary += f", eval STS {r.eval['initial']:.2f} -> best {r.eval['best']:.2f}"
+        summary += f", eval {r.eval.get('score', 'STS')} {r.eval['initial']:.2f} -> best {r.eval['best']:.2f}"
     return r.to_dict(), summary
 
 
@@ -309,7 +309,7 @@ def _run_train(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite
                   progress=progress)
     summary = f"{'ESE' if r.ese else 'fine-tuning'}: {r.train['steps']} steps on {r.data.get('examples')} examples"
     if r.eval:
-        summary += f", eval STS {r.eval['initial']:.2f} -> best {r.eval['best']:.2f}"
+        summary += f", eval {r.eval.get('score', 'STS')} {r.eval['initial']:.2f} -> best {r.eval['best']:.2f}"
     return r.to_dict(), summary
 
 

@@ -53,7 +53,8 @@ def _distill_line(step: dict) -> str:
         text += f"; training: {', '.join(settings)}"
     best = step.get("best_eval")
     if isinstance(best, dict) and best.get("best") is not None:
-        text += f"; best eval {best['best']:.2f} (from {best.get('initial', float('nan')):.2f}) on {short_id(str(best.get('sts')))}"
+        sets = " and ".join(short_id(str(best[k])) for k in ("sts", "retrieval") if best.get(k))
+        text += f"; best eval {best['best']:.2f} (from {best.get('initial', float('nan')):.2f}) on {sets}"
     return text
 
 

@@ -90,6 +90,10 @@ class DistillSettings(TrainerSettings):
     dropout: bool = setting(False, flags=("--dropout/--no-dropout",),
                             help="Keep the student's dropout while training.")
     bucket: bool = setting(True, help="Length-bucketed batches (less padding).")
+    eval_retrieval: Optional[str] = setting(
+        None, path="data", help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) evaluated with --eval-sts "
+                                "after every epoch: the kept checkpoint has the best mean of its STS and nDCG@10 "
+                                "retentions against the teacher. Never the set you report on.")
     heldout: int = setting(256, min=0, help="Corpus sentences kept out of training to report the relative MSE "
                                             "before and after.")
     cache_dir: Optional[str] = setting(None, path="dir", help="Teacher target cache (default: $ESPRESSO_CACHE or "

@@ -1,4 +1,4 @@
-"""Phase 1 of ``distill``: the training sentences, the pairs, the held-out split and the STS eval set."""
+"""Phase 1 of ``distill``: the training sentences, the pairs, the held-out split and the eval sets."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.types import CorpusSample
-from espresso_export.data import Corpus, read_corpus, read_sentence_pairs, read_sts
+from espresso_export.data import Corpus, read_corpus, read_retrieval, read_sentence_pairs, read_sts
 from espresso_export.training.distill.args import DistillArgs
 
 
@@ -23,6 +23,7 @@ class CorpusSplit:
     held: np.ndarray  # sorted indices of the held-out sentences
     items: np.ndarray  # the other sentences' indices (the training items of a sentence loss)
     eval_pairs: Any  # the STS eval set, or None
+    eval_retrieval: Any = None  # the retrieval eval set (a RetrievalSet), or None
 
 
 def _capped(c: Corpus, max_sentences: int, sample: CorpusSample, seed: int) -> list[int]:
@@ -93,6 +94,7 @@ def load_corpus(a: DistillArgs) -> CorpusSplit:
         counts.update(pairs=pair_counts, pair_sentences_added=added, training_sentences=len(sentences))
     split = _hold_out(sentences, counts, pair_rows, a.heldout, a.batch_size, a.seed)
     split.eval_pairs = read_sts(a.eval_sts, limit=a.eval_limit) if a.eval_sts is not None else None
+    split.eval_retrieval = read_retrieval(a.eval_retrieval) if a.eval_retrieval is not None else None
     return split
 
 
