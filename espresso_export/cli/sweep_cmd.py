@@ -6,12 +6,13 @@ from typing import Annotated
 
 import typer
 
-from espresso_export.core.types import Head, Select
+from espresso_export.core.types import Head, Select, SweepMetric
 from espresso_export.cli.app import app
 from espresso_export.cli.options import (
     BatchSizeOpt, CalibrationOpt, CalibrationSamplesOpt, JsonOpt, OutputOpt, OverwriteOpt, SeedOpt, StsColumnsOpt,
     StsLimitOpt, StsOpt, MeasureThreadsOpt, parse_int_list,
 )
+from espresso_export.cli.options import RelevantScoreOpt, RetrievalOpt
 
 
 @app.command(
@@ -34,6 +35,12 @@ def sweep(
     sts: StsOpt = None,
     sts_columns: StsColumnsOpt = None,
     sts_limit: StsLimitOpt = None,
+    metric: Annotated[SweepMetric, typer.Option(
+        "--metric", case_sensitive=False,
+        help="What the points are scored, plotted and recommended on: sts (Spearman on --sts) or retrieval "
+             "(nDCG@10 on --retrieval).")] = SweepMetric.STS,
+    retrieval: RetrievalOpt = None,
+    relevant_score: RelevantScoreOpt = 4.0,
     target_retention: Annotated[float, typer.Option(
         "--target-retention", help="Recommend the smallest and the fastest point keeping this fraction of the "
                                    "source's Spearman.")] = 0.95,
@@ -57,7 +64,8 @@ def sweep(
 
     options = SweepOptions(
         layers=parse_int_list(layers, "--layers"), dims=parse_int_list(dims, "--dims"), head=head, select=select,
-        sts=tuple(sts or ["builtin"]), sts_columns=parse_columns(sts_columns), sts_limit=sts_limit,
+        sts=tuple(sts or ["builtin"]), sts_columns=parse_columns(sts_columns), sts_limit=sts_limit, metric=metric,
+        retrieval=tuple(retrieval or ()), relevant_score=relevant_score,
         calibration=calibration, calibration_samples=calibration_samples, target_retention=target_retention,
         threads=threads, batch_size=batch_size, latency_batch_size=latency_batch_size, latency_texts=latency_texts,
         latency_rounds=latency_rounds, seed=seed,
@@ -78,7 +86,7 @@ def _print(result) -> None:
     console = out_console()
     table = Table(title=f"sweep of {result.source} ({result.head.value} head, {result.select.value} layers, "
                         f"{result.threads} thread(s))", title_justify="left")
-    for col in ("layers", "dim", "Spearman", "retention", "sent/s", "speed-up", "params", "bytes/vec", "pareto"):
+    for col in ("layers", "dim", result.metric_label.split()[0], "retention", "sent/s", "speed-up", "params", "bytes/vec", "pareto"):
         table.add_column(col, justify="right")
     for p in sorted(result.points, key=lambda p: (p.layers, p.dim)):
         ret = "n/a" if p.retention is None else f"{p.retention:.3f}"
@@ -90,7 +98,7 @@ def _print(result) -> None:
                   f"{result.source_sentences_per_s:.1f}", "1.00x", f"{result.source_params / 1e6:.2f}M",
                   str(4 * result.source_dim), "", style="bold")
     console.print(table)
-    target = f"{100 * result.target_retention:g}% of the source's Spearman"
+    target = f"{100 * result.target_retention:g}% of the source's {result.metric_label.split()[0]}"
     for name, point in (("smallest", result.smallest), ("fastest", result.fastest)):
         if point is None:
             continue

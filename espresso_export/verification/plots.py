@@ -1,4 +1,4 @@
-"""The sweep plot: STS Spearman vs throughput, one line per width, Pareto frontier marked."""
+"""The sweep plot: STS Spearman (or retrieval nDCG@10) vs throughput, one line per width, Pareto frontier marked."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def plot_sweep(result: SweepResult, path: Path) -> Path:
         ax.xaxis.set_minor_formatter(ticker.FormatStrFormatter("%g"))
         ax.set_xlabel(f"throughput, sentences/s, log scale (batch {result.latency['batch_size']}, "
                       f"{result.threads} thread(s))")
-        ax.set_ylabel(f"Spearman x100 ({sets})")
+        ax.set_ylabel(f"{result.metric_label} ({sets})")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="best", framealpha=0.85)
         fig.tight_layout()

@@ -31,8 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from espresso_export.core.errors import ValidationError
-from espresso_export.core.metrics import sts_spearman
-from espresso_export.core.types import Head, Select
+from espresso_export.core.types import Head, Select, SweepMetric
 from espresso_export.model.checkpoint import Checkpoint, DenseLayer, load
 from espresso_export.model.embed import apply_post, encode, encode_layers
 from espresso_export.model.post import renormalized, with_head
@@ -41,6 +40,7 @@ from espresso_export.shrinking.heads import fit_pca, truncation
 from espresso_export.shrinking.shrink import load_calibration
 from espresso_export.shrinking.slicing import select_layers, temporary_cut
 from espresso_export.verification.embedders import Embedder
+from espresso_export.verification.sweep_metric import load_targets, set_info, set_score, set_texts
 from espresso_export.verification.sweep_result import SweepPoint, SweepResult, pareto_front
 
 __all__ = ["SWEEP_HEADS", "SweepOptions", "SweepPoint", "SweepResult", "pareto_front", "sweep"]
@@ -57,6 +57,9 @@ class SweepOptions:
     sts: Sequence[str] = ("builtin",)
     sts_columns: tuple[str, str, str] = ("sentence1", "sentence2", "score")
     sts_limit: int | None = None
+    metric: SweepMetric = SweepMetric.STS  # what points are scored, plotted and recommended on
+    retrieval: Sequence[str] = ()  # BEIR folders or STS specs, scored with metric=retrieval
+    relevant_score: float = 4.0  # STS-built retrieval: pairs scored at least this are relevant
     calibration: str | os.PathLike | None = None
     calibration_samples: int = 4096
     target_retention: float = 0.95
@@ -101,8 +104,8 @@ class _Texts:
 
 
 def _sts_scores(emb: np.ndarray, texts: _Texts, sets) -> dict[str, float]:
-    return {s.name: sts_spearman(emb[texts.rows(s.pairs.sentence1)], emb[texts.rows(s.pairs.sentence2)], s.pairs.scores)
-            for s in sets}
+    """Each set's score x100: Spearman on an STS set, nDCG@10 on a retrieval set (``--metric``)."""
+    return {s.name: set_score(s, emb, texts.rows) for s in sets}
 
 
 def _pooled_by_depth(ckpt: Checkpoint, texts: list[str], depths: Sequence[int], kept: dict[int, list[int]],
@@ -152,6 +155,8 @@ def _check(options: SweepOptions) -> tuple[Head, Select, list[int], list[int]]:
         raise ValidationError("sweep --select must be first or spread")
     if not 0 < options.target_retention <= 1.5:
         raise ValidationError(f"--target-retention must be a fraction like 0.95, got {options.target_retention}")
+    if SweepMetric(options.metric) is SweepMetric.RETRIEVAL and not options.retrieval:
+        raise ValidationError("sweep --metric retrieval needs a --retrieval set")
     if not options.sts:
         raise ValidationError("sweep needs at least one --sts set")
     depths, dims = sorted(set(options.layers)), sorted(set(options.dims))
@@ -214,7 +219,11 @@ def _inputs(options: SweepOptions, head: Head, dims: list[int]):
     """The STS sets, and the calibration sentences a PCA head is fitted on (none for truncate)."""
     from espresso_export.verification.sts import load_sts
 
-    sets = [load_sts(s, columns=options.sts_columns, limit=options.sts_limit) for s in options.sts]
+    if SweepMetric(options.metric) is SweepMetric.RETRIEVAL:
+        sets = load_targets(options.retrieval, columns=options.sts_columns, min_score=options.relevant_score,
+                            limit=options.sts_limit)
+    else:
+        sets = [load_sts(s, columns=options.sts_columns, limit=options.sts_limit) for s in options.sts]
     cal, cal_label = ([], None) if head is not Head.PCA else \
         load_calibration(options.calibration, options.calibration_samples, options.seed)
     if head is Head.PCA and len(cal) < dims[-1]:
@@ -267,7 +276,7 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, outp
             ckpt = source if isinstance(source, Checkpoint) else load(source)
         _check_grid(ckpt, depths, dims)
         kept = {d: select_layers(ckpt.depth, d, select) for d in depths}
-        texts = _Texts(*[s.pairs.sentence1 + s.pairs.sentence2 for s in sets])
+        texts = _Texts(*[set_texts(s) for s in sets])
         with _timed(timings, "encode"):
             pooled = _pooled_by_depth(ckpt, texts.texts + cal, depths, kept, select, options.batch_size, progress)
         with _timed(timings, "heads_and_scores"):
@@ -285,8 +294,7 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, outp
         source_spearman=float(np.mean(list(source_per_set.values()))), source_per_set=source_per_set,
         source_sentences_per_s=stats[-1].sentences_per_s, source_p50_ms=stats[-1].p50_ms,
         source_params=source_params, head=head, select=select,
-        sts_sets=[{"name": s.name, "spec": s.spec, "kind": s.kind, "pairs": len(s.pairs), "smoke_set": s.smoke}
-                  for s in sets],
+        sts_sets=[set_info(s) for s in sets], metric=SweepMetric(options.metric),
         calibration=None if head is not Head.PCA else {"source": cal_label, "size": len(cal)},
         threads=threads, latency={"batch_size": options.latency_batch_size, "texts": len(sample),
                                   "rounds": options.latency_rounds, "measured": "once per depth, widest head"},

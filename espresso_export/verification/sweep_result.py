@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from espresso_export import __version__
-from espresso_export.core.types import Head, Select
+from espresso_export.core.types import Head, Select, SweepMetric
 
 
 @dataclass
@@ -56,6 +56,7 @@ class SweepResult:
     latency: dict
     target_retention: float
     points: list[SweepPoint]
+    metric: SweepMetric = SweepMetric.STS  # "spearman" of the points and the source: this metric's score x100
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     output: Path | None = None
@@ -71,6 +72,11 @@ class SweepResult:
         """Highest throughput (then smallest vectors, then best score) among points meeting the target."""
         ok = [p for p in self.points if p.meets_target]
         return max(ok, key=lambda p: (p.sentences_per_s, -p.bytes_per_vector, p.spearman)) if ok else None
+
+    @property
+    def metric_label(self) -> str:
+        """What ``spearman`` holds (the points are scored on ``metric``)."""
+        return "nDCG@10 x100" if self.metric is SweepMetric.RETRIEVAL else "Spearman x100"
 
     def shrink_command(self, point: SweepPoint) -> str:
         layers = str(point.layers) if self.select is Select.FIRST else ",".join(map(str, point.kept))
@@ -101,6 +107,7 @@ class SweepResult:
             "head": self.head.value, "select": self.select.value, "sts": self.sts_sets,
             "calibration": self.calibration, "threads": self.threads, "latency": self.latency,
             "target_retention": self.target_retention, "recommended": pick,
+            "metric": self.metric.value,
             "points": [self.point_dict(p) for p in self.points],
             "timings_seconds": {k: round(v, 2) for k, v in self.timings.items()},
             "notes": self.notes, "output": str(self.output) if self.output else None,
@@ -117,6 +124,7 @@ class SweepResult:
             source_params=src["params"], head=Head(d["head"]), select=Select(d["select"]), sts_sets=d["sts"],
             calibration=d["calibration"], threads=d["threads"], latency=d["latency"],
             target_retention=d["target_retention"],
+            metric=SweepMetric(d.get("metric", "sts")),
             points=[SweepPoint(**{k: v for k, v in p.items() if k in fields_}) for p in d["points"]],
             timings=d.get("timings_seconds", {}), notes=d.get("notes", []),
             output=Path(d["output"]) if d.get("output") else None,

@@ -42,6 +42,34 @@ def _capped(c: Corpus, max_sentences: int, sample: CorpusSample, seed: int) -> l
     return keep
 
 
+def _mixed(c: Corpus, max_sentences: int | None, seed: int) -> tuple[list[int], list[dict]]:
+    """Indices of a mix of the sources in their stated shares (``spec:0.7``), in corpus order, and the mix.
+
+    No sentence repeats: the total is the largest each source can fill at its share (then at most
+    ``max_sentences``), and each source gives a seeded random subset of its sentences."""
+    weights = [s.weight for s in c.sources]
+    if any(w is None for w in weights):
+        missing = [s.spec for s in c.sources if s.weight is None]
+        raise ValidationError(f"give every --corpus a share (file:0.7) or none; no share for {', '.join(missing)}")
+    shares = np.asarray(weights, dtype=np.float64) / sum(weights)
+    kept = np.asarray([s.kept for s in c.sources], dtype=np.float64)
+    total = float(np.min(kept / shares))
+    if max_sentences is not None:
+        total = min(total, float(max_sentences))
+    if total < 1:
+        empty = [s.spec for s in c.sources if s.kept == 0]
+        raise ValidationError(f"the corpus mix is empty: {', '.join(empty)} adds no new sentence")
+    keep: list[int] = []
+    mix: list[dict] = []
+    start = 0
+    for src, share in zip(c.sources, shares):
+        take = min(src.kept, int(round(share * total)))
+        keep.extend(random.Random(seed).sample(range(start, start + src.kept), take))
+        mix.append({"spec": src.spec, "share": round(float(share), 4), "sentences": take, "available": src.kept})
+        start += src.kept
+    return sorted(keep), mix
+
+
 def prepare_corpus(corpus, *, field: str | None = None, column: str | None = None, max_sentences: int | None = None,
                    sample: CorpusSample | str = CorpusSample.RANDOM, augment_kinds: Sequence[str] = (),
                    augment_copies: int = 1, seed: int = 0) -> tuple[list[str], dict]:
@@ -49,7 +77,10 @@ def prepare_corpus(corpus, *, field: str | None = None, column: str | None = Non
     c = corpus if isinstance(corpus, Corpus) else read_corpus(corpus, field=field, column=column)
     sentences = list(c.sentences)
     counts = c.counts()
-    if max_sentences is not None and len(sentences) > max_sentences:
+    if any(s.weight is not None for s in c.sources):
+        keep, counts["mix"] = _mixed(c, max_sentences, seed)
+        sentences = [sentences[i] for i in keep]
+    elif max_sentences is not None and len(sentences) > max_sentences:
         sentences = [sentences[i] for i in _capped(c, max_sentences, CorpusSample(sample), seed)]
         counts["capped_to"] = max_sentences
         counts["sample"] = CorpusSample(sample).value

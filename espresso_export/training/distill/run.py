@@ -17,6 +17,7 @@ from espresso_export.data import sentences_sha256
 from espresso_export.training.distill.args import DistillArgs, resolve
 from espresso_export.model.embed import encode
 from espresso_export.training.distill.corpus import CorpusSplit, load_corpus
+from espresso_export.training.distill.lengths import resolve_length
 from espresso_export.training.distill.selection import Selection
 from espresso_export.training.distill.student import Models, build_projection, load_models
 from espresso_export.training.distill.targets import TeacherTargets, teacher_targets
@@ -111,6 +112,9 @@ def run(args: DistillArgs) -> DistillResult:
     run_dir = prepare_run(a.output, a.run_dir, resume=a.resume, overwrite=a.overwrite)
     data = load_corpus(a)
     models = load_models(a, len(data.sentences))
+    a, lengths = resolve_length(a, models.student, data.sentences)
+    if lengths is not None:
+        data.counts["lengths"] = lengths
     targets = teacher_targets(models.teacher, data.sentences, dim=a.dim, pca_samples=a.pca_samples, seed=a.seed,
                               layers=sorted(set(models.layer_map.values())), cache_dir=a.cache_dir,
                               teacher_sha=models.teacher_info["weights_sha256"], batch_size=a.batch_size,
