@@ -10,6 +10,7 @@ import pytest
 from espresso_export.cli.app import main
 from espresso_export.core.errors import NotFoundError, ValidationError
 from espresso_export.pipeline.runner import plan
+from espresso_export.data.corpus import split_weight
 from espresso_export.pipeline.recipes import STEP_TYPES, load_recipe, parse_recipe, recipe_header, shipped_recipes
 from espresso_export.core.types import Quantize
 
@@ -43,7 +44,7 @@ steps:
 
 # --- the shipped recipes -----------------------------------------------------------------------------------
 
-def test_the_four_shipped_recipes_are_found():
+def test_the_shipped_recipes_are_found():
     assert {p.stem for p in SHIPPED} >= {"minilm-L3-d128", "mpnet-L4-d128", "hpd-mpnet-minilm-128",
                                          "ese-minilm-L3-d128"}
 
@@ -55,6 +56,8 @@ def test_shipped_recipe_is_valid_and_states_its_expectations(path):
     kinds = [s.kind for s in recipe.steps]
     assert kinds[-1] == "push" and recipe.step("push").config.dry_run is True  # nothing is uploaded by default
     assert "verify" in kinds and recipe.step("verify").config.min_retention is not None  # every recipe has a gate
+    verify = recipe.step("verify").config
+    assert verify.retrieval and verify.min_retrieval_retention is not None  # and gates on retrieval (nDCG@10) too
     header = " ".join(recipe_header(path))
     assert "Expected" in header and "%" in header or "not measured" in header
     assert [r["step"] for r in plan(recipe)] == kinds
@@ -67,10 +70,11 @@ def test_shipped_recipe_files_exist_in_the_shared_data(path, shared_data):
     recipe = parse_recipe(path.read_text(encoding="utf-8"), file=str(path), base=base)
     data_files = []
     for step in recipe.steps:
-        for key in ("corpus", "data", "sts", "eval_sts"):
+        for key in ("corpus", "data", "sts", "eval_sts", "retrieval"):
             value = getattr(step.config, key, None)
             data_files += value if isinstance(value, list) else [value] if value else []
-    assert data_files and all(Path(v).is_file() for v in data_files)
+    data_files = [split_weight(v)[0] for v in data_files]  # corpus.jsonl:0.5 is a share of the mix
+    assert data_files and all(Path(v).is_file() or (Path(v) / "corpus.jsonl").is_file() for v in data_files)
 
 
 # --- strict validation ---------------------------------------------------------------------------------------
