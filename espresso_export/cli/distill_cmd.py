@@ -45,6 +45,12 @@ def _distill(settings: DistillSettings, *, teacher: str, output: Path, resume: b
                      f"{result.sentences_per_second:.0f} sentences/s, "
                      f"final loss {t['final_loss']:.4g}" if t["final_loss"] is not None else f"{t['steps']} steps"),
     ]
+    mix, lengths = c.get("mix"), c.get("lengths")
+    if mix:
+        rows.append(("mix", ", ".join(f"{m['spec']} {m['sentences']} ({100 * m['share']:g}%)" for m in mix)))
+    if lengths:
+        rows.append(("training length", f"{lengths['chosen']} tokens ({lengths['rule']}; "
+                                        f"{100 * lengths['truncated_share']:.1f}% of the texts cut)"))
     if result.eval:
         e = result.eval
         rows.append((f"eval ({e.get('score', 'STS Spearman')})", f"{e['initial']:.2f} before -> best {e['best']:.2f} at step {e['best_step']}"))

@@ -120,7 +120,8 @@ def run(args: DistillArgs) -> DistillResult:
                               teacher_sha=models.teacher_info["weights_sha256"], batch_size=a.batch_size,
                               progress=a.progress)
     selection = Selection(sts=data.eval_pairs, retrieval=data.eval_retrieval)
-    selection.measure_teacher(lambda texts: encode(models.teacher, texts, batch_size=a.batch_size))
+    if dist.main:  # rank 0 evaluates (the trainer's rule): only it needs the teacher's scores
+        selection.measure_teacher(lambda texts: encode(models.teacher, texts, batch_size=a.batch_size))
     models.teacher = None  # frees the teacher before the student trains
     projection = build_projection(a, models.student, data, targets.targets)
     task = _task(a, data, models, targets, projection, selection)
