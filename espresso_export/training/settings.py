@@ -97,9 +97,9 @@ class DistillSettings(TrainerSettings):
                             help="Keep the student's dropout while training.")
     bucket: bool = setting(True, help="Length-bucketed batches (less padding).")
     eval_retrieval: Optional[str] = setting(
-        None, path="data", help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) evaluated with --eval-sts "
-                                "after every epoch: the kept checkpoint has the best mean of its STS and nDCG@10 "
-                                "retentions against the teacher. Never the set you report on.")
+        None, path="data", help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) evaluated after every "
+                                "epoch, with --eval-sts or alone: the kept checkpoint has the best mean of its STS "
+                                "and nDCG@10 retentions against the teacher. Never the set you report on.")
     heldout: int = setting(256, min=0, help="Corpus sentences kept out of training to report the relative MSE "
                                             "before and after.")
     cache_dir: Optional[str] = setting(None, path="dir", help="Teacher target cache (default: $ESPRESSO_CACHE or "
