@@ -86,7 +86,7 @@ def _print(result) -> None:
     console = out_console()
     table = Table(title=f"sweep of {result.source} ({result.head.value} head, {result.select.value} layers, "
                         f"{result.threads} thread(s))", title_justify="left")
-    for col in ("layers", "dim", result.metric_label.split()[0], "retention", "sent/s", "speed-up", "params", "bytes/vec", "pareto"):
+    for col in ("layers", "dim", result.metric_name, "retention", "sent/s", "speed-up", "params", "bytes/vec", "pareto"):
         table.add_column(col, justify="right")
     for p in sorted(result.points, key=lambda p: (p.layers, p.dim)):
         ret = "n/a" if p.retention is None else f"{p.retention:.3f}"
@@ -98,11 +98,12 @@ def _print(result) -> None:
                   f"{result.source_sentences_per_s:.1f}", "1.00x", f"{result.source_params / 1e6:.2f}M",
                   str(4 * result.source_dim), "", style="bold")
     console.print(table)
-    target = f"{100 * result.target_retention:g}% of the source's {result.metric_label.split()[0]}"
+    target = f"{100 * result.target_retention:g}% of the source's {result.metric_name}"
     for name, point in (("smallest", result.smallest), ("fastest", result.fastest)):
         if point is None:
             continue
-        console.print(f"[bold]{name}[/] meeting {target}: {point.label} (Spearman {point.spearman:.2f}, "
+        console.print(f"[bold]{name}[/] meeting {target}: {point.label} ({result.metric_name} "
+                      f"{point.spearman:.2f}, "
                       f"{point.sentences_per_s:.0f} sent/s, {point.params / 1e6:.1f}M params)\n"
                       f"  {result.shrink_command(point)}", highlight=False, soft_wrap=True)
     if result.smallest is None:

@@ -74,9 +74,13 @@ class SweepResult:
         return max(ok, key=lambda p: (p.sentences_per_s, -p.bytes_per_vector, p.spearman)) if ok else None
 
     @property
+    def metric_name(self) -> str:
+        """What ``spearman`` holds: the points are scored on ``metric``."""
+        return "nDCG@10" if self.metric is SweepMetric.RETRIEVAL else "Spearman"
+
+    @property
     def metric_label(self) -> str:
-        """What ``spearman`` holds (the points are scored on ``metric``)."""
-        return "nDCG@10 x100" if self.metric is SweepMetric.RETRIEVAL else "Spearman x100"
+        return f"{self.metric_name} x100"
 
     def shrink_command(self, point: SweepPoint) -> str:
         layers = str(point.layers) if self.select is Select.FIRST else ",".join(map(str, point.kept))
