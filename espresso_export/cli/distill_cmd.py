@@ -49,8 +49,8 @@ def _distill(settings: DistillSettings, *, teacher: str, output: Path, resume: b
     if mix:
         rows.append(("mix", ", ".join(f"{m['spec']} {m['sentences']} ({100 * m['share']:g}%)" for m in mix)))
     if lengths:
-        rows.append(("training length", f"{lengths['chosen']} tokens ({lengths['rule']}; "
-                                        f"{100 * lengths['truncated_share']:.1f}% of the texts cut)"))
+        cut = f"{100 * lengths['truncated_share']:.1f}% of the texts cut"
+        rows.append(("training length", f"{lengths['chosen']} tokens ({lengths['rule']}; {cut})"))
     if result.eval:
         e = result.eval
         rows.append((f"eval ({e.get('score', 'STS Spearman')})", f"{e['initial']:.2f} before -> best {e['best']:.2f} at step {e['best_step']}"))
