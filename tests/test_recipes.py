@@ -207,7 +207,8 @@ def test_run_list_and_plan(tmp_path, capsys):
     rows = json.loads(out)["plan"]
     assert code == 0 and [r["writes"] for r in rows] == ["1-shrink", "2-export", "3-verify"]
     assert rows[2]["reads"] == "2-export against source" and not (tmp_path / "runs").exists()
-    shipped = ("run", "minilm-L3-d128", "--plan", "--set", "distill.corpus=builtin", "--set", "verify.sts=[builtin]")
+    shipped = ("run", "minilm-L3-d128", "--plan", "--set", "distill.corpus=builtin", "--set", "verify.sts=[builtin]",
+               "--set", "verify.retrieval=[builtin]")
     code, out, _ = run(capsys, *shipped, "--json")  # a shipped recipe, its data replaced by --set
     rows = json.loads(out)["plan"]
     assert code == 0 and rows[1]["reads"].endswith("(healing)") and rows[4]["reads"].endswith("4-verify/report.json")
