@@ -174,11 +174,17 @@ def save_dense(layer: DenseLayer, folder: Path) -> None:
 
 def save_checkpoint(ckpt: Checkpoint, folder: Path, *, post: Sequence[PostModule], provenance: dict) -> None:
     """Write ``ckpt`` (backbone + tokenizer) with the given post modules as a sentence-transformers folder."""
+    ckpt.model.save_pretrained(str(folder), safe_serialization=True)
+    ckpt.tokenizer.save_pretrained(str(folder))
+    save_st_modules(ckpt, folder, post=post)
+    write_json(folder / PROVENANCE_FILE, provenance)
+
+
+def save_st_modules(ckpt: Checkpoint, folder: Path, *, post: Sequence[PostModule]) -> None:
+    """The sentence-transformers files around the backbone: module chain, Pooling, Dense and Normalize."""
     import torch
     import transformers
 
-    ckpt.model.save_pretrained(str(folder), safe_serialization=True)
-    ckpt.tokenizer.save_pretrained(str(folder))
     write_json(folder / "sentence_bert_config.json", {
         "max_seq_length": ckpt.max_seq_length,
         "do_lower_case": ckpt.do_lower_case,
@@ -203,7 +209,6 @@ def save_checkpoint(ckpt: Checkpoint, folder: Path, *, post: Sequence[PostModule
             (folder / name).mkdir()
         modules.append({"idx": idx, "name": str(idx), "path": name, "type": ST_TYPES[kind]})
     write_json(folder / "modules.json", modules)
-    write_json(folder / PROVENANCE_FILE, provenance)
 
 
-__all__ = ["atomic_output", "check_output", "save_checkpoint", "Normalize"]
+__all__ = ["atomic_output", "check_output", "save_checkpoint", "save_st_modules", "Normalize"]
