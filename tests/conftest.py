@@ -52,6 +52,27 @@ def calibration_file(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def minilm_export(tmp_path_factory, minilm_path, calibration_file):
+    """all-MiniLM-L6-v2 shrunk to 3 layers with a PCA-128 head, exported to fp32 and int8 (validated).
+    Read-only: shared by the export tests and the runtime tests (one export per session)."""
+    import torch
+
+    from espresso_export import export, shrink
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        root = tmp_path_factory.mktemp("minilm")
+        shrunk = root / "minilm-L3-d128"
+        shrink(minilm_path, shrunk, layers=3, dim=128, calibration=calibration_file)
+        out = root / "onnx"
+        result = export(shrunk, out, quantize="int8", calibration_samples=128)
+    finally:
+        torch.set_num_threads(before)
+    return shrunk, out, result
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """torch on one thread for the module: on a shared, busy machine two OpenMP threads stall each other."""

@@ -45,7 +45,7 @@ def test_runtime_never_imports_torch(bert_export):
 
 def test_encode_shapes_order_and_batching(bert_export):
     enc = OnnxEncoder(bert_export, threads=1)
-    assert enc.dim == 32 and enc.pooling == "mean" and enc.file == "model.onnx"
+    assert enc.dim == 32 and enc.pooling == "mean" and enc.file == "onnx/model.onnx"
     one_by_one = np.stack([enc.encode(t) for t in TEXTS])  # a str gives a 1-D vector
     batched = enc.encode(TEXTS, batch_size=3)
     assert batched.shape == (len(TEXTS), 32) and batched.dtype == np.float32

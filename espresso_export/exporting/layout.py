@@ -66,11 +66,14 @@ def write_loader_files(ckpt: Checkpoint, folder: Path, *, modules_written: bool)
 
 
 def _set_model_max_length(path: Path, length: int | None) -> None:
-    """fastembed and transformers.js truncate at ``model_max_length``: make it the length the export uses."""
+    """fastembed and transformers.js truncate at ``model_max_length`` (fastembed at ``max_length`` when that is
+    smaller: transformers 5 writes the tokenizer file's own truncation there): make both the export's length."""
     if not length:
         return
     config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     config["model_max_length"] = int(length)
+    if "max_length" in config:
+        config["max_length"] = int(length)
     write_json(path, config)
 
 

@@ -99,7 +99,7 @@ def summary_table(facts: ModelFacts) -> list[str]:
             ["parameters", param_count(facts.params)],
             ["weights (safetensors)", byte_size(facts.weights_bytes)]]
     if facts.onnx is not None:
-        rows.append(["ONNX", ", ".join(f"`onnx/{name}` ({byte_size(size)})" for name, size in facts.onnx.graphs)])
+        rows.append(["ONNX", ", ".join(f"`{name}` ({byte_size(size)})" for name, size in facts.onnx.graphs)])
     if facts.matryoshka_dims:
         rows.append(["matryoshka dimensions", ", ".join(map(str, facts.matryoshka_dims))])
     return markdown_table(["property", "value"], rows)

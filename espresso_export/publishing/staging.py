@@ -133,15 +133,17 @@ def _model_files(facts: ModelFacts, onnx_inside: bool) -> tuple[dict[str, Path],
 
 
 def _onnx_files(onnx: OnnxFacts) -> tuple[dict[str, Path], list[tuple[str, str]]]:
+    """The export's files: at the repository's root in the runtimes' layout (so sentence-transformers,
+    optimum, fastembed and transformers.js load the repository), under ``onnx/`` for older exports."""
     keep: dict[str, Path] = {}
     skipped: list[tuple[str, str]] = []
     for f in sorted(p for p in onnx.folder.rglob("*") if p.is_file()):
         rel = f.relative_to(onnx.folder).as_posix()
         reason = _skip_reason(rel)
         if reason:
-            skipped.append((f"{ONNX_DIR}/{rel}", reason))
-        else:
-            keep[f"{ONNX_DIR}/{rel}"] = f
+            skipped.append((onnx.repo_path(rel), reason))
+        elif not (onnx.runtimes_layout and rel == "README.md"):
+            keep[onnx.repo_path(rel)] = f
     return keep, skipped
 
 
@@ -189,7 +191,9 @@ def prepare(folder: str | os.PathLike, *, onnx: str | os.PathLike | None = None,
         facts.onnx = read_onnx_export(onnx)
     elif (inside / EXPORT_MANIFEST).is_file():
         facts.onnx = read_onnx_export(inside)
-    sources, skipped = _model_files(facts, onnx_inside=facts.onnx is not None and facts.onnx.folder == inside.resolve())
+    elif (folder / EXPORT_MANIFEST).is_file():  # `export --format onnx,safetensors`: the folder is the export
+        facts.onnx = read_onnx_export(folder)
+    sources, skipped = _model_files(facts, onnx_inside=facts.onnx is not None and facts.onnx.folder in (inside.resolve(), folder))
     if facts.onnx is not None:
         extra, extra_skipped = _onnx_files(facts.onnx)
         sources.update(extra)
@@ -243,7 +247,7 @@ def _generated(prepared: Prepared, repo_id: str) -> dict[str, bytes]:
     out: dict[str, bytes] = {"README.md": render_card(facts, repo_id).encode("utf-8")}
     if PROVENANCE_FILE in prepared.sources:
         out[PROVENANCE_FILE] = _json_bytes(public_paths(read_json(prepared.sources[PROVENANCE_FILE])))
-    manifest = f"{ONNX_DIR}/{EXPORT_MANIFEST}"
+    manifest = facts.onnx.repo_path(EXPORT_MANIFEST) if facts.onnx else None
     if manifest in prepared.sources:
         out[manifest] = _json_bytes(public_paths(read_json(prepared.sources[manifest])))
     if prepared.report is not None:

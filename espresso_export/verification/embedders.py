@@ -123,7 +123,7 @@ def onnx_footprint(folder: Path, file: str) -> tuple[int | None, int]:
     chosen = folder / file
     n_params, needed = _graph_files(chosen)
     others: set[Path] = set()
-    for graph in folder.glob("*.onnx"):
+    for graph in [*folder.glob("*.onnx"), *folder.glob("onnx/*.onnx")]:  # either export layout
         if graph != chosen:
             others |= {graph} | _graph_files(graph)[1]
     others -= needed
