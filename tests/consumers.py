@@ -40,7 +40,8 @@ def consumer_python() -> str | None:
 
 @functools.cache
 def _importable(python: str, module: str) -> bool:
-    return subprocess.run([python, "-c", f"import {module}"], capture_output=True, timeout=300).returncode == 0
+    return subprocess.run([python, "-c", f"import {module}"], capture_output=True, timeout=300,
+                          check=False).returncode == 0
 
 
 def require_consumer(*modules: str) -> str:
@@ -70,7 +71,8 @@ def run_python(python: str, code: str, cwd: Path, timeout: int = 900) -> str:
     """Run ``code`` with the consumer interpreter (espresso-export not on its path); returns stdout."""
     script = cwd / "consumer_script.py"
     script.write_text(code, encoding="utf-8")
-    proc = subprocess.run([python, str(script)], capture_output=True, text=True, cwd=cwd, env=_env(), timeout=timeout)
+    proc = subprocess.run([python, str(script)], capture_output=True, text=True, cwd=cwd, env=_env(), timeout=timeout,
+                          check=False)
     assert proc.returncode == 0, f"consumer script {script} failed:\n{proc.stderr[-3000:]}"
     return proc.stdout
 
@@ -80,7 +82,7 @@ def run_snippets(python: str, snippets: dict[str, str], cwd: Path) -> dict[str, 
     out = cwd / "embeddings.npz"
     body = ["import numpy as np", "results = {}"]
     for name, code in snippets.items():
-        body += [f"namespace = {{}}", f"exec(compile({code!r}, {name!r}, 'exec'), namespace)",
+        body += ["namespace = {}", f"exec(compile({code!r}, {name!r}, 'exec'), namespace)",
                  "e = namespace['embeddings']",
                  f"results[{name!r}] = np.asarray(e.detach().numpy() if hasattr(e, 'detach') else e, dtype=np.float32)"]
     body.append(f"np.savez({str(out)!r}, **results)")
@@ -103,7 +105,8 @@ def run_node(script: str, cwd: Path) -> str:
     path = BROWSER_EXAMPLE / f".test-{os.getpid()}-{threading.get_ident()}.mjs"  # beside node_modules
     path.write_text(script, encoding="utf-8")
     try:
-        proc = subprocess.run(["node", str(path)], capture_output=True, text=True, cwd=cwd, env=_env(), timeout=600)
+        proc = subprocess.run(["node", str(path)], capture_output=True, text=True, cwd=cwd, env=_env(), timeout=600,
+                              check=False)
     finally:
         path.unlink()
     assert proc.returncode == 0, f"node failed:\n{proc.stderr[-3000:]}"

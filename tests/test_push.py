@@ -490,11 +490,30 @@ def test_card_onnx_snippet_runs_on_the_staged_files(shrunk, tmp_path, capsys):
     code, _, err = run(capsys, "push", shrunk, "--repo-id", REPO, "--onnx", exported, "--dry-run", out)
     assert code == 0, err
     card = (out / "README.md").read_text()
-    snippet = re.search(r"### ONNX runtime, no torch\n.*?```python\n(.*?)```", card, re.S).group(1)
-    call = f'snapshot_download("{REPO}", allow_patterns=["onnx/*"])'
+    snippet = re.search(r"### espresso-export `OnnxEncoder` \(no torch\)\n.*?```python\n(.*?)```", card, re.S).group(1)
+    call = f'snapshot_download("{REPO}")'
     assert call in snippet
     namespace: dict = {}
     exec(snippet.replace(call, repr(str(out))), namespace)
     expected = OnnxEncoder(exported).encode(["A man is playing a guitar.", "Someone plays an instrument."])
     assert namespace["embeddings"].shape == expected.shape == (2, 8) and f"# {expected.shape}" in snippet
     assert np.allclose(namespace["embeddings"], expected, atol=1e-6)
+
+
+def test_export_with_safetensors_is_pushed_as_the_runtimes_layout(shrunk, tmp_path, capsys):
+    """`export --format onnx,safetensors` writes the repository layout itself: push stages it as it is, the graphs
+    under onnx/ and export.json at the root, so every runtime loads the published repository."""
+    from espresso_export import export
+
+    both = tmp_path / "both"
+    export(shrunk, both, formats=("onnx", "safetensors"), quantize="int8", validate=False)
+    out = tmp_path / "staged"
+    code, stdout, err = run(capsys, "push", both, "--repo-id", REPO, "--dry-run", out, "--json")
+    assert code == 0, err
+    staged = set(tree(out))
+    assert {"onnx/model.onnx", "onnx/model_quantized.onnx", "export.json", "model.safetensors", "modules.json",
+            "tokenizer.json", "tokenizer_config.json", "config.json"} <= staged
+    assert not any(p.startswith("onnx/onnx/") for p in staged)
+    assert not [s for s in json.loads(stdout)["skipped"] if s["path"].startswith("onnx/")]
+    card = (out / "README.md").read_text()
+    assert "## Load it with" in card and 'model_kwargs={"file_name": "onnx/model_quantized.onnx"}' in card

@@ -9,6 +9,7 @@ runs is the model card's own snippet, pointed at the staged folder. Consumers ru
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -16,11 +17,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from consumers import (
-    BROWSER_EXAMPLE, NODE_MODULES, browser_script, chromium, localise, require_consumer, run_node, run_python,
-    run_snippets, serve,
+    BROWSER_EXAMPLE,
+    NODE_MODULES,
+    browser_script,
+    chromium,
+    localise,
+    require_consumer,
+    run_node,
+    run_python,
+    run_snippets,
+    serve,
 )
+
 from espresso_export.core.metrics import cosine_rows
 from espresso_export.runtime import EMBEDDING_OUTPUT, TOKEN_OUTPUT, OnnxEncoder
 
@@ -200,6 +209,6 @@ def test_browser_page_embeds_and_ranks_like_python(minilm_export, tmp_path, dtyp
     assert len(sentences) >= 24 and sorted(page["ranking"]) == sorted(sentences)
     python_scores = dict(zip(sentences, encoder.encode(sentences) @ encoder.encode(query)))
     shown = [python_scores[s] for s in page["ranking"]]
-    assert all(a >= b - TIE for a, b in zip(shown, shown[1:])), "the page ranks differently from Python"
+    assert all(a >= b - TIE for a, b in itertools.pairwise(shown)), "the page ranks differently from Python"
     assert shot.stat().st_size > 10_000
     shutil.copy(shot, tmp_path / f"page-{dtype}.png")

@@ -76,8 +76,8 @@ def _fastembed(facts: ModelFacts, repo_id: str, file: str) -> str:
         "from huggingface_hub import snapshot_download", "",
         "# the graph pools, projects and normalises itself: fastembed takes its first output as it is",
         f'TextEmbedding.add_custom_model(model="{name}", pooling=PoolingType.DISABLED, normalization=False,',
-        f'                               sources=ModelSource(hf="{repo_id}"), dim={facts.output_dim}, '
-        f'model_file="{file}")',
+        (f'                               sources=ModelSource(hf="{repo_id}"), dim={facts.output_dim}, '
+        f'model_file="{file}")'),
         f'model = TextEmbedding(model_name="{name}", specific_model_path=snapshot_download("{repo_id}"))',
         f"embeddings = np.array(list(model.embed({EXAMPLE_TEXTS})))",
         "print(embeddings.shape)"])
@@ -87,8 +87,8 @@ def _transformers_js(facts: ModelFacts, repo_id: str, file: str) -> str:
     return "\n".join([
         'import { AutoModel, AutoTokenizer } from "@huggingface/transformers";', "",
         f'const tokenizer = await AutoTokenizer.from_pretrained("{repo_id}");',
-        f'const model = await AutoModel.from_pretrained("{repo_id}", {{ dtype: "{_DTYPE.get(file, "fp32")}" }});'
-        f"  // {file}",
+        (f'const model = await AutoModel.from_pretrained("{repo_id}", {{ dtype: "{_DTYPE.get(file, "fp32")}" }});'
+        f"  // {file}"),
         f"const inputs = tokenizer({EXAMPLE_TEXTS}, {{ padding: true, truncation: true }});",
         f"const {{ {EMBEDDING_OUTPUT} }} = await model(inputs);",
         f"const embeddings = {EMBEDDING_OUTPUT}.tolist();  // unit vectors, {facts.output_dim}-d",
@@ -123,16 +123,16 @@ def _table(facts: ModelFacts) -> list[str]:
 def load_it_with_section(facts: ModelFacts, repo_id: str) -> list[str]:
     """Markdown: which file and output each runtime uses, and the code (each snippet is run by a test)."""
     lines = ["## Load it with", "",
-             f"The repository holds the ONNX graphs under `onnx/` ({', '.join(f'`{f}`' for f in onnx_files(facts))}; "
+             (f"The repository holds the ONNX graphs under `onnx/` ({', '.join(f'`{f}`' for f in onnx_files(facts))}; "
              f"`{INT8_FILE}` is espresso-export's int8, validated against PyTorch, for CPUs). Each graph outputs "
              f"`{EMBEDDING_OUTPUT}` (the finished {facts.output_dim}-d unit vector) first and `{TOKEN_OUTPUT}` "
-             "second, and takes exactly the tokenizer's outputs, so these runtimes load the repository as it is:", ""]
+             "second, and takes exactly the tokenizer's outputs, so these runtimes load the repository as it is:"), ""]
     lines += _table(facts) + [""]
     for key, runtime in RUNTIMES.items():
         lines += [f"### {runtime.name}", "", f"`{runtime.install}`", "", f"```{runtime.language}",
                   snippet(key, facts, repo_id), "```", ""]
     lines += ["### text-embeddings-inference", "",
-              f"TEI's ONNX backend (its CPU images) opens `{FP32_FILE}`, reads `config.json` and uses the "
+              (f"TEI's ONNX backend (its CPU images) opens `{FP32_FILE}`, reads `config.json` and uses the "
               f"`{EMBEDDING_OUTPUT}` output: `text-embeddings-router --model-id {repo_id}`. "
-              "(Checked by file and output names only: TEI was not run.)", ""]
+              "(Checked by file and output names only: TEI was not run.)"), ""]
     return lines
