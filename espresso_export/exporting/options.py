@@ -27,7 +27,7 @@ class ExportOptions:
     formats: tuple[ExportFormat, ...] = setting(
         (ExportFormat.ONNX,), flags=("--format",), cli_type=str, parse=_formats,
         help="Comma-separated: onnx (self-contained graph), safetensors (PyTorch folder).")
-    quantize: Quantize = setting(Quantize.NONE, help="Also write model_int8.onnx (CPU) or model_fp16.onnx (GPU).")
+    quantize: Quantize = setting(Quantize.NONE, help="Also write onnx/model_quantized.onnx (int8, CPU) or onnx/model_fp16.onnx (GPU).")
     optimize: Optimize = setting(Optimize.NONE, help="Also write graph-optimised files: O1 basic, O2 + fusions, O3 + "
                                                      "GELU approximation.")
     opset: int = setting(DEFAULT_OPSET, help=f"ONNX opset ({MIN_OPSET}-{MAX_OPSET}).")
