@@ -90,6 +90,13 @@ def python_consumers(staged, minilm_export, tmp_path_factory) -> dict[str, np.nd
     return run_snippets(python, snippets, tmp_path_factory.mktemp("consumers"))
 
 
+def _min_cosine(label: str, got: np.ndarray, want: np.ndarray) -> float:
+    """The smallest row cosine, printed (``pytest -s`` shows every runtime's number)."""
+    value = float(cosine_rows(got, want).min())
+    print(f"{label}: min cosine {value:.6f} over {len(got)} texts")
+    return value
+
+
 def _graph_io(path: Path) -> tuple[list[str], list[str]]:
     import onnx
 
@@ -148,9 +155,10 @@ def test_card_shows_each_runtime_and_the_code_the_tests_run(staged):
 def test_sentence_transformers_onnx_backend(python_consumers, reference, file):
     got = python_consumers[f"sentence-transformers:{file}"]
     assert got.shape == (len(TEXTS), 128)  # the head applied
-    assert cosine_rows(got, reference).min() >= MIN_COSINE[file]
+    assert _min_cosine(f"sentence-transformers {file} vs PyTorch", got, reference) >= MIN_COSINE[file]
     if file == FP32:
-        assert cosine_rows(python_consumers["sentence-transformers:export folder"], reference).min() >= 0.9999
+        folder = python_consumers["sentence-transformers:export folder"]
+        assert _min_cosine("sentence-transformers on the export folder vs PyTorch", folder, reference) >= 0.9999
 
 
 @pytest.mark.parametrize("file", [FP32, INT8])
@@ -158,8 +166,8 @@ def test_optimum_pools_last_hidden_state_into_the_vector(python_consumers, refer
     got = python_consumers[f"optimum:{file}"]
     graph_vector = OnnxEncoder(minilm_export[1], file).encode(TEXTS)  # the graph's own sentence_embedding
     assert got.shape == (len(TEXTS), 128)
-    assert cosine_rows(got, graph_vector).min() >= 0.99999
-    assert cosine_rows(got, reference).min() >= MIN_COSINE[file]
+    assert _min_cosine(f"optimum {file} vs the graph's sentence_embedding", got, graph_vector) >= 0.99999
+    assert _min_cosine(f"optimum {file} vs PyTorch", got, reference) >= MIN_COSINE[file]
 
 
 @pytest.mark.parametrize("file", [FP32, INT8])
@@ -167,8 +175,8 @@ def test_fastembed_custom_model_offline(python_consumers, reference, minilm_expo
     got = python_consumers[f"fastembed:{file}"]
     same = OnnxEncoder(minilm_export[1], file).encode(TEXTS)
     assert got.shape == (len(TEXTS), 128)
-    assert cosine_rows(got, same).min() >= 0.99999  # the same vectors
-    assert cosine_rows(got, reference).min() >= MIN_COSINE[file]
+    assert _min_cosine(f"fastembed {file} vs OnnxEncoder", got, same) >= 0.99999  # the same vectors
+    assert _min_cosine(f"fastembed {file} vs PyTorch", got, reference) >= MIN_COSINE[file]
 
 
 @pytest.mark.parametrize("file", [FP32, INT8])
@@ -179,7 +187,7 @@ def test_transformers_js_in_node(staged, reference, tmp_path, file):
             f"env.allowRemoteModels = false;\nenv.localModelPath = {json.dumps(str(repo.parent) + '/')};\n" + code)
     got = np.array(json.loads(run_node(code, tmp_path).strip().splitlines()[-1]), dtype=np.float32)
     assert got.shape == (len(TEXTS), 128)
-    assert cosine_rows(got, reference).min() >= JS_COSINE[file]
+    assert _min_cosine(f"transformers.js (Node) {file} vs PyTorch", got, reference) >= JS_COSINE[file]
 
 
 @pytest.mark.parametrize("dtype,file", [("fp32", FP32), ("q8", INT8)])
@@ -204,7 +212,7 @@ def test_browser_page_embeds_and_ranks_like_python(minilm_export, tmp_path, dtyp
     encoder = OnnxEncoder(minilm_export[1], file)
     got = np.array(page["vectors"], dtype=np.float32)
     assert got.shape == (5, 128)
-    assert cosine_rows(got, encoder.encode(five)).min() >= JS_COSINE[file]
+    assert _min_cosine(f"browser page {file} vs OnnxEncoder", got, encoder.encode(five)) >= JS_COSINE[file]
     sentences = page["sentences"]
     assert len(sentences) >= 24 and sorted(page["ranking"]) == sorted(sentences)
     python_scores = dict(zip(sentences, encoder.encode(sentences) @ encoder.encode(query)))
