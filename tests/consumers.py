@@ -19,6 +19,7 @@ import textwrap
 import threading
 from contextlib import contextmanager
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -114,7 +115,7 @@ def run_node(script: str, cwd: Path) -> str:
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
-    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
+    extensions_map: ClassVar[dict[str, str]] = {**http.server.SimpleHTTPRequestHandler.extensions_map,
                       ".js": "text/javascript", ".mjs": "text/javascript", ".wasm": "application/wasm"}
 
     def log_message(self, *args) -> None:

@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from espresso_export import ExportOptions, export, shrink
+from espresso_export import ExportOptions, export
 from espresso_export.model.checkpoint import load
 from espresso_export.cli.app import main
 from espresso_export.model.embed import encode
