@@ -55,7 +55,7 @@ def check_output(target: str | os.PathLike, *, overwrite: bool, inputs: Sequence
     not be the output, nor inside an output ``--overwrite`` would replace. Hub ids, ``builtin`` and in-memory
     checkpoints are skipped."""
     target = Path(target).expanduser().resolve()
-    for src in _local_paths(inputs):
+    for src in local_paths(inputs):
         if target == src:
             raise ValidationError(f"output {target} is the input {'folder' if src.is_dir() else 'file'}; "
                                   "choose another -o")
@@ -72,10 +72,11 @@ def check_output(target: str | os.PathLike, *, overwrite: bool, inputs: Sequence
     return target
 
 
-def _local_paths(inputs) -> Iterator[Path]:
+def local_paths(inputs) -> Iterator[Path]:
+    """The entries of ``inputs`` (nested lists flattened) that exist on this machine, resolved."""
     for src in inputs:
         if isinstance(src, (list, tuple)):
-            yield from _local_paths(src)
+            yield from local_paths(src)
         elif isinstance(src, (str, os.PathLike)) and Path(src).expanduser().exists():
             yield Path(src).expanduser().resolve()
 
@@ -242,4 +243,4 @@ def save_checkpoint(ckpt: Checkpoint, folder: Path, *, post: Sequence[PostModule
     write_json(folder / PROVENANCE_FILE, provenance)
 
 
-__all__ = ["atomic_output", "apply_umask", "check_output", "is_within", "save_checkpoint", "Normalize"]
+__all__ = ["atomic_output", "apply_umask", "check_output", "is_within", "local_paths", "save_checkpoint", "Normalize"]
