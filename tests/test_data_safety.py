@@ -78,7 +78,8 @@ def _modes(folder: Path) -> dict[str, int]:
     return {p.relative_to(folder).as_posix() or ".": p.stat().st_mode & 0o777 for p in [folder, *folder.rglob("*")]}
 
 
-@pytest.mark.parametrize("umask, folder_mode, file_mode", [(0o022, 0o755, 0o644), (0o027, 0o750, 0o640)])
+@pytest.mark.parametrize("umask, folder_mode, file_mode", [(0o022, 0o755, 0o644), (0o027, 0o750, 0o640)],
+                         ids=["umask022", "umask027"])
 def test_outputs_are_created_with_the_users_umask(tiny_bert, tmp_path, capsys, umask, folder_mode, file_mode):
     before = os.umask(umask)
     try:

@@ -258,7 +258,7 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, outp
     start = time.perf_counter()
     head, select, depths, dims = _check(options)
     if output is not None:
-        check_output(output, overwrite=overwrite, inputs=[source, list(options.sts), options.calibration])
+        check_output(output, overwrite=overwrite, inputs=[source, list(options.sts or ()), options.calibration])
     sets, cal, cal_label = _inputs(options, head, dims)
     threads = options.threads or default_threads()
     timings: dict[str, float] = {}
