@@ -43,6 +43,15 @@ def test_run_dir_holding_user_files_is_refused_before_any_work(tiny_bert, calibr
     assert not (tmp_path / "cache").exists()  # refused before the teacher pass
 
 
+def test_train_refuses_a_run_dir_holding_user_files_too(tiny_bert, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "notes.txt").write_text("my notes")
+    code, _, err = cli(capsys, "train", tiny_bert, "--data", SMOKE, "--max-steps", "1", "-o", tmp_path / "out",
+                       "--run-dir", runs)
+    assert code == 2 and "not created by espresso-export" in err and (runs / "notes.txt").is_file()
+
+
 def test_a_finished_run_and_overwrite_remove_only_the_checkpoints(tiny_bert, calibration_file, tmp_path, capsys):
     runs = tmp_path / "runs"
     runs.mkdir()  # an empty folder the user made: the tool may use it, not delete it
