@@ -40,7 +40,7 @@ class ExportOptions:
     calibration_samples: int = setting(256, min=1, help="int8: sentences that measure the activation ranges.")
     min_cosine: dict[str, float] = setting(default_factory=dict, cli=False,
                                            help="Stricter or looser parity gates per precision, e.g. {int8: 0.995}.")
-    trust_remote_code: bool = setting(False, help="Allow model code from the checkpoint's repository (off by "
+    trust_remote_code: bool = setting(False, recipe=False, help="Allow model code from the checkpoint's repository (off by "
                                                   "default).")
     overwrite: bool = False
     external_data_threshold: int = PROTOBUF_LIMIT  # bytes; larger graphs keep their weights in external data

@@ -111,6 +111,24 @@ def _model_file_reason(rel: str, modules: set[str]) -> str | None:
     return None
 
 
+def _link_roots(folder: Path) -> list[Path]:
+    """Where the files of ``folder`` may live: in it, or (a Hub cache snapshot, whose files are links) in the
+    ``blobs/`` of the same model's cache folder."""
+    snapshots = folder.parent
+    if snapshots.name == "snapshots" and snapshots.parent.name.startswith("models--"):
+        return [folder, snapshots.parent / "blobs"]
+    return [folder]
+
+
+def _check_inside(f: Path, rel: str, roots: list[Path]) -> None:
+    """Refuse a file that is a link to something outside ``roots``: push must not publish a token file or a
+    private document a link points at."""
+    target = f.resolve()
+    if not any(target.is_relative_to(root) for root in roots):
+        raise ValidationError(f"{roots[0] / rel} links to {target}, outside {roots[0]}: push uploads only files "
+                              "inside the folder (copy the file in if it belongs to the model)")
+
+
 def _model_files(facts: ModelFacts, onnx_inside: bool) -> tuple[dict[str, Path], list[tuple[str, str]]]:
     folder = facts.folder
     modules = {p.split("/")[0] for p in facts.module_paths}
@@ -118,6 +136,7 @@ def _model_files(facts: ModelFacts, onnx_inside: bool) -> tuple[dict[str, Path],
         modules.add(facts.transformer_dir.split("/")[0])
     keep: dict[str, Path] = {}
     skipped: list[tuple[str, str]] = []
+    roots = _link_roots(folder)
     for f in sorted(p for p in folder.rglob("*") if p.is_file()):
         rel = f.relative_to(folder).as_posix()
         if onnx_inside and rel.split("/")[0] == ONNX_DIR:
@@ -128,6 +147,7 @@ def _model_files(facts: ModelFacts, onnx_inside: bool) -> tuple[dict[str, Path],
         if reason:
             skipped.append((rel, reason))
         else:
+            _check_inside(f, rel, roots)
             keep[rel] = f
     return keep, skipped
 
@@ -137,12 +157,14 @@ def _onnx_files(onnx: OnnxFacts) -> tuple[dict[str, Path], list[tuple[str, str]]
     optimum, fastembed and transformers.js load the repository), under ``onnx/`` for older exports."""
     keep: dict[str, Path] = {}
     skipped: list[tuple[str, str]] = []
+    roots = _link_roots(onnx.folder)
     for f in sorted(p for p in onnx.folder.rglob("*") if p.is_file()):
         rel = f.relative_to(onnx.folder).as_posix()
         reason = _skip_reason(rel)
         if reason:
             skipped.append((onnx.repo_path(rel), reason))
         elif not (onnx.runtimes_layout and rel == "README.md"):
+            _check_inside(f, rel, roots)
             keep[onnx.repo_path(rel)] = f
     return keep, skipped
 
