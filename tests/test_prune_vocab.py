@@ -350,7 +350,8 @@ def test_verify_reports_coverage_of_a_pruned_candidate(families, tiny_bert, tmp_
     from espresso_export.verification.runner import VerifyOptions, verify
 
     src_dir, result = families["wordpiece"]
-    opts = VerifyOptions(sts=("builtin",), threads=1, batch_sizes=(4,), latency_texts=8, latency_rounds=1)
+    opts = VerifyOptions(sts=("builtin",), threads=1, batch_sizes=(4,), latency_texts=8, latency_rounds=1,
+                         latency_budget=0)
     report = verify(result.output, src_dir, options=opts)
     v = report.to_dict()["vocabulary"]
     assert v["computed"] and 0 < v["coverage"] < 1 and v["tokens"] > v["covered_tokens"] > 0
