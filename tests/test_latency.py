@@ -46,7 +46,7 @@ def two_models(tiny_bert):
 
 def timed(models, steps, *, load=0.0, budget=1.0) -> BatchTiming:
     with fixed_threads(1):
-        return time_batch_size(models, TEXTS, 2, Plan(min_rounds=3, budget_s=budget, warmup=1),
+        return time_batch_size(models, TEXTS, 2, Plan(min_rounds=3, budget_s=budget, warmup=1, max_rounds=12),
                                clock=StepClock(steps), load=lambda: load, cores=2)
 
 
@@ -102,7 +102,7 @@ def fixed_report():
     model = {"kind": "pytorch", "path": None, "load_seconds_runs": [0.1, 0.1, 0.1]}
     cand = {**model, "spec": "minilm-L3-d128", "dim": 128, "n_params": 12_345_678, "disk_bytes": 49_000_000,
             "bytes_per_vector": 512, "load_seconds": 0.11}
-    src = {**model, "spec": "minilm", "dim": 384, "n_params": 22_713_216, "disk_bytes": 91_000_000,
+    src = {**model, "spec": "sentence-transformers/all-MiniLM-L6-v2", "dim": 384, "n_params": 22_713_216, "disk_bytes": 91_000_000,
            "bytes_per_vector": 1536, "load_seconds": 0.16}
     rows = [LatencyRow.of(_timing(1, [4.1, 4.2, 4.3, 4.2, 4.2], [20.1, 20.5, 20.3, 20.2, 20.4], 0.4)),
             LatencyRow.of(_timing(32, [40.0, 90.0, 42.0, 41.0, 140.0], [200.0, 210.0, 600.0, 205.0, 199.0], 3.2))]

@@ -138,6 +138,6 @@ def latency_footnotes(rows: Sequence[LatencyRow]) -> list[str]:
     notes = ["speed-up: candidate vs source time of the same round, median over rounds; under it, its 95% CI"]
     warnings = latency_warnings(rows)
     if warnings:
-        notes.append(f"{UNRELIABLE} not reliable, " + " | ".join(warnings) + ". Measure on an idle machine, with "
-                     "--threads 1, or raise --latency-budget.")
+        notes.append(f"{UNRELIABLE} not reliable, " + " | ".join(warnings) + ". Measure again on an idle machine "
+                     "or with a larger --latency-budget.")
     return notes

@@ -31,10 +31,12 @@ from espresso_export.verification.sts import retention
 
 
 def _models_title(c: dict, s: dict) -> str:
+    """The specs go in the title, not in a cell: a path or Hub id has no space a narrow column could break at."""
+    title = f"models: candidate {c['spec']}, source {s['spec']}"
     runs = len(c.get("load_seconds_runs") or [])
     if runs and runs == len(s.get("load_seconds_runs") or []):
-        return f"models (load time: median of {runs} warm loads, in turns)"
-    return "models"
+        title += f" (load time: median of {runs} warm loads, in turns)"
+    return title
 
 
 def _cache_cell(info: dict) -> str:
@@ -216,7 +218,6 @@ class VerifyReport:
     def sections(self) -> list[Section]:
         c, s, r = self.candidate, self.source, self.size
         out = [Section(_models_title(c, s), ("", "candidate", "source", "ratio"), [
-            ("model", c["spec"], s["spec"], ""),
             ("format", c["kind"], s["kind"], ""),
             ("parameters", param_count(c["n_params"]), param_count(s["n_params"]), number(r["n_params"], ".3f")),
             ("bytes on disk", byte_size(c["disk_bytes"]), byte_size(s["disk_bytes"]), number(r["disk_bytes"], ".3f")),
@@ -291,7 +292,8 @@ class VerifyReport:
                 continue
             table = Table(title=sec.title, title_justify="left")
             for h in sec.headers:
-                table.add_column(h, justify="left" if h in ("", "set", "check", "threshold", "model") else "right")
+                table.add_column(h, justify="left" if h in ("", "set", "check", "threshold", "model") else "right",
+                                 overflow="fold")  # a long path folds; it is never cut to "..."
             for row in sec.rows:
                 table.add_row(*[("[bold red]FAIL[/]" if v == "FAIL" else str(v)) for v in row])
             console.print(table)
