@@ -47,6 +47,15 @@ def _cache_cell(info: dict) -> str:
     return "from cache"
 
 
+def _token_length_rows(v: dict) -> list[tuple[str, str]]:
+    """Tokens the candidate's own tokenizer makes of the verify texts: a word whose token was removed splits
+    into more pieces, so a pruned model does more work per text (and its latency shows it)."""
+    cand, src = v.get("candidate_tokens"), v.get("tokens")
+    if not cand or not src:
+        return []
+    return [("tokens of the verify texts, candidate's tokenizer", f"{cand:,} ({cand / src - 1:+.1%} vs source)")]
+
+
 @dataclass(frozen=True)
 class StsRow:
     name: str
@@ -257,7 +266,8 @@ class VerifyReport:
                 ("", "value"),
                 [("tokens of the verify texts covered", f"{v['coverage']:.4f} ({v['covered_tokens']:,} of {v['tokens']:,})"),
                  ("distinct tokens covered", f"{v['distinct_covered']:,} of {v['distinct_tokens']:,}"),
-                 ("coverage of the pruning corpus", number(v.get("pruning_corpus_coverage"), ".4f"))]))
+                 ("coverage of the pruning corpus", number(v.get("pruning_corpus_coverage"), ".4f")),
+                 *_token_length_rows(v)]))
         checks = self.checks
         out.append(Section(
             "gate" + ("" if checks else ": no thresholds given"), ("check", "threshold", "value", "result"),

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from espresso_export.data import BUILTIN
 from espresso_export.core.errors import ValidationError
-from espresso_export.model.vocabulary import coverage, find_pruning
+from espresso_export.model.vocabulary import count_tokens, coverage, find_pruning, tokenizer_json
 from espresso_export.verification.embedders import EncodeCache, open_embedder
 from espresso_export.verification.latency import Plan, compare, default_threads, fixed_threads, time_loads
 from espresso_export.verification.latency_report import LatencyRow, LatencySetup
@@ -68,7 +68,12 @@ def _pruned_vocabulary(embedders: dict, sts_sets, retrieval_sets) -> dict | None
         return None
     tokenizer, lower, _ = parts(embedders["source"])
     texts = [t for s in sts_sets for t in s.sentences()] + [t for _, r in retrieval_sets for t in r.queries + r.docs]
-    return coverage(tokenizer, list(dict.fromkeys(texts)), record, lower=lower)
+    texts = list(dict.fromkeys(texts))
+    found = coverage(tokenizer, texts, record, lower=lower)
+    if found["computed"]:  # a removed token splits into more pieces: longer inputs, more time per text
+        cand_tokenizer, cand_lower, _ = parts(embedders["candidate"])
+        found["candidate_tokens"] = int(count_tokens(tokenizer_json(cand_tokenizer), texts, lower=cand_lower).sum())
+    return found
 
 
 def _open(candidate, against, options: VerifyOptions, threads: int) -> dict:
