@@ -52,9 +52,10 @@ class Embedder(ABC):
     def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
         """Float32 embeddings, shape ``(len(texts), dim)``, in the order of ``texts``."""
 
-    @abstractmethod
     def fingerprint(self) -> str:
-        """A hash of everything that decides this model's vectors: weights, tokenizer, configs, settings."""
+        """A hash of everything that decides this model's vectors: weights, tokenizer, configs, settings (what
+        the on-disk cache of :class:`EncodeCache` is keyed by; only models ``verify`` opens need one)."""
+        raise NotImplementedError(f"{type(self).__name__} has no fingerprint: its vectors cannot be cached")
 
     @property
     def bytes_per_vector(self) -> int:
