@@ -15,6 +15,20 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def cache_root(tmp_path_factory) -> Path:
+    """The on-disk cache (verify's source vectors, distill's teacher targets) in a temporary folder, never the
+    user's ~/.cache."""
+    before = os.environ.get("ESPRESSO_CACHE")
+    root = tmp_path_factory.mktemp("espresso-cache")
+    os.environ["ESPRESSO_CACHE"] = str(root)
+    yield root
+    if before is None:
+        os.environ.pop("ESPRESSO_CACHE", None)
+    else:
+        os.environ["ESPRESSO_CACHE"] = before
+
+
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory) -> dict[str, Path]:
     """family -> folder of a tiny random model (plain transformers layout). Read-only: do not modify."""

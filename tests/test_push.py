@@ -517,3 +517,21 @@ def test_export_with_safetensors_is_pushed_as_the_runtimes_layout(shrunk, tmp_pa
     assert not [s for s in json.loads(stdout)["skipped"] if s["path"].startswith("onnx/")]
     card = (out / "README.md").read_text()
     assert "## Load it with" in card and 'model_kwargs={"file_name": "onnx/model_quantized.onnx"}' in card
+
+
+def test_card_marks_a_speed_up_verify_did_not_trust():
+    """A latency row verify marked unreliable keeps its '?' and its reasons on the card (not printed as a fact)."""
+    from espresso_export.core.types import Pooling
+    from espresso_export.publishing.card_sections import verification_section
+    from espresso_export.publishing.facts import ModelFacts
+
+    report = json.loads(REPORT.read_text())
+    report["latency"]["batches"][1]["reasons"] = ["1-min load average 3.2 above 2 cores (other processes compete)"]
+    facts = ModelFacts(folder=Path("m"), transformer_dir="", model_type="bert", decoder=False, layers=3,
+                       hidden_size=8, pooling=Pooling.MEAN, pooling_declared=True, post=[], module_paths=[],
+                       max_seq_length=128, do_lower_case=True, params=11456, weights_bytes=50_000, provenance=None,
+                       metrics=parse_report(report))
+    card = "\n".join(verification_section(facts))
+    assert "| latency p50, batch 1 (ms) |" in card and "(2.12x throughput) |" in card
+    assert "(2.18x? throughput) |" in card
+    assert "? verify marked this speed measurement unreliable: batch 32: 1-min load average 3.2 above 2" in card

@@ -251,6 +251,7 @@ steps:
       sts_limit: 24
       latency_texts: 8
       latency_rounds: 1
+      latency_budget: 0
       batch_sizes: [4]
       min_retention: 0.999
   - push:
@@ -300,7 +301,7 @@ steps:
   - train: {{ese: true, data: {data}, compression_dim: 16, max_steps: 2, batch_size: 16, lr: 1.0e-3}}
   - shrink: {{layers: 2, dim: 16}}
   - export: {{}}
-  - verify: {{sts_limit: 20, latency_texts: 4, latency_rounds: 1, batch_sizes: [2]}}
+  - verify: {{sts_limit: 20, latency_texts: 4, latency_rounds: 1, latency_budget: 0, batch_sizes: [2]}}
   - push: {{repo_id: me/ese-cut, dry_run: true}}
 """
 

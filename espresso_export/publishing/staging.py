@@ -18,7 +18,6 @@ last component, so no local directory names are published.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from espresso_export.core.errors import NotFoundError, ValidationError
+from espresso_export.model.cache import file_sha256
 from espresso_export.model.checkpoint import PROVENANCE_FILE, read_json
 from espresso_export.publishing.card import render_card
 from espresso_export.publishing.facts import EXPORT_MANIFEST, ModelFacts, OnnxFacts, read_model, read_onnx_export
@@ -54,14 +54,6 @@ def public_paths(obj: Any) -> Any:
 
 def _json_bytes(obj: Any) -> bytes:
     return (json.dumps(obj, indent=2) + "\n").encode("utf-8")
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @dataclass(frozen=True)
