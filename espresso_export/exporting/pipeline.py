@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from espresso_export import __version__
+from espresso_export.model.architectures import usable_positions
 from espresso_export.model.checkpoint import Checkpoint, DenseLayer, load
 from espresso_export.core.cpu import int8_isa
 from espresso_export.data import read_sentences
@@ -42,8 +43,6 @@ log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 BASE_FILE = "model.onnx"
-# models whose position ids start after the padding index (max_position_embeddings - pad - 1 usable)
-_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "mpnet")
 
 
 @dataclass
@@ -78,20 +77,10 @@ def onnx_file_name(quantize: Quantize, optimize: Optimize) -> str:
     return "_".join(parts) + ".onnx"
 
 
-def position_limit(ckpt: Checkpoint) -> int | None:
-    """The longest input the model's position embeddings allow (None: no fixed limit)."""
-    mpe = getattr(ckpt.config, "max_position_embeddings", None)
-    if not mpe or ckpt.arch.decoder:
-        return None
-    if ckpt.config.model_type in _OFFSET_POSITIONS:
-        return int(mpe) - int(getattr(ckpt.config, "pad_token_id", 1) or 0) - 1
-    return int(mpe)
-
-
 def _set_max_length(ckpt: Checkpoint, wanted: int | None) -> None:
     if wanted is None:
         return
-    limit = position_limit(ckpt)
+    limit = usable_positions(ckpt.config, ckpt.arch)
     if limit is not None and wanted > limit:
         raise ValidationError(f"--max-seq-len {wanted} is more than the model's {limit} positions")
     ckpt.max_seq_length = wanted
