@@ -53,9 +53,12 @@ def _register() -> None:
 
 _register()
 
+# outputs are assembled in a temp folder and renamed into place when complete (model/layout.py: atomic_output)
+INTERRUPTED_NOTE = "nothing written (an output appears only when complete; existing outputs are unchanged)"
 
-def _cli_exceptions() -> tuple[tuple[type, ...], tuple[type, ...]]:
-    """Click's usage-error and abort classes, both click's own and the copy recent typer versions vendor.
+
+def _cli_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:
+    """Click's usage-error, abort and exit classes, both click's own and the copy recent typer versions vendor.
 
     typer >= 0.2x raises ``typer._click`` exceptions, which are not ``click``'s; found through
     ``typer.BadParameter``'s bases so no private module is imported by name.
@@ -65,13 +68,31 @@ def _cli_exceptions() -> tuple[tuple[type, ...], tuple[type, ...]]:
 
     usage: set[type] = {click.exceptions.ClickException}
     abort: set[type] = {click.exceptions.Abort, typer.Abort}
+    exits: set[type] = {click.exceptions.Exit, typer.Exit}
     for cls in typer.BadParameter.__mro__:
         if cls.__name__ == "ClickException":
             usage.add(cls)
-            vendored_abort = getattr(sys.modules.get(cls.__module__), "Abort", None)
-            if isinstance(vendored_abort, type):
-                abort.add(vendored_abort)
-    return tuple(usage), tuple(abort)
+            for name, found in (("Abort", abort), ("Exit", exits)):
+                vendored = getattr(sys.modules.get(cls.__module__), name, None)
+                if isinstance(vendored, type):
+                    found.add(vendored)
+    return tuple(usage), tuple(abort), tuple(exits)
+
+
+def _invoke(args: list[str], exits: tuple[type, ...]) -> int:
+    """Run the command the way typer's ``main`` does, without its exception mapping.
+
+    typer's main (``typer.core._main``) turns Ctrl-C into a silent ``Exit(130)``, so no handler of ours would
+    see it; here ``KeyboardInterrupt`` reaches :func:`main` like every other outcome."""
+    import typer.main
+
+    command = typer.main.get_command(app)
+    try:
+        with command.make_context("espresso-export", args) as ctx:
+            code = command.invoke(ctx)
+    except exits as e:  # --help, --version, ctx.exit(n)
+        return int(e.exit_code or 0)
+    return code if isinstance(code, int) else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,17 +103,16 @@ def main(argv: list[str] | None = None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or os.environ.get("ESPRESSO_DEBUG") == "1"
-    usage_errors, aborts = _cli_exceptions()
+    usage_errors, aborts, exits = _cli_exceptions()
     try:
-        code = app(args=args, prog_name="espresso-export", standalone_mode=False)
-        code = code if isinstance(code, int) else 0
+        code = _invoke(args, exits)
     except EspressoError as e:
         if debug:
             err_console().print_exception()
         err_console().print(f"[bold red]error:[/] {escape(e.message)}", highlight=False, soft_wrap=True)
         code = e.exit_code
     except (KeyboardInterrupt, *aborts):
-        err_console().print("[yellow]interrupted[/]")
+        err_console().print(f"[yellow]interrupted:[/] {INTERRUPTED_NOTE}", highlight=False, soft_wrap=True)
         code = EXIT_INTERRUPTED
     except usage_errors as e:
         e.show()
