@@ -53,3 +53,31 @@ def test_ctrl_c_prints_one_line_and_exits_130(tiny_bert, tmp_path, command):
     assert len(lines) == 1 and lines[0].startswith("interrupted: nothing written"), res.stderr
     assert "Traceback" not in res.stderr and "Aborted" not in res.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def _file_size_limit(limit: int) -> str:
+    """Writes past ``limit`` bytes fail with EFBIG (``ulimit -f``), the signal that would kill the process ignored."""
+    return (f"import resource, signal; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+            f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))")
+
+
+def test_write_error_during_export_is_a_runtime_failure(tiny_bert, tmp_path):
+    """A file-size limit hit while the exporter writes model.onnx: exit 1 with the errno's text, not "cannot
+    export BERT" (exit 2) with the dynamo fallback's colour codes; third-party log lines stay silent."""
+    res = subprocess.run(_cli("export", tiny_bert, "-o", tmp_path / "out", setup=_file_size_limit(20_000)),
+                         capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=600)
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.splitlines() == [
+        "error: cannot write model.onnx: file too large (a file-size limit: ulimit -f, or the file system's maximum)"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_messages_carry_no_control_sequences(tmp_path):
+    """A path with an escape sequence in it (a user's argument) is printed without the raw codes."""
+    folder = tmp_path / "m\x1b[31mred\x07"
+    folder.mkdir()
+    res = subprocess.run(_cli("shrink", folder, "--layers", "2", "-o", tmp_path / "out"), capture_output=True,
+                         text=True, env=_env(), cwd=ROOT, timeout=300)
+    assert res.returncode == 2, res.stderr
+    assert "\x1b" not in res.stderr and "\x07" not in res.stderr
+    assert "mred" in res.stderr and "not a model folder" in res.stderr
