@@ -152,3 +152,25 @@ def test_st_folder_without_max_seq_length_follows_sentence_transformers(tmp_path
     assert st_length == 600
     export(st_folder, tmp_path / "e", validate=False)
     assert json.loads((tmp_path / "e" / EXPORT_FILE).read_text())["max_seq_length"] == st_length
+
+
+@pytest.mark.parametrize("args", [
+    ["shrink", "{m}", "--layers", "0"], ["shrink", "{m}", "--layers=-1"], ["shrink", "{m}", "--layers", "1,1"],
+    ["shrink", "{m}", "--layers", "9"],
+    ["distill", "--teacher", "{m}", "--student-layers", "0", "--dim", "8", "--corpus", "builtin"],
+    ["sweep", "{m}", "--layers", "0", "--dims", "8"],
+])
+def test_bad_layer_requests_state_the_models_depth(capsys, tiny_bert, tmp_path, args):
+    code, _, err = run(capsys, *[str(tiny_bert) if a == "{m}" else a for a in args], "-o", tmp_path / "o")
+    assert code == 2 and "the model has 4 layers" in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_sts_file_with_equal_scores_is_refused_as_input(capsys, tiny_bert, tmp_path):
+    """Every score 3.0: Spearman is undefined, so the set is unusable input (exit 2), not a failed gate (3)."""
+    sts = tmp_path / "flat.csv"
+    sts.write_text("sentence1,sentence2,score\n" + "".join(
+        f"the dog runs {i},a cat sleeps {i},3.0\n" for i in range(6)), encoding="utf-8")
+    code, _, err = run(capsys, "verify", tiny_bert, "--against", tiny_bert, "--sts", sts)
+    assert code == 2, err
+    assert "flat.csv" in err and "every pair has the score 3" in err

@@ -39,7 +39,7 @@ from espresso_export.model.post import renormalized, with_head
 from espresso_export.model.layout import atomic_output, check_output, write_text_atomic
 from espresso_export.shrinking.heads import fit_pca, truncation
 from espresso_export.shrinking.shrink import load_calibration
-from espresso_export.shrinking.slicing import select_layers, temporary_cut
+from espresso_export.shrinking.slicing import depth_hint, select_layers, temporary_cut
 from espresso_export.verification.embedders import Embedder
 from espresso_export.verification.sweep_result import SweepPoint, SweepResult, pareto_front
 
@@ -161,9 +161,9 @@ def _check(options: SweepOptions) -> tuple[Head, Select, list[int], list[int]]:
 
 
 def _check_grid(ckpt: Checkpoint, depths: list[int], dims: list[int]) -> None:
-    bad = [d for d in depths if d > ckpt.depth]
+    bad = [d for d in depths if not 1 <= d <= ckpt.depth]
     if bad:
-        raise ValidationError(f"--layers {bad} exceed the model's depth of {ckpt.depth} layers")
+        raise ValidationError(f"--layers {','.join(map(str, bad))}: {depth_hint(ckpt.depth, indices=False)}")
     wide = [d for d in dims if d > ckpt.output_dim]
     if wide:
         raise ValidationError(f"--dims {wide} exceed the embedding width {ckpt.output_dim}")
