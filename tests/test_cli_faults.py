@@ -81,3 +81,68 @@ def test_messages_carry_no_control_sequences(tmp_path):
     assert res.returncode == 2, res.stderr
     assert "\x1b" not in res.stderr and "\x07" not in res.stderr
     assert "mred" in res.stderr and "not a model folder" in res.stderr
+
+
+def _block(*modules: str) -> str:
+    """Setup code that makes ``modules`` (and their submodules) unimportable, as if not installed."""
+    return (
+        "import sys, importlib.abc\n"
+        f"_BLOCKED = {modules!r}\n"
+        "class _Blocker(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if any(name == b or name.startswith(b + '.') for b in _BLOCKED):\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, _Blocker())\n"
+    )
+
+
+def _run_blocked(blocked: tuple[str, ...], *args) -> subprocess.CompletedProcess:
+    return subprocess.run(_cli(*args, setup=_block(*blocked)), capture_output=True, text=True, env=_env(), cwd=ROOT,
+                          timeout=600, check=False)
+
+
+@pytest.fixture(scope="module")
+def parquet_corpus(tmp_path_factory) -> Path:
+    """A file named .parquet: the extra is checked before the file is parsed, so its bytes do not matter."""
+    path = tmp_path_factory.mktemp("pq") / "corpus.parquet"
+    path.write_bytes(b"PAR1 not really parquet PAR1")
+    return path
+
+
+@pytest.mark.parametrize(("blocked", "command", "extra"), [
+    (("onnxruntime",), ["export", "{m}", "-o", "{out}"], "onnx"),
+    (("onnx",), ["export", "{m}", "-o", "{out}"], "onnx"),
+    (("matplotlib",), ["sweep", "{m}", "--layers", "2", "--dims", "8", "-o", "{out}"], "eval"),
+    (("faiss",), ["verify", "{m}", "--against", "{m}", "--retrieval", "builtin"], "eval"),
+    (("peft",), ["train", "{m}", "--data", "builtin", "--lora", "-o", "{out}"], "lora"),
+    (("pyarrow",), ["distill", "--teacher", "{m}", "--student-layers", "2", "--dim", "8", "--corpus", "{pq}",
+                    "-o", "{out}"], "data"),
+    (("pyarrow",), ["prune-vocab", "{m}", "--corpus", "{pq}", "-o", "{out}"], "data"),
+    (("onnxruntime",), ["run", "{recipe}", "-o", "{out}"], "onnx"),
+])
+def test_missing_extra_fails_at_start_naming_it(tiny_bert, tmp_path, parquet_corpus, blocked, command, extra):
+    """One message naming the extra, exit 2, nothing written; was a bare ImportError (exit 1) late in the run,
+    or exit 2 with another wording (pyarrow, datasets)."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"source: {tiny_bert}\nsteps:\n  - shrink:\n      layers: 2\n  - export: {{}}\n",
+                      encoding="utf-8")
+    subs = {"{m}": tiny_bert, "{out}": tmp_path / "out", "{pq}": parquet_corpus, "{recipe}": recipe}
+    res = _run_blocked(blocked, *[subs.get(a, a) for a in command])
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and f'pip install "espresso-export[{extra}]"' in lines[0], res.stderr
+    assert blocked[0] in lines[0] and "Traceback" not in res.stderr
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.tmp-*"))
+
+
+def test_sweep_keeps_its_data_when_the_plot_fails(tiny_bert, tmp_path):
+    """matplotlib importable but its pyplot broken: sweep.json and sweep.csv are written, the note says why."""
+    import json
+
+    res = _run_blocked(("matplotlib.pyplot",), "sweep", tiny_bert, "--layers", "2", "--dims", "8", "--sts-limit", "40",
+                       "-o", tmp_path / "out")
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "out" / "sweep.csv").is_file() and not (tmp_path / "out" / "sweep.png").exists()
+    notes = json.loads((tmp_path / "out" / "sweep.json").read_text())["notes"]
+    assert any("sweep.png not written" in n for n in notes)

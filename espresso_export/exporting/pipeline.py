@@ -31,6 +31,7 @@ from espresso_export.model.checkpoint import Checkpoint, DenseLayer, load
 from espresso_export.core.cpu import int8_isa
 from espresso_export.data import read_sentences
 from espresso_export.core.errors import GateFailedError, UnsupportedModelError, ValidationError
+from espresso_export.core.extras import require
 from espresso_export.model.layout import atomic_output, check_output, save_checkpoint, write_json
 from espresso_export.core.batching import length_sorted_batches
 from espresso_export.runtime import EXPORT_FILE, TOKENIZER_FILE, OnnxEncoder
@@ -254,6 +255,8 @@ def export(
     """
     start = time.perf_counter()
     options = resolve(ExportOptions, options, overrides, call="export")
+    if options.onnx:
+        require("onnx-export")
     if isinstance(model, Checkpoint):
         ckpt = model
         check_output(output, overwrite=options.overwrite, inputs=[ckpt.path])

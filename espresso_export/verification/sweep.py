@@ -31,6 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from espresso_export.core.errors import ValidationError
+from espresso_export.core.extras import require
+from espresso_export.data import input_extras
 from espresso_export.core.metrics import sts_spearman
 from espresso_export.core.types import Head, Select
 from espresso_export.model.checkpoint import Checkpoint, DenseLayer, load
@@ -259,6 +261,8 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, outp
     head, select, depths, dims = _check(options)
     if output is not None:
         check_output(output, overwrite=overwrite)
+        require("plot")  # now, not after the measuring: sweep.png is drawn last
+    require(*input_extras([*options.sts], split=True), *input_extras([options.calibration]))
     sets, cal, cal_label = _inputs(options, head, dims)
     threads = options.threads or default_threads()
     timings: dict[str, float] = {}
@@ -304,6 +308,9 @@ def _write(result: SweepResult, output: str | os.PathLike, overwrite: bool) -> N
 
     with atomic_output(output, overwrite=overwrite) as tmp:
         result.output = Path(output).expanduser().resolve()
+        try:  # the measurements are the result; a plot that cannot be drawn must not take them down with it
+            plot_sweep(result, tmp / "sweep.png")
+        except Exception as e:  # matplotlib raises assorted errors (backends, fonts, a broken install)
+            result.notes.append(f"sweep.png not written ({e.__class__.__name__}: {e}); the data is in sweep.json")
         write_text_atomic(tmp / "sweep.csv", result.to_csv())
         write_text_atomic(tmp / "sweep.json", json.dumps(result.to_dict(), indent=2) + "\n")
-        plot_sweep(result, tmp / "sweep.png")
