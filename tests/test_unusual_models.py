@@ -174,3 +174,13 @@ def test_sts_file_with_equal_scores_is_refused_as_input(capsys, tiny_bert, tmp_p
     code, _, err = run(capsys, "verify", tiny_bert, "--against", tiny_bert, "--sts", sts)
     assert code == 2, err
     assert "flat.csv" in err and "every pair has the score 3" in err
+
+
+def test_custom_tokenizer_code_needs_the_flag(capsys, tiny_bert, tmp_path):
+    """A stock model whose tokenizer brings its own code: refused without --trust-remote-code, naming it."""
+    folder = _copy(tiny_bert, tmp_path / "m")
+    tok_cfg = json.loads((folder / "tokenizer_config.json").read_text())
+    tok_cfg["auto_map"] = {"AutoTokenizer": ["tokenization_x.XTokenizer", None]}
+    (folder / "tokenizer_config.json").write_text(json.dumps(tok_cfg))
+    code, _, err = run(capsys, "shrink", folder, "--layers", "2", "-o", tmp_path / "o")
+    assert code == 2 and "custom tokenizer" in err and "--trust-remote-code" in err, err
