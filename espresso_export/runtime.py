@@ -30,6 +30,7 @@ from espresso_export.core.batching import (
 from espresso_export.core.errors import (
     ValidationError,  # stdlib-only: keeps the runtime torch-free
 )
+from espresso_export.core.extras import require  # stdlib-only
 
 EXPORT_FILE = "export.json"
 TOKENIZER_FILE = "tokenizer.json"
@@ -89,6 +90,7 @@ class OnnxEncoder:
         threads: int | None = None,
         providers: Sequence[str] | None = None,
     ) -> None:
+        require("onnx-runtime")
         import onnxruntime as ort
         from tokenizers import Tokenizer
 

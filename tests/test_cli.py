@@ -59,8 +59,8 @@ def test_shrink_json_end_to_end(capsys, tiny_bert, tmp_path):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--layers", "0"], "at least 1"),
-    (["--layers", "9"], "depth of 4"),
+    (["--layers", "0"], "the model has 4 layers"),
+    (["--layers", "9"], "the model has 4 layers"),
     (["--layers", "1,1"], "duplicates"),
     (["--layers", "two"], "comma-separated"),
     (["--layers", "2", "--dim", "0"], "between 1 and 32"),

@@ -26,10 +26,12 @@ def print_table(title: str, rows: Iterable[tuple[str, object]]) -> None:
 
 
 def print_hints(hints: Iterable[str]) -> None:
-    from espresso_export.core.console import err_console
+    from rich.markup import escape
+
+    from espresso_export.core.console import clean, err_console
 
     for hint in hints:
-        err_console().print(f"[yellow]{hint}[/]", highlight=False, soft_wrap=True)
+        err_console().print(f"[yellow]{escape(clean(hint))}[/]", highlight=False, soft_wrap=True)
 
 
 def report_json(result, json_out: bool, *, main: bool = True) -> bool:

@@ -56,7 +56,7 @@ def sweep(
     from espresso_export.cli.render import print_hints, print_json
 
     options = SweepOptions(
-        layers=parse_int_list(layers, "--layers"), dims=parse_int_list(dims, "--dims"), head=head, select=select,
+        layers=parse_int_list(layers, "--layers", positive=False), dims=parse_int_list(dims, "--dims"), head=head, select=select,
         sts=tuple(sts or ["builtin"]), sts_columns=parse_columns(sts_columns), sts_limit=sts_limit,
         calibration=calibration, calibration_samples=calibration_samples, target_retention=target_retention,
         threads=threads, batch_size=batch_size, latency_batch_size=latency_batch_size, latency_texts=latency_texts,

@@ -29,10 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from espresso_export import __version__
+from espresso_export.model.architectures import usable_positions
 from espresso_export.model.checkpoint import Checkpoint, DenseLayer, load
 from espresso_export.core.cpu import int8_isa
 from espresso_export.data import read_sentences
 from espresso_export.core.errors import GateFailedError, UnsupportedModelError, ValidationError
+from espresso_export.core.extras import require
 from espresso_export.model.layout import atomic_output, check_output, save_checkpoint, write_json
 from espresso_export.core.batching import length_sorted_batches
 from espresso_export.runtime import EXPORT_FILE, TOKENIZER_FILE, OnnxEncoder
@@ -45,8 +47,6 @@ from espresso_export.exporting.options import ExportOptions
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = LAYOUT_VERSION
-# models whose position ids start after the padding index (max_position_embeddings - pad - 1 usable)
-_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "mpnet")
 
 
 @dataclass
@@ -72,20 +72,12 @@ class ExportResult:
         }
 
 
-def position_limit(ckpt: Checkpoint) -> int | None:
-    """The longest input the model's position embeddings allow (None: no fixed limit)."""
-    mpe = getattr(ckpt.config, "max_position_embeddings", None)
-    if not mpe or ckpt.arch.decoder:
-        return None
-    if ckpt.config.model_type in _OFFSET_POSITIONS:
-        return int(mpe) - int(getattr(ckpt.config, "pad_token_id", 1) or 0) - 1
-    return int(mpe)
 
 
 def _set_max_length(ckpt: Checkpoint, wanted: int | None) -> None:
     if wanted is None:
         return
-    limit = position_limit(ckpt)
+    limit = usable_positions(ckpt.config, ckpt.arch)
     if limit is not None and wanted > limit:
         raise ValidationError(f"--max-seq-len {wanted} is more than the model's {limit} positions")
     ckpt.max_seq_length = wanted
@@ -259,6 +251,8 @@ def export(
     """
     start = time.perf_counter()
     options = resolve(ExportOptions, options, overrides, call="export")
+    if options.onnx:
+        require("onnx-export")
     if isinstance(model, Checkpoint):
         ckpt = model
         check_output(output, overwrite=options.overwrite, inputs=[ckpt.path])

@@ -18,7 +18,6 @@ renames it into place at the end, so a crash or Ctrl-C leaves nothing half-writt
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import shutil
@@ -29,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from espresso_export.model.checkpoint import PROVENANCE_FILE, Checkpoint, DenseLayer, Normalize, PostModule
-from espresso_export.core.errors import OutputExistsError, RuntimeFailure, ValidationError
+from espresso_export.core.errors import OutputExistsError, RuntimeFailure, ValidationError, write_failure
 from espresso_export.core.types import Pooling
 
 ST_TYPES = {
@@ -147,11 +146,7 @@ def apply_umask(root: Path) -> None:
 
 
 def _write_error(target: Path, e: OSError) -> RuntimeFailure:
-    if e.errno == errno.ENOSPC:
-        return RuntimeFailure(f"disk full while writing {target}")
-    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return RuntimeFailure(f"cannot write {target}: permission denied")
-    return RuntimeFailure(f"cannot write {target}: {e.strerror or e}")
+    return write_failure(target, e)
 
 
 def write_json(path: Path, obj) -> None:

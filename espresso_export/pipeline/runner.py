@@ -28,6 +28,8 @@ import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+from espresso_export.core.extras import require
+from espresso_export.pipeline.extras import recipe_extras
 from espresso_export.core.formatting import number
 from espresso_export.core.errors import GateFailedError
 from espresso_export.model.layout import atomic_output, write_text_atomic
@@ -149,6 +151,7 @@ def run_recipe(recipe: Recipe, *, resume: bool = False, overwrite: bool = False,
     check_run_folder(recipe, resume=resume, overwrite=overwrite)
     if trust_remote_code:
         recipe = _allow_remote_code(recipe)
+    require(*recipe_extras(recipe))
     push = recipe.step("push")
     if push is not None and not push.config.dry_run:
         _preflight_push()

@@ -25,6 +25,7 @@ from espresso_export.data import read_sts, sentences_sha256
 from espresso_export.model.embed import encode_layers
 from espresso_export.training.ese import EseConfig, EseData, EseObjective, check_loss_fits
 from espresso_export.core.errors import ValidationError
+from espresso_export.core.extras import require
 from espresso_export.core.metrics import sts_spearman
 from espresso_export.training.loop import TrainConfig, Trainer, TrainingTask, prepare_run, write_trained
 from espresso_export.core.types import Attention, Pooling
@@ -167,6 +168,8 @@ def train_ese(
         return train_ese(model, data, output, resume=resume, run_dir=run_dir, overwrite=overwrite, progress=progress,
                          **settings.build())
     start = time.perf_counter()
+    if lora is not None:
+        require("lora")  # before any data is read or model loaded
     dist = distributed.setup(training.device)  # under torchrun: join the group; one process: nothing
     progress = progress and dist.main  # bars and tables on rank 0 only
     run_dir = prepare_run(output, run_dir, resume=resume, overwrite=overwrite, inputs=[model, data, eval_sts])

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from espresso_export.core.extras import require
 from espresso_export.runtime import OnnxEncoder, is_export_folder
 
 
@@ -151,6 +152,7 @@ def onnx_footprint(folder: Path, file: str) -> tuple[int | None, int]:
 
 
 def open_onnx(folder: Path, spec: str, *, threads: int | None) -> OnnxEmbedder:
+    require("onnx-runtime")
     import onnxruntime  # noqa: F401  (imported before the timer: load time is the model's, not the library's)
 
     start = time.perf_counter()

@@ -13,8 +13,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from espresso_export.data import BUILTIN
 from espresso_export.core.errors import ValidationError
+from espresso_export.core.extras import require
+from espresso_export.data import BUILTIN, input_extras
 from espresso_export.model.vocabulary import count_tokens, coverage, find_pruning, tokenizer_json
 from espresso_export.verification.embedders import EncodeCache, open_embedder
 from espresso_export.verification.latency import Plan, compare, default_threads, fixed_threads, time_loads
@@ -137,6 +138,15 @@ def _notes(embedders: dict, sts_sets, options: VerifyOptions, vocabulary, latenc
     return notes
 
 
+def _extras(options: VerifyOptions, *models) -> list[str]:
+    """The optional features this verify run needs (:mod:`espresso_export.core.extras`), known before any work."""
+    from espresso_export.runtime import is_export_folder
+
+    needed = input_extras([*options.sts, *options.retrieval], split=True)
+    needed += ["retrieval"] if options.retrieval else []
+    return needed + ["onnx-runtime" for m in models if is_export_folder(m)]
+
+
 def verify(
     candidate: str | os.PathLike,
     against: str | os.PathLike,
@@ -159,6 +169,7 @@ def verify(
 
         options, thresholds = resolve(VerifySettings, settings, kwargs, call="verify").build()
     start = time.perf_counter()
+    require(*_extras(options, candidate, against))
     if not options.sts:
         raise ValidationError("verify needs at least one --sts set")
     if not options.batch_sizes or min(options.batch_sizes) < 1:

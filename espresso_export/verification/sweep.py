@@ -31,6 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from espresso_export.core.errors import ValidationError
+from espresso_export.core.extras import require
+from espresso_export.data import input_extras
 from espresso_export.core.metrics import sts_spearman
 from espresso_export.core.types import Head, Select
 from espresso_export.model.checkpoint import Checkpoint, DenseLayer, load
@@ -39,7 +41,7 @@ from espresso_export.model.post import renormalized, with_head
 from espresso_export.model.layout import atomic_output, check_output, write_text_atomic
 from espresso_export.shrinking.heads import fit_pca, truncation
 from espresso_export.shrinking.shrink import load_calibration
-from espresso_export.shrinking.slicing import select_layers, temporary_cut
+from espresso_export.shrinking.slicing import depth_hint, select_layers, temporary_cut
 from espresso_export.verification.embedders import Embedder
 from espresso_export.verification.sweep_result import SweepPoint, SweepResult, pareto_front
 
@@ -161,9 +163,9 @@ def _check(options: SweepOptions) -> tuple[Head, Select, list[int], list[int]]:
 
 
 def _check_grid(ckpt: Checkpoint, depths: list[int], dims: list[int]) -> None:
-    bad = [d for d in depths if d > ckpt.depth]
+    bad = [d for d in depths if not 1 <= d <= ckpt.depth]
     if bad:
-        raise ValidationError(f"--layers {bad} exceed the model's depth of {ckpt.depth} layers")
+        raise ValidationError(f"--layers {','.join(map(str, bad))}: {depth_hint(ckpt.depth, indices=False)}")
     wide = [d for d in dims if d > ckpt.output_dim]
     if wide:
         raise ValidationError(f"--dims {wide} exceed the embedding width {ckpt.output_dim}")
@@ -259,6 +261,8 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, outp
     head, select, depths, dims = _check(options)
     if output is not None:
         check_output(output, overwrite=overwrite, inputs=[source, list(options.sts or ()), options.calibration])
+        require("plot")  # now, not after the measuring: sweep.png is drawn last
+    require(*input_extras([*options.sts], split=True), *input_extras([options.calibration]))
     sets, cal, cal_label = _inputs(options, head, dims)
     threads = options.threads or default_threads()
     timings: dict[str, float] = {}
@@ -304,6 +308,9 @@ def _write(result: SweepResult, output: str | os.PathLike, overwrite: bool) -> N
 
     with atomic_output(output, overwrite=overwrite, inputs=[result.source]) as tmp:
         result.output = Path(output).expanduser().resolve()
+        try:  # the measurements are the result; a plot that cannot be drawn must not take them down with it
+            plot_sweep(result, tmp / "sweep.png")
+        except Exception as e:  # matplotlib raises assorted errors (backends, fonts, a broken install)
+            result.notes.append(f"sweep.png not written ({e.__class__.__name__}: {e}); the data is in sweep.json")
         write_text_atomic(tmp / "sweep.csv", result.to_csv())
         write_text_atomic(tmp / "sweep.json", json.dumps(result.to_dict(), indent=2) + "\n")
-        plot_sweep(result, tmp / "sweep.png")
