@@ -28,7 +28,7 @@ def run(
                                                       "source=/ output=/ threads=; the value is read as YAML; "
                                                       "relative paths resolve against the current folder.")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Run folder (default: the recipe's "
-                                                   "output, else ./NAME).")] = None,
+                                                   "output, else runs/NAME).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Keep the steps already finished in the run folder "
                                          "(same settings and inputs); continue an interrupted training.")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Run every step again, replacing its folder.")] = False,

@@ -58,6 +58,9 @@ ShrinkStep = ShrinkSettings
 ExportStep = ExportOptions
 
 
+RUNS_FOLDER = "runs"  # the default run folder is runs/NAME: never a folder another command wrote
+
+
 @dataclass
 class DistillStep(DistillSettings):
     """``teacher`` defaults to the model the previous shrink step cut (else the source). Without ``student``: after
@@ -135,7 +138,7 @@ class Recipe:
 
     @property
     def run_folder(self) -> Path:
-        return (self.output or Path.cwd() / self.name).resolve()
+        return (self.output or Path.cwd() / RUNS_FOLDER / self.name).resolve()
 
     def to_dict(self) -> dict:
         return {"name": self.name, "description": self.description, "source": self.source,

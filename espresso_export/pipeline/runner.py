@@ -149,6 +149,10 @@ def _check_run_folder(recipe: Recipe, *, resume: bool, overwrite: bool) -> None:
     folder = recipe.run_folder
     if folder.exists() and not folder.is_dir():
         raise OutputExistsError(f"run folder {folder} exists and is a file")
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / STATE_FILE).is_file():
+        # a model folder, a checkout, anything else: --resume would write into it, --overwrite replace its files
+        raise ValidationError(f"{folder} is not a run folder (no {STATE_FILE}) and is not empty; give `run` a new "
+                              "or empty folder with -o (default: runs/NAME)")
     if folder.is_dir() and any(folder.iterdir()) and not (resume or overwrite):
         raise OutputExistsError(f"run folder {folder} already exists; pass --resume to keep the finished steps or "
                                 "--overwrite to run every step again")
@@ -171,6 +175,8 @@ def run_recipe(recipe: Recipe, *, resume: bool = False, overwrite: bool = False,
     previous = _read_state(folder) if resume else {}
     old_steps = {s.get("index"): s for s in previous.get("steps", [])}
     state = {"recipe": recipe.to_dict(), "steps": []}
+    if not (folder / STATE_FILE).is_file():  # the marker of a run folder, there before any step writes
+        write_json(folder / STATE_FILE, state)
     flow = _Flow(model=recipe.source, source=recipe.source, threads=recipe.threads)
     outcomes = [StepOutcome(i, s.kind, recipe.folder(s), "not run") for i, s in enumerate(recipe.steps, start=1)]
     threads_before = torch.get_num_threads()
