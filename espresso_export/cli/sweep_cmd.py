@@ -6,11 +6,11 @@ from typing import Annotated
 
 import typer
 
-from espresso_export.core.types import Head, Select
+from espresso_export.core.types import Head
 from espresso_export.cli.app import app
 from espresso_export.cli.options import (
-    BatchSizeOpt, CalibrationOpt, CalibrationSamplesOpt, JsonOpt, OutputOpt, OverwriteOpt, SeedOpt, StsColumnsOpt,
-    StsLimitOpt, StsOpt, MeasureThreadsOpt, parse_int_list,
+    SELECT_DEFAULT, BatchSizeOpt, CalibrationOpt, CalibrationSamplesOpt, JsonOpt, OutputOpt, OverwriteOpt, SeedOpt, StsColumnsOpt,
+    StsLimitOpt, StsOpt, MeasureThreadsOpt, SelectOpt, parse_int_list,
 )
 
 
@@ -27,10 +27,7 @@ def sweep(
     dims: Annotated[str, typer.Option("--dims", "-d", help="Embedding widths to try, comma-separated (64,128,256).")],
     head: Annotated[Head, typer.Option("--head", case_sensitive=False,
                                        help="pca (fitted on the calibration corpus) or truncate (first-k).")] = Head.PCA,
-    select: Annotated[Select, typer.Option(
-        "--select", case_sensitive=False,
-        help="first: the first L layers (one forward pass for every depth); spread: L layers spread over the "
-             "depth, keeping the last (one encode per depth).")] = Select.FIRST,
+    select: SelectOpt = SELECT_DEFAULT,
     sts: StsOpt = None,
     sts_columns: StsColumnsOpt = None,
     sts_limit: StsLimitOpt = None,
