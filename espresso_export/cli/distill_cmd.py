@@ -9,13 +9,7 @@ from typing import Annotated
 import typer
 
 from espresso_export.cli.app import app
-from espresso_export.cli.options import (
-    JsonOpt,
-    OutputOpt,
-    OverwriteOpt,
-    ResumeOpt,
-    RunDirOpt,
-)
+from espresso_export.cli.options import JsonOpt, OutputOpt, OverwriteOpt, ResumeOpt, RunDirOpt
 from espresso_export.core.settings import param, settings_command
 from espresso_export.training.settings import DistillSettings
 
