@@ -498,3 +498,31 @@ def test_card_onnx_snippet_runs_on_the_staged_files(shrunk, tmp_path, capsys):
     expected = OnnxEncoder(exported).encode(["A man is playing a guitar.", "Someone plays an instrument."])
     assert namespace["embeddings"].shape == expected.shape == (2, 8) and f"# {expected.shape}" in snippet
     assert np.allclose(namespace["embeddings"], expected, atol=1e-6)
+
+
+def test_card_license_comes_from_the_source_or_license_and_the_smoke_set_is_not_a_benchmark(shrunk, tmp_path,
+                                                                                           capsys):
+    """The card had no `license`, and put verify's built-in smoke set ("not a benchmark") into `model-index`."""
+    import yaml
+
+    report = json.loads((Path(__file__).parent / "data" / "verify_report.json").read_text())
+    smoke = next(s for s in report["sts"]["sets"] if s.get("smoke_set"))  # the stored report has both kinds
+    folder = tmp_path / "m"
+    shutil.copytree(shrunk, folder)
+    (folder / "verify_report.json").write_text(json.dumps(report))
+    assert run(capsys, "push", folder, "--repo-id", REPO, "--dry-run", tmp_path / "a")[0] == 0
+    meta = yaml.safe_load((tmp_path / "a" / "README.md").read_text().split("---")[1])
+    assert meta["license"] == "apache-2.0"  # the tiny source's card says so
+    datasets = [r["dataset"]["name"] for r in meta["model-index"][0]["results"]]
+    assert datasets and smoke["name"] not in datasets
+    assert smoke["name"] in (tmp_path / "a" / "README.md").read_text().split("---", 2)[2]  # still in the body
+    source = tmp_path / "unlicensed"  # a source whose card records no license
+    shutil.copytree(folder, source)
+    prov = json.loads((source / "espresso.json").read_text())
+    prov["source"] = {**prov["source"], "id": str(tmp_path / "nowhere")} if isinstance(prov.get("source"), dict) \
+        else str(tmp_path / "nowhere")
+    (source / "espresso.json").write_text(json.dumps(prov))
+    code, _, err = run(capsys, "push", source, "--repo-id", REPO, "--dry-run", tmp_path / "b")
+    assert code == 2 and "pass --license" in err and not (tmp_path / "b").exists()
+    assert run(capsys, "push", source, "--repo-id", REPO, "--dry-run", tmp_path / "c", "--license", "mit")[0] == 0
+    assert yaml.safe_load((tmp_path / "c" / "README.md").read_text().split("---")[1])["license"] == "mit"
