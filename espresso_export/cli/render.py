@@ -13,17 +13,9 @@ def print_json(obj) -> None:
 
 
 def print_table(title: str, rows: Iterable[tuple[str, object]]) -> None:
-    from rich.table import Table
-    from rich.text import Text
+    from espresso_export.cli.tables import key_values, show
 
-    from espresso_export.core.console import out_console
-
-    table = Table(title=title, show_header=False, title_justify="left")
-    table.add_column(style="bold", no_wrap=True)  # keys are short: the value wraps, never the key
-    table.add_column(overflow="fold")  # a path longer than the line folds; words wrap
-    for key, value in rows:
-        table.add_row(key, Text(str(value)))  # plain text: '[...]' in a value is not markup
-    out_console().print(table)
+    show(key_values(title, list(rows)))
 
 
 def print_hints(hints: Iterable[str]) -> None:

@@ -55,7 +55,7 @@ def _hub_cached(repo_id: str, name: str) -> Path | None:
 
     try:
         found = try_to_load_from_cache(repo_id, name)
-    except Exception:  # a malformed id or an unreadable cache: treated as "not cached"
+    except (ValueError, OSError):  # a malformed id or an unreadable cache: treated as "not cached"
         return None
     return Path(found) if isinstance(found, str) else None
 
