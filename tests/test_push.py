@@ -535,3 +535,31 @@ def test_card_marks_a_speed_up_verify_did_not_trust():
     assert "| latency p50, batch 1 (ms) |" in card and "(2.12x throughput) |" in card
     assert "(2.18x? throughput) |" in card
     assert "? verify marked this speed measurement unreliable: batch 32: 1-min load average 3.2 above 2" in card
+
+
+def test_card_license_comes_from_the_source_or_license_and_the_smoke_set_is_not_a_benchmark(shrunk, tmp_path,
+                                                                                           capsys):
+    """The card had no `license`, and put verify's built-in smoke set ("not a benchmark") into `model-index`."""
+    import yaml
+
+    report = json.loads((Path(__file__).parent / "data" / "verify_report.json").read_text())
+    smoke = next(s for s in report["sts"]["sets"] if s.get("smoke_set"))  # the stored report has both kinds
+    folder = tmp_path / "m"
+    shutil.copytree(shrunk, folder)
+    (folder / "verify_report.json").write_text(json.dumps(report))
+    assert run(capsys, "push", folder, "--repo-id", REPO, "--dry-run", tmp_path / "a")[0] == 0
+    meta = yaml.safe_load((tmp_path / "a" / "README.md").read_text().split("---")[1])
+    assert meta["license"] == "apache-2.0"  # the tiny source's card says so
+    datasets = [r["dataset"]["name"] for r in meta["model-index"][0]["results"]]
+    assert datasets and smoke["name"] not in datasets
+    assert smoke["name"] in (tmp_path / "a" / "README.md").read_text().split("---", 2)[2]  # still in the body
+    source = tmp_path / "unlicensed"  # a source whose card records no license
+    shutil.copytree(folder, source)
+    prov = json.loads((source / "espresso.json").read_text())
+    prov["source"] = {**prov["source"], "id": str(tmp_path / "nowhere")} if isinstance(prov.get("source"), dict) \
+        else str(tmp_path / "nowhere")
+    (source / "espresso.json").write_text(json.dumps(prov))
+    code, _, err = run(capsys, "push", source, "--repo-id", REPO, "--dry-run", tmp_path / "b")
+    assert code == 2 and "pass --license" in err and not (tmp_path / "b").exists()
+    assert run(capsys, "push", source, "--repo-id", REPO, "--dry-run", tmp_path / "c", "--license", "mit")[0] == 0
+    assert yaml.safe_load((tmp_path / "c" / "README.md").read_text().split("---")[1])["license"] == "mit"

@@ -290,7 +290,8 @@ def test_run_end_to_end_gate_stops_before_push_then_resume(minilm_path, calibrat
     assert {"README.md", "model.safetensors", "verify_report.json", "onnx/model_quantized.onnx", "espresso.json",
             "export.json", "tokenizer_config.json"} <= files
     card = (staged / "README.md").read_text()
-    assert "model-index" in card and "2 layers" in card and "32-d" in card
+    assert "2 layers" in card and "32-d" in card and "license: apache-2.0" in card  # MiniLM's license
+    assert "model-index" not in card  # verify ran on the built-in smoke set only: not a benchmark result
     pushed_report = json.loads((staged / "verify_report.json").read_text())
     assert pushed_report["gate"]["passed"] is True and pushed_report["gate"]["thresholds"]["min_retention"] == 0.5
 
@@ -344,3 +345,18 @@ def test_resume_keeps_unchanged_steps_and_reruns_from_the_first_change(tiny_bert
     assert statuses("--overwrite") == ["done", "done"]
     code, _, err = run(capsys, "run", recipe, "-o", out_dir, "--resume", "--overwrite")
     assert code == 2 and "exclude each other" in err
+
+
+def test_run_defaults_to_runs_name_and_refuses_a_folder_that_is_not_a_run_folder(tmp_path, capsys, monkeypatch):
+    """`run minilm-L3-d128` used to default to ./minilm-L3-d128, the folder the README's `shrink` writes, and
+    `--resume` then wrote run.json and 1-shrink/ into that model folder."""
+    monkeypatch.chdir(tmp_path)
+    recipe = load_recipe(write(tmp_path, "name: small\n" + BASIC))
+    assert recipe.run_folder == tmp_path / "runs" / "small"
+    model = tmp_path / "small"  # what `shrink ... -o small` leaves: a model folder, not a run folder
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    for flags in ([], ["--resume"], ["--overwrite"]):
+        code, _, err = run(capsys, "run", tmp_path / "r.yaml", "-o", model, *flags)
+        assert code == 2 and "is not a run folder (no run.json)" in err, flags
+        assert sorted(p.name for p in model.iterdir()) == ["config.json"]

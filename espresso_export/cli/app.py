@@ -10,11 +10,43 @@ import os
 import sys
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from espresso_export import __version__
 from espresso_export.core.errors import EXIT_INTERRUPTED, EXIT_RUNTIME, EXIT_USAGE, EspressoError
 
+
+def _bare_switches(params) -> None:
+    """Switches print bare (``--overwrite``), not ``--overwrite <bool>``: typer shows a type for every option,
+    and a switch takes no value. An empty metavar is typer's way to show none."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+
+
+class _BareSwitches:
+    """Mixed into the class of every command and of the root (set once, here, through typer's ``cls`` hook)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        _bare_switches(self.params)
+
+    def get_help_option(self, ctx):
+        option = super().get_help_option(ctx)
+        _bare_switches([option] if option is not None else [])
+        return option
+
+
+class _Command(_BareSwitches, TyperCommand):
+    pass
+
+
+class _Group(_BareSwitches, TyperGroup):
+    pass
+
+
 app = typer.Typer(
+    cls=_Group,
     name="espresso-export",
     help="Turn a sentence-embedding checkpoint into a small, fast, verified model.\n\n"
     "Exit codes: 0 ok, 1 runtime failure, 2 usage/validation error, 3 failed quality gate, 130 interrupted.",
@@ -56,6 +88,10 @@ _register()
 # outputs are assembled in a temp folder and renamed into place when complete (model/layout.py: atomic_output)
 INTERRUPTED_NOTE = "nothing written (an output appears only when complete; existing outputs are unchanged)"
 
+for _info in app.registered_commands:  # every command gets the class whose switches print bare
+    if _info.cls in (None, TyperCommand):
+        _info.cls = _Command
+
 
 def _cli_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:
     """Click's usage-error, abort and exit classes, both click's own and the copy recent typer versions vendor.
@@ -95,6 +131,14 @@ def _invoke(args: list[str], exits: tuple[type, ...]) -> int:
     return code if isinstance(code, int) else 0
 
 
+def _usage_line(e) -> str:
+    """Click's usage error as one line, with where to read more: click prints the usage, a hint and the message
+    on three lines, and typer's value coercion prefixes its message with "Value error, "."""
+    message = " ".join(e.format_message().replace("Value error, ", "").split())
+    ctx = getattr(e, "ctx", None)
+    return f"{message} (see '{ctx.command_path} --help')" if ctx is not None else message
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and map every outcome to an exit code."""
     from espresso_export.core.console import quiet_libraries
@@ -118,7 +162,7 @@ def _run(args: list[str], debug: bool) -> int:
         _say("[yellow]interrupted:[/]", INTERRUPTED_NOTE)
         return EXIT_INTERRUPTED
     except usage_errors as e:
-        e.show()
+        _say("[bold red]error:[/]", _usage_line(e))
         return EXIT_USAGE if e.exit_code == 2 else e.exit_code
     except Exception as e:  # ours: one line and its code; anything else: one line, exit 1; traceback with --debug
         if debug:

@@ -29,7 +29,7 @@ def _push(settings: PushSettings, *, folder: Path, repo_id: str, token: Optional
         print_json(result.to_dict())
         return
     card = ", ".join(filter(None, [
-        "verify metrics" if result.metrics else "no metrics",
+        f"license {result.license}", "verify metrics" if result.metrics else "no metrics",
         "ONNX" if result.onnx else None,
         f"matryoshka {result.matryoshka_dimensions}" if result.matryoshka_dimensions else None,
         f"base_model {result.base_model}" if result.base_model else None,

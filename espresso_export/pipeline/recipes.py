@@ -4,7 +4,7 @@ A recipe names a source model, an ordered list of steps and, optionally, where t
 
     name: minilm-L3-d128            # optional; default: the file name
     source: minilm                  # folder, Hub id or alias (`espresso-export models`)
-    output: runs/minilm-L3-d128     # optional; default: ./NAME (relative paths: against the recipe's folder)
+    output: runs/minilm-L3-d128     # optional; default: runs/NAME (relative paths: against the recipe's folder)
     threads: 2                      # optional; torch / onnxruntime threads for every step
     steps:
       - shrink: {layers: 3, dim: 128}
@@ -56,6 +56,9 @@ SHIPPED_DIR = Path(__file__).resolve().parents[2] / "recipes"  # root recipes/ o
 
 ShrinkStep = ShrinkSettings
 ExportStep = ExportOptions
+
+
+RUNS_FOLDER = "runs"  # the default run folder is runs/NAME: never a folder another command wrote
 
 
 @dataclass
@@ -123,7 +126,7 @@ class Recipe:
     source: str
     steps: list[Step]
     path: Path | None = None  # the recipe file
-    output: Path | None = None  # the run folder (None: ./NAME)
+    output: Path | None = None  # the run folder (None: runs/NAME under the current folder)
     threads: int | None = None
     description: str | None = None
 
@@ -136,7 +139,7 @@ class Recipe:
 
     @property
     def run_folder(self) -> Path:
-        return (self.output or Path.cwd() / self.name).resolve()
+        return (self.output or Path.cwd() / RUNS_FOLDER / self.name).resolve()
 
     def to_dict(self) -> dict:
         return {"name": self.name, "description": self.description, "source": self.source,

@@ -34,7 +34,7 @@ from espresso_export.core.formatting import number
 from espresso_export.core.errors import GateFailedError
 from espresso_export.model.layout import atomic_output, write_text_atomic
 from espresso_export.pipeline.recipes import MODEL_STEPS, Recipe, Step, step_fields
-from espresso_export.pipeline.state import check_run_folder, fingerprint, read_state, step_paths, write_state
+from espresso_export.pipeline.state import STATE_FILE, check_run_folder, fingerprint, read_state, step_paths, write_state
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
@@ -159,6 +159,8 @@ def run_recipe(recipe: Recipe, *, resume: bool = False, overwrite: bool = False,
     folder.mkdir(parents=True, exist_ok=True)
     old_steps = {s.get("index"): s for s in read_state(folder).get("steps", [])} if resume else {}
     state = {"recipe": recipe.to_dict(), "steps": []}
+    if not (folder / STATE_FILE).is_file():  # the marker of a run folder, there before any step writes
+        write_state(folder, state)
     flow = _Flow(model=recipe.source, source=recipe.source, threads=recipe.threads)
     outcomes = [StepOutcome(i, s.kind, recipe.folder(s), "not run") for i, s in enumerate(recipe.steps, start=1)]
     threads_before = torch.get_num_threads()

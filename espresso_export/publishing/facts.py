@@ -82,6 +82,7 @@ class ModelFacts:
     provenance: dict | None
     onnx: OnnxFacts | None = None
     metrics: CardMetrics | None = None
+    license: str | None = None  # set by push: --license, else the source's (publishing/license.py)
 
     @property
     def output_dim(self) -> int | None:

@@ -86,6 +86,18 @@ class EseTask(TrainingTask):
         total, self.last_parts = self.objective.compute(joined, whole, param_grad_scale=1.0 / dist.world)
         return total - total.detach() * (1 - 1 / dist.world)  # value: a 1/world share; gradient: this rank's all
 
+    @property
+    def cut_points(self) -> list[str]:
+        """The cuts :meth:`evaluate` averages: the full-width last layer, and for ESE every trained layer's first k."""
+        k, n, layers = self.objective.config.compression_dim, self.ckpt.depth, self.objective.uses_layers
+        many = len(layers) > 1 or self.objective.config.alpha or self.objective.config.beta
+        return [f"L{n}/full", *([f"L{i}/{k}" for i in layers] if many else [])]
+
+    @property
+    def score_label(self) -> str:
+        points = self.cut_points
+        return "eval" if len(points) == 1 else f"eval (mean of {len(points)} cut points)"
+
     def evaluate(self) -> float | None:
         """STS Spearman x100: the full-width last layer for a control run; for ESE the mean of that and of
         every trained layer's first-k dims (the cuts ESE promises)."""
@@ -208,7 +220,9 @@ def _eval_info(eval_sts, eval_pairs, result, task: EseTask) -> dict | None:
     if eval_pairs is None:
         return None
     return {"sts": str(eval_sts), "pairs": len(eval_pairs), "initial": result.initial_score, "best": result.best_score,
-            "best_step": result.best_step, "history": result.history, "last": task.last_eval}
+            "best_step": result.best_step, "history": result.history, "last": task.last_eval,
+            "score": "mean STS Spearman x100 over the cut points" if len(task.cut_points) > 1 else "STS Spearman x100",
+            "cut_points": task.cut_points}
 
 
 def _cut_hint(output, objective: EseConfig) -> str:

@@ -182,7 +182,7 @@ def save_checkpoint(trainer: Trainer) -> Path:
         "scheduler": t.scheduler.state_dict(), "optimizer": opt_meta,
         "scaler": t.scaler.state_dict() if t.scaler else None,
         "python_random": [py[0], list(py[1]), py[2]], "best": t.best, "history": t.history,
-        "initial_score": t.initial_score, "epoch_loss": t.epoch_loss, "saved": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "initial_score": t.initial_score, "epoch_loss": t.epoch_loss, "last_epoch_loss": t.last_epoch_loss, "saved": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     rundir.claim(t.run_dir)
     with atomic_output(target, overwrite=True) as tmp:
@@ -210,6 +210,7 @@ def load_checkpoint(trainer: Trainer) -> None:
     t.best, t.history = meta.get("best"), meta.get("history", [])
     t.initial_score = meta.get("initial_score")
     t.epoch_loss = meta.get("epoch_loss", [0.0, 0])
+    t.last_epoch_loss = meta.get("last_epoch_loss")
 
 
 def save_best(trainer: Trainer, score: float) -> None:

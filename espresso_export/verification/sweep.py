@@ -10,8 +10,9 @@ written per point. Latency is measured once per depth on the cut model
 the head's k x d product is a negligible share), the depths and the full
 source taking turns batch by batch, all in this process with a fixed thread count.
 
-``--select spread`` (layers spread over the depth, always keeping the last)
-cannot reuse one pass: it runs one encode per depth on the cut model.
+Layers are selected as ``shrink`` selects them (one declaration, ``select_setting``): ``auto`` (the
+default) is ``first`` for ESE-trained models and ``spread`` otherwise. Spread (layers spread over the depth,
+always keeping the last) cannot reuse one pass: it runs one encode per depth on the cut model.
 
 The result types (:class:`SweepPoint`, :class:`SweepResult`) live in
 :mod:`espresso_export.verification.sweep_result`, which the plot reads without this module.
@@ -41,6 +42,7 @@ from espresso_export.model.post import renormalized, with_head
 from espresso_export.model.layout import atomic_output, check_output, write_text_atomic
 from espresso_export.shrinking.heads import fit_pca, truncation
 from espresso_export.shrinking.shrink import load_calibration
+from espresso_export.shrinking.settings import select_setting
 from espresso_export.shrinking.slicing import depth_hint, select_layers, temporary_cut
 from espresso_export.verification.embedders import Embedder
 from espresso_export.verification.sweep_result import SweepPoint, SweepResult, pareto_front
@@ -55,7 +57,7 @@ class SweepOptions:
     layers: Sequence[int]  # depths L to try
     dims: Sequence[int]  # widths k to try
     head: Head = Head.PCA
-    select: Select = Select.FIRST
+    select: Select = select_setting()  # shrink's default, declared once
     sts: Sequence[str] = ("builtin",)
     sts_columns: tuple[str, str, str] = ("sentence1", "sentence2", "score")
     sts_limit: int | None = None
@@ -150,8 +152,6 @@ def _check(options: SweepOptions) -> tuple[Head, Select, list[int], list[int]]:
     head, select = Head(options.head), Select(options.select)
     if head not in SWEEP_HEADS:
         raise ValidationError(f"sweep --head must be pca or truncate, got {head.value}")
-    if select is Select.AUTO:
-        raise ValidationError("sweep --select must be first or spread")
     if not 0 < options.target_retention <= 1.5:
         raise ValidationError(f"--target-retention must be a fraction like 0.95, got {options.target_retention}")
     if not options.sts:
@@ -246,7 +246,7 @@ def _notes(sets, select: Select, ckpt: Checkpoint, depths: list[int]) -> list[st
     notes = []
     if any(s.smoke for s in sets):
         notes.append(SMOKE_NOTE.format(n=len(load_sts("builtin").pairs)))
-    if select is Select.FIRST and not ckpt.ese_trained and depths[0] < ckpt.depth:
+    if select is Select.FIRST and not ckpt.ese_trained and depths[0] < ckpt.depth:  # only when asked for
         notes.append("this model is not ESE-trained: its first-L cuts usually score below spread cuts "
                      "(try --select spread)")
     return notes
@@ -270,6 +270,9 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, outp
         with _timed(timings, "load"):
             ckpt = source if isinstance(source, Checkpoint) else load(source)
         _check_grid(ckpt, depths, dims)
+        select_auto = select is Select.AUTO
+        if select_auto:  # as shrink resolves it for this model
+            select = Select.FIRST if ckpt.ese_trained else Select.SPREAD
         kept = {d: select_layers(ckpt.depth, d, select) for d in depths}
         texts = _Texts(*[s.pairs.sentence1 + s.pairs.sentence2 for s in sets])
         with _timed(timings, "encode"):
@@ -288,7 +291,7 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, outp
         source=ckpt.source, source_depth=ckpt.depth, source_dim=ckpt.output_dim,
         source_spearman=float(np.mean(list(source_per_set.values()))), source_per_set=source_per_set,
         source_sentences_per_s=stats[-1].sentences_per_s, source_p50_ms=stats[-1].p50_ms,
-        source_params=source_params, head=head, select=select,
+        source_params=source_params, head=head, select=select, select_auto=select_auto,
         sts_sets=[{"name": s.name, "spec": s.spec, "kind": s.kind, "pairs": len(s.pairs), "smoke_set": s.smoke}
                   for s in sets],
         calibration=None if head is not Head.PCA else {"source": cal_label, "size": len(cal)},
