@@ -256,6 +256,7 @@ steps:
       sts_limit: 24
       latency_texts: 8
       latency_rounds: 1
+      latency_budget: 0
       batch_sizes: [4]
       min_retention: 0.999
   - push:
@@ -276,7 +277,7 @@ def test_run_end_to_end_gate_stops_before_push_then_resume(minilm_path, calibrat
     distilled = json.loads((out_dir / "2-distill" / "espresso.json").read_text())
     shrunk = json.loads((out_dir / "1-shrink" / "espresso.json").read_text())
     assert distilled["step"] == "distill" and distilled["student"]["layers"] == shrunk["layers"]  # healed the cut
-    assert {"model.onnx", "model_int8.onnx"} <= {p.name for p in (out_dir / "3-export").iterdir()}
+    assert {"model.onnx", "model_quantized.onnx"} <= {p.name for p in (out_dir / "3-export" / "onnx").iterdir()}
     report = json.loads((out_dir / "4-verify" / "report.json").read_text())
     assert report["candidate"]["path"] == str(out_dir / "3-export") and report["gate"]["passed"] is False
 
@@ -291,9 +292,11 @@ def test_run_end_to_end_gate_stops_before_push_then_resume(minilm_path, calibrat
     assert [s["status"] for s in result["steps"]] == ["reused", "reused", "reused", "done", "done"]
     staged = out_dir / "5-push"
     files = {p.relative_to(staged).as_posix() for p in staged.rglob("*") if p.is_file()}
-    assert {"README.md", "model.safetensors", "verify_report.json", "onnx/model_int8.onnx", "espresso.json"} <= files
+    assert {"README.md", "model.safetensors", "verify_report.json", "onnx/model_quantized.onnx", "espresso.json",
+            "export.json", "tokenizer_config.json"} <= files
     card = (staged / "README.md").read_text()
-    assert "model-index" in card and "2 layers" in card and "32-d" in card
+    assert "2 layers" in card and "32-d" in card and "license: apache-2.0" in card  # MiniLM's license
+    assert "model-index" not in card  # verify ran on the built-in smoke set only: not a benchmark result
     pushed_report = json.loads((staged / "verify_report.json").read_text())
     assert pushed_report["gate"]["passed"] is True and pushed_report["gate"]["thresholds"]["min_retention"] == 0.5
 
@@ -304,7 +307,7 @@ steps:
   - train: {{ese: true, data: {data}, compression_dim: 16, max_steps: 2, batch_size: 16, lr: 1.0e-3}}
   - shrink: {{layers: 2, dim: 16}}
   - export: {{}}
-  - verify: {{sts_limit: 20, latency_texts: 4, latency_rounds: 1, batch_sizes: [2]}}
+  - verify: {{sts_limit: 20, latency_texts: 4, latency_rounds: 1, latency_budget: 0, batch_sizes: [2]}}
   - push: {{repo_id: me/ese-cut, dry_run: true}}
 """
 
@@ -347,3 +350,18 @@ def test_resume_keeps_unchanged_steps_and_reruns_from_the_first_change(tiny_bert
     assert statuses("--overwrite") == ["done", "done"]
     code, _, err = run(capsys, "run", recipe, "-o", out_dir, "--resume", "--overwrite")
     assert code == 2 and "exclude each other" in err
+
+
+def test_run_defaults_to_runs_name_and_refuses_a_folder_that_is_not_a_run_folder(tmp_path, capsys, monkeypatch):
+    """`run minilm-L3-d128` used to default to ./minilm-L3-d128, the folder the README's `shrink` writes, and
+    `--resume` then wrote run.json and 1-shrink/ into that model folder."""
+    monkeypatch.chdir(tmp_path)
+    recipe = load_recipe(write(tmp_path, "name: small\n" + BASIC))
+    assert recipe.run_folder == tmp_path / "runs" / "small"
+    model = tmp_path / "small"  # what `shrink ... -o small` leaves: a model folder, not a run folder
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    for flags in ([], ["--resume"], ["--overwrite"]):
+        code, _, err = run(capsys, "run", tmp_path / "r.yaml", "-o", model, *flags)
+        assert code == 2 and "is not a run folder (no run.json)" in err, flags
+        assert sorted(p.name for p in model.iterdir()) == ["config.json"]

@@ -20,6 +20,7 @@ def _distill(settings: DistillSettings, *, teacher: str, output: Path, resume: b
     from espresso_export.cli.render import finish_table, report_json
     from espresso_export.training.distill import distill as run_distill
     from espresso_export.training.distributed import current
+    from espresso_export.training.task import LOSS_LABEL
 
     result = run_distill(teacher, output, settings, resume=resume, run_dir=run_dir, overwrite=overwrite,
                          progress=not json_out)
@@ -43,7 +44,8 @@ def _distill(settings: DistillSettings, *, teacher: str, output: Path, resume: b
                             + f" in {result.teacher_seconds:.1f} s"),
         ("training", f"{t['steps']} steps ({t['epochs']} epochs), "
                      f"{result.sentences_per_second:.0f} sentences/s, "
-                     f"final loss {t['final_loss']:.4g}" if t["final_loss"] is not None else f"{t['steps']} steps"),
+                     f"{LOSS_LABEL} {t['epoch_mean_loss']:.4g}" if t["epoch_mean_loss"] is not None
+                     else f"{t['steps']} steps"),
     ]
     mix, lengths = c.get("mix"), c.get("lengths")
     if mix:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from espresso_export.core.errors import ValidationError
+from espresso_export.core.extras import require
 from espresso_export.data.files import (
     BUILTIN, base_suffix, builtin_resource, jsonl_objects, open_text, sniff_delimiter, table_rows,
 )
@@ -104,10 +105,9 @@ def _table_texts(path: Path, text: str, delim: str, column: str | None) -> list[
 
 
 def _parquet_texts(path: Path, column: str | None) -> list[str]:
-    try:
-        import pyarrow.parquet as pq  # type: ignore[import-not-found]
-    except ImportError as e:
-        raise ValidationError(f"{path}: reading parquet needs pyarrow (pip install pyarrow)") from e
+    require("parquet")
+    import pyarrow.parquet as pq  # type: ignore[import-not-found]
+
     table = pq.read_table(str(path))
     name = column or next((c for c in TEXT_FIELDS if c in table.column_names), None)
     if name is None or name not in table.column_names:

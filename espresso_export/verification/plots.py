@@ -38,7 +38,7 @@ def plot_sweep(result: SweepResult, path: Path) -> Path:
                        label=f"target: {100 * result.target_retention:g}% of source")
         sets = ", ".join(s["name"] for s in result.sts_sets)
         ax.set_title(f"{Path(result.source).name}: depth x width sweep ({result.head.value} head, "
-                     f"{result.select.value} layers)", fontsize=10)
+                     f"layers: {result.selection})", fontsize=10)
         ax.set_xscale("log")  # depth 1 runs ~10x faster than the full model: a linear axis crowds the deep cuts
         ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
         ax.xaxis.set_minor_formatter(ticker.FormatStrFormatter("%g"))

@@ -20,6 +20,7 @@ import numpy as np
 
 from espresso_export.data import RetrievalSet, read_retrieval, retrieval_from_sts
 from espresso_export.core.errors import ValidationError
+from espresso_export.core.extras import require
 from espresso_export.core.types import IndexKind
 from espresso_export.verification.embedders import EncodeCache
 from espresso_export.verification.sts import DEFAULT_COLUMNS, load_sts
@@ -69,6 +70,7 @@ def load_retrieval(spec: str | os.PathLike, *, columns: tuple[str, str, str] = D
 
 
 def build_index(docs: np.ndarray, options: IndexOptions):
+    require("retrieval")
     import faiss
 
     n, d = docs.shape
@@ -103,6 +105,7 @@ def normalise(x: np.ndarray) -> np.ndarray:
 
 def search(query_emb: np.ndarray, doc_emb: np.ndarray, options: IndexOptions, k: int = TOP_K):
     """``(ranked corpus positions, index bytes, build seconds, median seconds to search all queries)``."""
+    require("retrieval")
     import faiss
 
     if options.threads is not None:

@@ -49,7 +49,7 @@ class SweepResult:
     source_p50_ms: float
     source_params: int
     head: Head
-    select: Select
+    select: Select  # first or spread: how the layers were selected
     sts_sets: list[dict]
     calibration: dict | None
     threads: int
@@ -60,6 +60,12 @@ class SweepResult:
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     output: Path | None = None
+    select_auto: bool = False  # ``select`` is what ``auto`` (shrink's default) picked for this model
+
+    @property
+    def selection(self) -> str:
+        """How the layers were picked, as the table and the plot name it."""
+        return f"{self.select.value} (auto)" if self.select_auto else self.select.value
 
     @property
     def smallest(self) -> SweepPoint | None:
@@ -83,8 +89,11 @@ class SweepResult:
         return f"{self.metric_name} x100"
 
     def shrink_command(self, point: SweepPoint) -> str:
-        layers = str(point.layers) if self.select is Select.FIRST else ",".join(map(str, point.kept))
-        select = " --select first" if self.select is Select.FIRST else ""
+        if self.select_auto:  # shrink's own default picks the same layers
+            layers, select = str(point.layers), ""
+        else:
+            layers = str(point.layers) if self.select is Select.FIRST else ",".join(map(str, point.kept))
+            select = " --select first" if self.select is Select.FIRST else ""
         return (f"espresso-export shrink {self.source} --layers {layers}{select} --dim {point.dim} "
                 f"--head {self.head.value} -o OUT")
 
@@ -108,7 +117,7 @@ class SweepResult:
                        "per_set": {k: round(v, 4) for k, v in self.source_per_set.items()},
                        "sentences_per_s": round(self.source_sentences_per_s, 4),
                        "p50_ms": round(self.source_p50_ms, 4), "params": self.source_params},
-            "head": self.head.value, "select": self.select.value, "sts": self.sts_sets,
+            "head": self.head.value, "select": self.select.value, "select_auto": self.select_auto, "sts": self.sts_sets,
             "calibration": self.calibration, "threads": self.threads, "latency": self.latency,
             "target_retention": self.target_retention, "recommended": pick,
             "metric": self.metric.value,
@@ -125,7 +134,7 @@ class SweepResult:
         return cls(
             source=src["id"], source_depth=src["depth"], source_dim=src["dim"], source_spearman=src["spearman"],
             source_per_set=src["per_set"], source_sentences_per_s=src["sentences_per_s"], source_p50_ms=src["p50_ms"],
-            source_params=src["params"], head=Head(d["head"]), select=Select(d["select"]), sts_sets=d["sts"],
+            source_params=src["params"], head=Head(d["head"]), select=Select(d["select"]), select_auto=d.get("select_auto", False), sts_sets=d["sts"],
             calibration=d["calibration"], threads=d["threads"], latency=d["latency"],
             target_retention=d["target_retention"],
             metric=SweepMetric(d.get("metric", "sts")),
