@@ -34,7 +34,6 @@ import numpy as np
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.extras import require
 from espresso_export.data import input_extras
-from espresso_export.core.metrics import sts_spearman
 from espresso_export.core.types import Head, Select, SweepMetric
 from espresso_export.model.checkpoint import Checkpoint, DenseLayer, load
 from espresso_export.model.embed import apply_post, encode, encode_layers
