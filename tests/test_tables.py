@@ -104,7 +104,7 @@ def test_no_id_or_path_is_cut_at_80_columns():
     assert "…" not in "".join(rendered.values())
     header = next(line.split() for line in rendered["sweep"].splitlines() if line.strip().startswith("kept"))
     assert header == ["kept", "dim", "Spearman", "ret.", "sent/s", "speed", "params", "B/vec", "*"]  # abbreviated
-    assert tables.SWEEP_LEGEND.split(";")[0] in rendered["sweep"]  # ... and explained
+    assert tables.SWEEP_LEGEND.format(metric="Spearman").split(";")[0] in rendered["sweep"]  # ... and explained
 
 
 def test_a_wide_terminal_gets_the_grid_and_its_full_width():
