@@ -61,10 +61,10 @@ def prepare() -> tuple[Path, Path, Path]:
         info = json.loads((folder / "export.json").read_text())
         feeds = _calibration_feeds(folder, ExportOptions())
         for file, (label, scheme, cpu) in VARIANTS.items():
-            report = write_int8(folder / "model.onnx", folder / file, feeds, scheme=scheme, alpha=0.5,
+            report = write_int8(folder / "onnx" / "model.onnx", folder / file, feeds, scheme=scheme, alpha=0.5,
                                 external_threshold=2_000_000_000, cpu=cpu or int8_isa())
             info["files"].append({"file": file, "quantization": "int8", "optimization": "none", "int8": report})
-        _peer(folder / "model.onnx", folder / PEER_FILE)
+        _peer(folder / "onnx" / "model.onnx", folder / PEER_FILE)
         info["files"].append({"file": PEER_FILE, "quantization": "int8", "optimization": "none"})
         (folder / "export.json").write_text(json.dumps(info, indent=1))
         (folder / "bench_done").write_text("")
@@ -89,7 +89,7 @@ class OpenVinoEncoder:
         from espresso_export.runtime import OnnxEncoder
 
         self.enc = OnnxEncoder(folder, "model.onnx", threads=threads)
-        compiled = ov.Core().compile_model(str(folder / "model.onnx"), "CPU",
+        compiled = ov.Core().compile_model(str(folder / "onnx" / "model.onnx"), "CPU",
                                            {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"})
         self.enc.session = _OvSession(compiled)
         self.encode = self.enc.encode
@@ -113,8 +113,8 @@ def configs(source: Path, cut: Path, folder: Path, threads: int) -> dict:
     src, ct = load(source), load(cut)
     out = {"source PyTorch (all-MiniLM-L6-v2)": lambda t, b: encode(src, t, batch_size=b),
            "cut PyTorch": lambda t, b: encode(ct, t, batch_size=b)}
-    labels = {"model.onnx": "our fp32 graph", "model_O2.onnx": "our fp32 graph O2",
-              "model_int8.onnx": "int8 default on this CPU", "model_int8_O2.onnx": "int8 default, O2",
+    labels = {"onnx/model.onnx": "our fp32 graph", "onnx/model_O2.onnx": "our fp32 graph O2",
+              "onnx/model_quantized.onnx": "int8 default on this CPU", "onnx/model_quantized_O2.onnx": "int8 default, O2",
               PEER_FILE: "peer: sentence-transformers avx512_vnni recipe"} | {k: v[0] for k, v in VARIANTS.items()}
     for f in read_export_info(folder)["files"]:
         out[labels[f["file"]]] = OnnxEncoder(folder, f["file"], threads=threads).encode

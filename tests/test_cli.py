@@ -59,8 +59,8 @@ def test_shrink_json_end_to_end(capsys, tiny_bert, tmp_path):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--layers", "0"], "at least 1"),
-    (["--layers", "9"], "depth of 4"),
+    (["--layers", "0"], "the model has 4 layers"),
+    (["--layers", "9"], "the model has 4 layers"),
     (["--layers", "1,1"], "duplicates"),
     (["--layers", "two"], "comma-separated"),
     (["--layers", "2", "--dim", "0"], "between 1 and 32"),
@@ -203,4 +203,29 @@ def test_error_messages_print_brackets_verbatim(capsys, tmp_path):
 ])
 def test_usage_errors_exit_2_with_clicks_message(capsys, args):
     code, _, err = run(capsys, *args)
-    assert code == 2 and "Error:" in err and "Traceback" not in err and "--debug" not in err
+    assert code == 2 and err.startswith("error: ") and "Traceback" not in err and "--debug" not in err
+    assert len(err.strip().splitlines()) == 1 and "(see 'espresso-export shrink --help')" in err
+
+
+def test_a_bad_choice_is_one_line_exit_2(tmp_path):
+    """The README promises one line: not click's usage + hint + message, nor typer's "Value error, " prefix."""
+    res = subprocess.run([sys.executable, "-m", "espresso_export", "export", "minilm", "--optimize", "o4",
+                          "-o", str(tmp_path / "o")], capture_output=True, text=True)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.strip().splitlines() == [
+        "error: Invalid value for '--optimize': 'o4' is not one of 'none', 'o1', 'o2', 'o3'. "
+        "(see 'espresso-export export --help')"]
+
+
+def test_switches_show_no_type_in_help():
+    """A switch takes no value: `--overwrite`, not `--overwrite <bool>`, in every command's help and the root's."""
+    from typer.testing import CliRunner
+
+    from espresso_export.cli.app import app
+
+    commands = [info.name or info.callback.__name__ for info in app.registered_commands]
+    assert len(commands) >= 10
+    for args in ([], *([c.replace("_", "-")] for c in commands)):
+        res = CliRunner().invoke(app, [*args, "--help"], terminal_width=200)
+        assert res.exit_code == 0 and "--help" in res.output, args
+        assert "<bool>" not in res.output, args

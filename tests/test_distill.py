@@ -357,3 +357,27 @@ def test_cli_distill_with_pairs_only_defaults_to_the_pair_loss(tiny_models, tiny
                  "--cache-dir", str(tmp_path / "cache"), "-o", str(tmp_path / "out2")])
     assert code == 0
     assert "60 distinct pairs (0 sentences added)" in capsys.readouterr().out.replace("\n", " ")
+
+
+def test_one_named_loss_in_the_bar_the_epoch_line_the_table_and_the_json(tiny_bert, corpus_file, tmp_path, capsys,
+                                                                          monkeypatch):
+    """The bar showed a smoothed loss, the epoch line the epoch mean and the table the last step's: three
+    numbers for one run. Now every view shows the epoch-mean loss, named so."""
+    import re
+
+    monkeypatch.setenv("ESPRESSO_PROGRESS_SECONDS", "0")  # a log line per step (stderr is not a terminal here)
+    args = ["distill", "--teacher", str(tiny_bert), "--student-layers", "2", "--dim", "8", "--corpus", str(corpus_file),
+            "--batch-size", "64", "--eval-sts", "builtin", "--eval-limit", "40", "--heldout", "0", "--cache-dir",
+            str(tmp_path / "cache")]
+    assert main([*args, "-o", str(tmp_path / "a")]) == 0
+    out, err = capsys.readouterr()
+    bar = re.findall(r"healing: \d+/\d+ \(100%\), epoch-mean loss ([\d.e+-]+)", err)
+    line = re.findall(r"epoch 1: eval -?[\d.]+ \(best[^)]*\), epoch-mean loss ([\d.e+-]+)", err)
+    table = re.findall(r"epoch-mean loss ([\d.e+-]+)", re.sub(r"[\s│]+", " ", out))  # the table may fold a row
+    assert bar and line and table and bar[-1] == line[-1] == table[-1], (err, out)
+    assert "final loss" not in out and "mean loss" not in err.replace("epoch-mean loss", "")
+    assert main([*args, "-o", str(tmp_path / "b"), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert "final_loss" not in result["train"]
+    assert f"{result['train']['epoch_mean_loss']:.4g}" == table[-1]
+    assert result["eval"]["history"][-1]["loss"] == pytest.approx(result["train"]["epoch_mean_loss"], abs=1e-6)

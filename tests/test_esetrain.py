@@ -9,13 +9,11 @@ import signal
 import pytest
 import torch
 
-
-
-from espresso_export.model.checkpoint import load  # noqa: E402
-from espresso_export.data import builtin_resource, read_sts  # noqa: E402
-from espresso_export.training.ese import EseConfig, EseData, EseObjective  # noqa: E402
-from espresso_export.training.esetrain import EseTask, train_ese  # noqa: E402
-from espresso_export.training.loop import TrainConfig, Trainer, TrainingInterrupted  # noqa: E402
+from espresso_export.data import builtin_resource, read_sts
+from espresso_export.model.checkpoint import load
+from espresso_export.training.ese import EseConfig, EseData, EseObjective
+from espresso_export.training.esetrain import EseTask, train_ese
+from espresso_export.training.loop import TrainConfig, Trainer, TrainingInterrupted
 
 SMOKE = builtin_resource("sts_smoke.tsv")
 
@@ -97,3 +95,21 @@ def test_a_dense_head_is_refused(tiny_bert, tmp_path):
         train_ese(tmp_path / "pca", SMOKE, tmp_path / "out", objective=EseConfig(compression_dim=8),
                   training=TrainConfig(batch_size=16, max_steps=1))
     assert not (tmp_path / "out").exists()
+
+
+def test_train_ese_names_its_eval_a_mean_over_cut_points(tiny_bert, tmp_path, capsys):
+    """`train --ese` printed "eval 66.78 before" for a score that is the mean over the full width and every
+    layer's first k dims: the table, the progress line and the JSON now say so."""
+
+    from espresso_export.cli.app import main
+
+    code = main(["train", str(tiny_bert), "--ese", "--data", str(SMOKE), "-k", "16", "--max-steps", "2",
+                 "--batch-size", "16", "--eval-sts", str(SMOKE), "--eval-limit", "40", "-o", str(tmp_path / "o")])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert "before training: eval (mean of 5 cut points) " in err
+    assert "eval (STS Spearman, mean of 5 cut points)" in out
+    result = train_ese(tiny_bert, SMOKE, tmp_path / "api", objective=EseConfig(compression_dim=16),
+                       training=TrainConfig(batch_size=16, max_steps=1), eval_sts=SMOKE, eval_limit=40)
+    assert result.eval["cut_points"] == ["L4/full", "L1/16", "L2/16", "L3/16", "L4/16"]
+    assert result.eval["score"] == "mean STS Spearman x100 over the cut points"

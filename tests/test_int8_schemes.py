@@ -47,7 +47,7 @@ def test_vnni_detection():
 def test_dynamic_scheme_uses_fused_kernels_and_cpu_weight_bits(fp32_export, cpu, bits):
     feeds = _calibration_feeds(fp32_export, ExportOptions(calibration_samples=32))
     dst = fp32_export.parent / f"int8_{bits}.onnx"
-    report = write_int8(fp32_export / "model.onnx", dst, feeds, scheme="dynamic", alpha=0.5,
+    report = write_int8(fp32_export / "onnx" / "model.onnx", dst, feeds, scheme="dynamic", alpha=0.5,
                         external_threshold=2_000_000_000, cpu=cpu)
     assert report["scheme"] == "dynamic" and report["weight_bits"] == bits and report["reduce_range"] == (bits == 7)
     assert report["picked_for_cpu"] == cpu["isa"]
@@ -61,7 +61,7 @@ def test_dynamic_scheme_uses_fused_kernels_and_cpu_weight_bits(fp32_export, cpu,
 def test_auto_falls_back_to_per_token_when_dynamic_misses_its_target(fp32_export):
     feeds = _calibration_feeds(fp32_export, ExportOptions(calibration_samples=32))
     dst = fp32_export.parent / "auto.onnx"
-    report = write_int8(fp32_export / "model.onnx", dst, feeds, scheme="auto", alpha=0.5,
+    report = write_int8(fp32_export / "onnx" / "model.onnx", dst, feeds, scheme="auto", alpha=0.5,
                         external_threshold=2_000_000_000, cpu=VNNI, calibration_min_cosine=1.01)
     assert report["scheme"] == "per-token" and report["weight_bits"] == 8 and "why" in report
     assert _ops(dst)["ReduceMax"] > 0 and not list(dst.parent.glob("auto.onnx.data"))
@@ -69,7 +69,7 @@ def test_auto_falls_back_to_per_token_when_dynamic_misses_its_target(fp32_export
 
 def test_per_token_scheme_keeps_7_bit_weights_without_vnni(fp32_export):
     feeds = _calibration_feeds(fp32_export, ExportOptions(calibration_samples=32))
-    report = write_int8(fp32_export / "model.onnx", fp32_export.parent / "pt.onnx", feeds, scheme="per-token",
+    report = write_int8(fp32_export / "onnx" / "model.onnx", fp32_export.parent / "pt.onnx", feeds, scheme="per-token",
                         alpha=0.5, external_threshold=2_000_000_000, cpu=AVX2)
     assert report["scheme"] == "per-token" and report["weight_bits"] == 7 and "int7" in report["method"]
 
@@ -87,8 +87,8 @@ def test_export_times_files_and_recommends_the_fastest_that_passed(tiny_bert, tm
     best = max(files, key=lambda n: files[n]["speed"]["sentences_per_second"]["1"]
                * files[n]["speed"]["sentences_per_second"]["4"])
     assert timing["recommended"] == best  # all passed validation, so the fastest (geometric mean) wins
-    assert set(files["model_O1.onnx"]["speed"]["vs_unoptimized"]) == {"1", "4"}
-    int8 = files["model_int8.onnx"]["speed"]
+    assert set(files["onnx/model_O1.onnx"]["speed"]["vs_unoptimized"]) == {"1", "4"}
+    int8 = files["onnx/model_quantized.onnx"]["speed"]
     assert int8["faster_than_fp32"] == all(r > 1 for r in int8["vs_fp32"].values())
     slower = [(n, b) for n, f in files.items() for key in ("vs_fp32", "vs_unoptimized")
               for b, r in f["speed"].get(key, {}).items() if r < 1]
@@ -103,7 +103,7 @@ def test_export_times_files_and_recommends_the_fastest_that_passed(tiny_bert, tm
 def test_timing_off_keeps_the_static_default(tiny_bert, tmp_path):
     result = export(tiny_bert, tmp_path / "onnx", quantize="int8", timing_batches="none", calibration_samples=32)
     info = json.loads((tmp_path / "onnx" / EXPORT_FILE).read_text())
-    assert "timing" not in info and result.default_file == "model_int8.onnx"
+    assert "timing" not in info and result.default_file == "onnx/model_quantized.onnx"
     assert all("speed" not in f for f in info["files"])
 
 

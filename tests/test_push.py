@@ -140,7 +140,20 @@ def test_metrics_adapter_reads_the_verify_report_schema():
         ("sts-smoke", 173, 0.9323, True), ("sts-test", 1379, 0.9372, False)]
     assert [(b.batch_size, b.p50_ratio, b.speedup) for b in m.latency] == [(1, 0.4622, 2.1232), (32, 0.4509, 2.1835)]
     assert m.retrieval[0].candidate_mrr == 0.611204 and m.retrieval[0].mrr_retention == 0.9142
+    assert (m.retrieval[0].candidate_ndcg, m.retrieval[0].ndcg_retention) == (0.512345, 0.9147)
+    assert (m.retrieval[0].candidate_recall_100, m.retrieval[0].source_recall_100) == (0.702001, 0.76025)
     assert m.size["parameters"] == (11456, 22713216, 0.0005) and len(m.gate) == 4
+
+
+def test_metrics_adapter_reads_reports_without_ndcg():
+    """Reports written before nDCG@10 and recall@100 existed still read: those fields are None, not an error."""
+    report = json.loads(REPORT.read_text())
+    for row in report["retrieval"]:
+        for side in ("candidate", "source"):
+            del row[side]["ndcg_at_10"], row[side]["recall_at_100"]
+        del row["ndcg_retention"], row["recall_at_100_retention"]
+    r = parse_report(report).retrieval[0]
+    assert (r.candidate_mrr, r.candidate_ndcg, r.ndcg_retention, r.candidate_recall_100) == (0.611204, None, None, None)
 
 
 # --- --dry-run: staging and the card --------------------------------------------------------------
@@ -178,11 +191,15 @@ def test_dry_run_stages_the_expected_files_with_card_metrics(shrunk, tmp_path, c
     sts_test = next(r for r in results if r["dataset"]["name"] == "sts-test")
     assert {m["type"]: m["value"] for m in sts_test["metrics"]} == {"spearman_cosine": 0.7688,
                                                                     "spearman_cosine_retention": 0.9372}
-    mrr = next(r for r in results if r["task"]["type"] == "information-retrieval")["metrics"][0]
-    assert (mrr["type"], mrr["value"]) == ("cosine_mrr@10", 0.6112)
+    retrieval = next(r for r in results if r["task"]["type"] == "information-retrieval")["metrics"]
+    assert {m["type"]: m["value"] for m in retrieval} == {
+        "cosine_mrr@10": 0.6112, "cosine_ndcg@10": 0.5123, "cosine_recall@100": 0.702,
+        "cosine_ndcg@10_retention": 0.9147, "cosine_recall@10": 0.4021, "cosine_mrr@10_retention": 0.9142}
     # the retention / latency / size table and the gate
     for text in ("| STS Spearman x100, sts-test (1379 pairs) | 76.88 | 82.03 | 0.9372 retained |",
                  "| latency p50, batch 32 (ms) | 14.2 | 31.6 | 0.451 (2.18x throughput) |",
+                 "| nDCG@10, dbpedia-5k (400 queries, 5000 docs) | 0.5123 | 0.5601 | 0.9147 retained |",
+                 "| recall@100, dbpedia-5k (400 queries, 5000 docs) | 0.7020 | 0.7602 | 0.9234 retained |",
                  "| parameters | 0.01M | 22.71M | 0.001 |", "Quality gate: **passed**."):
         assert text in card, text
     assert "built-in smoke set" not in card  # said only when the smoke set is the only STS set
@@ -490,11 +507,76 @@ def test_card_onnx_snippet_runs_on_the_staged_files(shrunk, tmp_path, capsys):
     code, _, err = run(capsys, "push", shrunk, "--repo-id", REPO, "--onnx", exported, "--dry-run", out)
     assert code == 0, err
     card = (out / "README.md").read_text()
-    snippet = re.search(r"### ONNX runtime, no torch\n.*?```python\n(.*?)```", card, re.S).group(1)
-    call = f'snapshot_download("{REPO}", allow_patterns=["onnx/*"])'
+    snippet = re.search(r"### espresso-export `OnnxEncoder` \(no torch\)\n.*?```python\n(.*?)```", card, re.S).group(1)
+    call = f'snapshot_download("{REPO}")'
     assert call in snippet
     namespace: dict = {}
     exec(snippet.replace(call, repr(str(out))), namespace)
     expected = OnnxEncoder(exported).encode(["A man is playing a guitar.", "Someone plays an instrument."])
     assert namespace["embeddings"].shape == expected.shape == (2, 8) and f"# {expected.shape}" in snippet
     assert np.allclose(namespace["embeddings"], expected, atol=1e-6)
+
+
+def test_export_with_safetensors_is_pushed_as_the_runtimes_layout(shrunk, tmp_path, capsys):
+    """`export --format onnx,safetensors` writes the repository layout itself: push stages it as it is, the graphs
+    under onnx/ and export.json at the root, so every runtime loads the published repository."""
+    from espresso_export import export
+
+    both = tmp_path / "both"
+    export(shrunk, both, formats=("onnx", "safetensors"), quantize="int8", validate=False)
+    out = tmp_path / "staged"
+    code, stdout, err = run(capsys, "push", both, "--repo-id", REPO, "--dry-run", out, "--json")
+    assert code == 0, err
+    staged = set(tree(out))
+    assert {"onnx/model.onnx", "onnx/model_quantized.onnx", "export.json", "model.safetensors", "modules.json",
+            "tokenizer.json", "tokenizer_config.json", "config.json"} <= staged
+    assert not any(p.startswith("onnx/onnx/") for p in staged)
+    assert not [s for s in json.loads(stdout)["skipped"] if s["path"].startswith("onnx/")]
+    card = (out / "README.md").read_text()
+    assert "## Load it with" in card and 'model_kwargs={"file_name": "onnx/model_quantized.onnx"}' in card
+
+
+def test_card_marks_a_speed_up_verify_did_not_trust():
+    """A latency row verify marked unreliable keeps its '?' and its reasons on the card (not printed as a fact)."""
+    from espresso_export.core.types import Pooling
+    from espresso_export.publishing.card_sections import verification_section
+    from espresso_export.publishing.facts import ModelFacts
+
+    report = json.loads(REPORT.read_text())
+    report["latency"]["batches"][1]["reasons"] = ["1-min load average 3.2 above 2 cores (other processes compete)"]
+    facts = ModelFacts(folder=Path("m"), transformer_dir="", model_type="bert", decoder=False, layers=3,
+                       hidden_size=8, pooling=Pooling.MEAN, pooling_declared=True, post=[], module_paths=[],
+                       max_seq_length=128, do_lower_case=True, params=11456, weights_bytes=50_000, provenance=None,
+                       metrics=parse_report(report))
+    card = "\n".join(verification_section(facts))
+    assert "| latency p50, batch 1 (ms) |" in card and "(2.12x throughput) |" in card
+    assert "(2.18x? throughput) |" in card
+    assert "? verify marked this speed measurement unreliable: batch 32: 1-min load average 3.2 above 2" in card
+
+
+def test_card_license_comes_from_the_source_or_license_and_the_smoke_set_is_not_a_benchmark(shrunk, tmp_path,
+                                                                                           capsys):
+    """The card had no `license`, and put verify's built-in smoke set ("not a benchmark") into `model-index`."""
+    import yaml
+
+    report = json.loads((Path(__file__).parent / "data" / "verify_report.json").read_text())
+    smoke = next(s for s in report["sts"]["sets"] if s.get("smoke_set"))  # the stored report has both kinds
+    folder = tmp_path / "m"
+    shutil.copytree(shrunk, folder)
+    (folder / "verify_report.json").write_text(json.dumps(report))
+    assert run(capsys, "push", folder, "--repo-id", REPO, "--dry-run", tmp_path / "a")[0] == 0
+    meta = yaml.safe_load((tmp_path / "a" / "README.md").read_text().split("---")[1])
+    assert meta["license"] == "apache-2.0"  # the tiny source's card says so
+    datasets = [r["dataset"]["name"] for r in meta["model-index"][0]["results"]]
+    assert datasets and smoke["name"] not in datasets
+    assert smoke["name"] in (tmp_path / "a" / "README.md").read_text().split("---", 2)[2]  # still in the body
+    source = tmp_path / "unlicensed"  # a source whose card records no license
+    shutil.copytree(folder, source)
+    prov = json.loads((source / "espresso.json").read_text())
+    prov["source"] = {**prov["source"], "id": str(tmp_path / "nowhere")} if isinstance(prov.get("source"), dict) \
+        else str(tmp_path / "nowhere")
+    (source / "espresso.json").write_text(json.dumps(prov))
+    code, _, err = run(capsys, "push", source, "--repo-id", REPO, "--dry-run", tmp_path / "b")
+    assert code == 2 and "pass --license" in err and not (tmp_path / "b").exists()
+    assert run(capsys, "push", source, "--repo-id", REPO, "--dry-run", tmp_path / "c", "--license", "mit")[0] == 0
+    assert yaml.safe_load((tmp_path / "c" / "README.md").read_text().split("---")[1])["license"] == "mit"

@@ -10,6 +10,7 @@ import pytest
 from espresso_export.cli.app import main
 from espresso_export.core.errors import NotFoundError, ValidationError
 from espresso_export.pipeline.runner import plan
+from espresso_export.data.corpus import split_weight
 from espresso_export.pipeline.recipes import STEP_TYPES, load_recipe, parse_recipe, recipe_header, shipped_recipes
 from espresso_export.core.types import Quantize
 
@@ -43,7 +44,7 @@ steps:
 
 # --- the shipped recipes -----------------------------------------------------------------------------------
 
-def test_the_four_shipped_recipes_are_found():
+def test_the_shipped_recipes_are_found():
     assert {p.stem for p in SHIPPED} >= {"minilm-L3-d128", "mpnet-L4-d128", "hpd-mpnet-minilm-128",
                                          "ese-minilm-L3-d128"}
 
@@ -55,6 +56,8 @@ def test_shipped_recipe_is_valid_and_states_its_expectations(path):
     kinds = [s.kind for s in recipe.steps]
     assert kinds[-1] == "push" and recipe.step("push").config.dry_run is True  # nothing is uploaded by default
     assert "verify" in kinds and recipe.step("verify").config.min_retention is not None  # every recipe has a gate
+    verify = recipe.step("verify").config
+    assert verify.retrieval and verify.min_retrieval_retention is not None  # and gates on retrieval (nDCG@10) too
     header = " ".join(recipe_header(path))
     assert "Expected" in header and "%" in header or "not measured" in header
     assert [r["step"] for r in plan(recipe)] == kinds
@@ -67,10 +70,11 @@ def test_shipped_recipe_files_exist_in_the_shared_data(path, shared_data):
     recipe = parse_recipe(path.read_text(encoding="utf-8"), file=str(path), base=base)
     data_files = []
     for step in recipe.steps:
-        for key in ("corpus", "data", "sts", "eval_sts"):
+        for key in ("corpus", "data", "sts", "eval_sts", "retrieval"):
             value = getattr(step.config, key, None)
             data_files += value if isinstance(value, list) else [value] if value else []
-    assert data_files and all(Path(v).is_file() for v in data_files)
+    data_files = [split_weight(v)[0] for v in data_files]  # corpus.jsonl:0.5 is a share of the mix
+    assert data_files and all(Path(v).is_file() or (Path(v) / "corpus.jsonl").is_file() for v in data_files)
 
 
 # --- strict validation ---------------------------------------------------------------------------------------
@@ -203,7 +207,8 @@ def test_run_list_and_plan(tmp_path, capsys):
     rows = json.loads(out)["plan"]
     assert code == 0 and [r["writes"] for r in rows] == ["1-shrink", "2-export", "3-verify"]
     assert rows[2]["reads"] == "2-export against source" and not (tmp_path / "runs").exists()
-    shipped = ("run", "minilm-L3-d128", "--plan", "--set", "distill.corpus=builtin", "--set", "verify.sts=[builtin]")
+    shipped = ("run", "minilm-L3-d128", "--plan", "--set", "distill.corpus=builtin", "--set", "verify.sts=[builtin]",
+               "--set", "verify.retrieval=[builtin]")
     code, out, _ = run(capsys, *shipped, "--json")  # a shipped recipe, its data replaced by --set
     rows = json.loads(out)["plan"]
     assert code == 0 and rows[1]["reads"].endswith("(healing)") and rows[4]["reads"].endswith("4-verify/report.json")
@@ -251,6 +256,7 @@ steps:
       sts_limit: 24
       latency_texts: 8
       latency_rounds: 1
+      latency_budget: 0
       batch_sizes: [4]
       min_retention: 0.999
   - push:
@@ -271,7 +277,7 @@ def test_run_end_to_end_gate_stops_before_push_then_resume(minilm_path, calibrat
     distilled = json.loads((out_dir / "2-distill" / "espresso.json").read_text())
     shrunk = json.loads((out_dir / "1-shrink" / "espresso.json").read_text())
     assert distilled["step"] == "distill" and distilled["student"]["layers"] == shrunk["layers"]  # healed the cut
-    assert {"model.onnx", "model_int8.onnx"} <= {p.name for p in (out_dir / "3-export").iterdir()}
+    assert {"model.onnx", "model_quantized.onnx"} <= {p.name for p in (out_dir / "3-export" / "onnx").iterdir()}
     report = json.loads((out_dir / "4-verify" / "report.json").read_text())
     assert report["candidate"]["path"] == str(out_dir / "3-export") and report["gate"]["passed"] is False
 
@@ -286,9 +292,11 @@ def test_run_end_to_end_gate_stops_before_push_then_resume(minilm_path, calibrat
     assert [s["status"] for s in result["steps"]] == ["reused", "reused", "reused", "done", "done"]
     staged = out_dir / "5-push"
     files = {p.relative_to(staged).as_posix() for p in staged.rglob("*") if p.is_file()}
-    assert {"README.md", "model.safetensors", "verify_report.json", "onnx/model_int8.onnx", "espresso.json"} <= files
+    assert {"README.md", "model.safetensors", "verify_report.json", "onnx/model_quantized.onnx", "espresso.json",
+            "export.json", "tokenizer_config.json"} <= files
     card = (staged / "README.md").read_text()
-    assert "model-index" in card and "2 layers" in card and "32-d" in card
+    assert "2 layers" in card and "32-d" in card and "license: apache-2.0" in card  # MiniLM's license
+    assert "model-index" not in card  # verify ran on the built-in smoke set only: not a benchmark result
     pushed_report = json.loads((staged / "verify_report.json").read_text())
     assert pushed_report["gate"]["passed"] is True and pushed_report["gate"]["thresholds"]["min_retention"] == 0.5
 
@@ -299,7 +307,7 @@ steps:
   - train: {{ese: true, data: {data}, compression_dim: 16, max_steps: 2, batch_size: 16, lr: 1.0e-3}}
   - shrink: {{layers: 2, dim: 16}}
   - export: {{}}
-  - verify: {{sts_limit: 20, latency_texts: 4, latency_rounds: 1, batch_sizes: [2]}}
+  - verify: {{sts_limit: 20, latency_texts: 4, latency_rounds: 1, latency_budget: 0, batch_sizes: [2]}}
   - push: {{repo_id: me/ese-cut, dry_run: true}}
 """
 
@@ -342,3 +350,18 @@ def test_resume_keeps_unchanged_steps_and_reruns_from_the_first_change(tiny_bert
     assert statuses("--overwrite") == ["done", "done"]
     code, _, err = run(capsys, "run", recipe, "-o", out_dir, "--resume", "--overwrite")
     assert code == 2 and "exclude each other" in err
+
+
+def test_run_defaults_to_runs_name_and_refuses_a_folder_that_is_not_a_run_folder(tmp_path, capsys, monkeypatch):
+    """`run minilm-L3-d128` used to default to ./minilm-L3-d128, the folder the README's `shrink` writes, and
+    `--resume` then wrote run.json and 1-shrink/ into that model folder."""
+    monkeypatch.chdir(tmp_path)
+    recipe = load_recipe(write(tmp_path, "name: small\n" + BASIC))
+    assert recipe.run_folder == tmp_path / "runs" / "small"
+    model = tmp_path / "small"  # what `shrink ... -o small` leaves: a model folder, not a run folder
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    for flags in ([], ["--resume"], ["--overwrite"]):
+        code, _, err = run(capsys, "run", tmp_path / "r.yaml", "-o", model, *flags)
+        assert code == 2 and "is not a run folder (no run.json)" in err, flags
+        assert sorted(p.name for p in model.iterdir()) == ["config.json"]

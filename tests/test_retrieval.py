@@ -1,4 +1,5 @@
-"""Retrieval: BEIR reading, STS-built sets, faiss flat/IVF search and MRR@10 / recall@10 with known answers."""
+"""Retrieval: BEIR reading, STS-built sets, faiss flat/IVF search and nDCG@10 / recall@100 / MRR@10 / recall@10
+with known answers."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from espresso_export.data import RetrievalSet, StsPairs, read_retrieval, retriev
 from espresso_export.core.errors import NotFoundError, ValidationError
 from espresso_export.core.types import IndexKind
 from espresso_export.verification.embedders import EncodeCache, Embedder
-from espresso_export.verification.retrieval import IndexOptions, evaluate, load_retrieval, rank_metrics, search
+from espresso_export.core.metrics import ndcg_at_k, ranking_scores, recall_at_k, top_k_by_cosine
+from espresso_export.verification.report import RetrievalRow, Thresholds, VerifyReport
+from espresso_export.verification.retrieval import IndexOptions, RetrievalScores, evaluate, load_retrieval, search
 
 DIM = 12
 
@@ -72,6 +75,7 @@ def test_read_beir_folder(beir):
     data, _ = beir
     assert data.docs[0] == "T0 doc 0"  # title joined to text, as BEIR does
     assert data.relevant == {"q0": frozenset({"d0"}), "q1": frozenset({"d3", "d11"}), "q2": frozenset({"d7"})}
+    assert data.judgements("q1") == {"d3": 2.0, "d11": 1.0}  # the graded scores, as BEIR gives them
     assert data.evaluated_queries == [0, 1, 2]
 
 
@@ -81,6 +85,11 @@ def test_known_mrr_and_recall_flat(beir):
     # reciprocal ranks 1/2, 1, 0 -> 0.5; recall@10 1, 1/2, 0 -> 0.5
     assert scores.mrr_at_10 == pytest.approx(0.5)
     assert scores.recall_at_10 == pytest.approx(0.5)
+    # nDCG@10 on the graded qrels: q0 grade-1 doc at rank 2 -> 1/log2(3); q1 grade 2 at rank 1, grade 1 at rank 12
+    # (outside the cut) -> 2 / (2 + 1/log2(3)); q2 nothing in the top 10 -> 0. Twelve docs: recall@100 is 1.
+    expected = (1 / np.log2(3) + 2 / (2 + 1 / np.log2(3)) + 0) / 3
+    assert scores.ndcg_at_10 == pytest.approx(expected)
+    assert scores.recall_at_100 == pytest.approx(1.0)
     assert (scores.queries, scores.docs, scores.dim) == (3, DIM, DIM)
     assert scores.index_bytes >= DIM * DIM * 4  # the flat index holds every float32 vector
     assert scores.query_ms_per_query > 0
@@ -104,15 +113,57 @@ def test_ivf_rejects_impossible_cells(beir):
         evaluate(EncodeCache(emb), data, IndexOptions(kind=IndexKind.IVF, nlist=4, nprobe=5))
 
 
-def test_rank_metrics_direct():
+def test_ndcg_and_recall_at_100_hand_computed():
+    """One query, graded judgements a=2, b=1, c=1; 120 retrieved ids with a at rank 2, c at 50, b at 101."""
+    grades = {"a": 2.0, "b": 1.0, "c": 1.0}
+    ranked = [f"x{i}" for i in range(120)]
+    ranked[1], ranked[49], ranked[100] = "a", "c", "b"
+    # DCG@10 = 2 / log2(1 + 2); ideal: 2, 1, 1 at ranks 1-3 -> 2/log2(2) + 1/log2(3) + 1/log2(4) = 2 + 0.6309 + 0.5
+    assert ndcg_at_k(ranked, grades, 10) == pytest.approx((2 / np.log2(3)) / (2 + 1 / np.log2(3) + 0.5))
+    assert ndcg_at_k(ranked, grades, 10) == pytest.approx(0.40303, abs=1e-5)
+    assert recall_at_k(ranked, grades, 10) == pytest.approx(1 / 3)
+    assert recall_at_k(ranked, grades, 100) == pytest.approx(2 / 3)  # b at 101 is just outside
+    assert recall_at_k(ranked, grades, 101) == pytest.approx(1.0)
+    perfect = ["a", "c", "b"]
+    assert ndcg_at_k(perfect, grades, 10) == pytest.approx(1.0)
+    assert ndcg_at_k(["b", "c", "a"], grades, 10) < 1.0  # the grade-2 document last: order of grades counts
+    scores = ranking_scores([ranked, perfect], [grades, grades])
+    assert scores["mrr_at_10"] == pytest.approx((1 / 2 + 1) / 2)
+    assert scores["recall_at_100"] == pytest.approx((2 / 3 + 1) / 2)
+    assert scores["ndcg_at_10"] == pytest.approx((0.40303 + 1) / 2, abs=1e-5)
+
+
+def test_rank_scores_of_a_set_without_grades():
+    """STS-built sets have no grades: every relevant document counts 1."""
     data = RetrievalSet("t", ["a", "b"], ["qa", "qb"], ["x", "y", "z"], ["X", "Y", "Z"],
                         {"a": frozenset({"z"}), "b": frozenset({"x", "y"})})
-    ranked = np.array([[0, 1, 2], [1, 2, 0]])
-    mrr, recall = rank_metrics(ranked, data, [0, 1])
-    assert mrr == pytest.approx((1 / 3 + 1) / 2)
-    assert recall == pytest.approx(1.0)
-    mrr1, recall1 = rank_metrics(ranked, data, [0, 1], k=1)
-    assert (mrr1, recall1) == (pytest.approx(0.5), pytest.approx(0.25))
+    scores = data.scores(np.array([[0, 1, 2], [1, 2, 0]]), [0, 1])
+    assert scores["mrr_at_10"] == pytest.approx((1 / 3 + 1) / 2)
+    assert scores["recall_at_10"] == pytest.approx(1.0)
+    idcg_b = 1 + 1 / np.log2(3)
+    assert scores["ndcg_at_10"] == pytest.approx((1 / np.log2(4) + (1 + 1 / np.log2(4)) / idcg_b) / 2)
+
+
+def test_top_k_by_cosine_matches_faiss():
+    rng = np.random.default_rng(0)
+    q, d = rng.normal(size=(5, 8)).astype(np.float32), rng.normal(size=(40, 8)).astype(np.float32)
+    ranked, _, _, _ = search(q, d, IndexOptions(repeats=1), k=7)
+    assert top_k_by_cosine(q, d, 7).tolist() == ranked.tolist()
+
+
+def _retrieval_scores(mrr: float, ndcg: float) -> RetrievalScores:
+    return RetrievalScores(mrr_at_10=mrr, recall_at_10=0.5, ndcg_at_10=ndcg, recall_at_100=0.9, index_bytes=1,
+                           build_seconds=0.0, query_ms_per_query=0.1, queries=1, docs=1, dim=1)
+
+
+def test_retrieval_gate_is_on_ndcg_at_10():
+    """MRR@10 retention 1.0 but nDCG@10 retention 0.5: the gate at 0.9 fails, naming nDCG@10."""
+    row = RetrievalRow("set", "spec", "flat", _retrieval_scores(0.8, 0.3), _retrieval_scores(0.8, 0.6))
+    report = VerifyReport(candidate={}, source={}, threads=1, sts=[], latency=[], latency_texts=0, latency_rounds=0,
+                          retrieval=[row], thresholds=Thresholds(min_retrieval_retention=0.9))
+    (check,) = report.checks
+    assert check.name == "nDCG@10 retention on set" and check.value == pytest.approx(0.5) and not check.passed
+    assert report.to_dict()["retrieval"][0]["ndcg_retention"] == 0.5
 
 
 def test_search_orders_by_cosine():

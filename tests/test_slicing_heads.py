@@ -27,8 +27,8 @@ def test_select_layers_modes():
 
 
 @pytest.mark.parametrize(("layers", "message"), [
-    (0, "at least 1"), (7, "depth of 6"), ([1, 1], "duplicates"), ([0, 6], "out of range"), ([], "empty"),
-    ([-1], "out of range"),
+    (0, "the model has 6 layers"), (7, "the model has 6 layers"), ([1, 1], "duplicates"), ([0, 6], "out of range"),
+    ([], "empty"), ([-1], "out of range"), (-1, "the model has 6 layers"),
 ])
 def test_select_layers_rejects_bad_requests(layers, message):
     with pytest.raises(ValidationError, match=message):

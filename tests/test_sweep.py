@@ -30,10 +30,10 @@ def test_sweep_writes_table_json_and_plot(swept):
     assert (swept / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = list(csv.DictReader((swept / "sweep.csv").open()))
     assert [(r["layers"], r["dim"]) for r in rows] == [("2", "32"), ("2", "64"), ("3", "32"), ("3", "64")]
-    assert [r["kept"] for r in rows] == ["0 1", "0 1", "0 1 2", "0 1 2"]  # first-L layers
+    assert [r["kept"] for r in rows] == ["2 5", "2 5", "1 3 5", "1 3 5"]  # spread: shrink's auto for MiniLM
     report = json.loads((swept / "sweep.json").read_text())
     assert report["source"]["depth"] == 6 and report["source"]["dim"] == 384
-    assert report["head"] == "pca" and report["select"] == "first"
+    assert report["head"] == "pca" and report["select"] == "spread" and report["select_auto"] is True
     assert report["calibration"]["size"] == 300
     points = report["points"]
     assert len(points) == 4
@@ -51,24 +51,46 @@ def test_sweep_writes_table_json_and_plot(swept):
     assert set(report["timings_seconds"]) >= {"encode", "latency", "total"}
 
 
-def test_sweep_point_equals_the_shrunk_model(swept, minilm_path, calibration_file):
-    """A sweep point is what `shrink --select first` would build: same Spearman on the same pairs."""
+def _shrunk_score(minilm_path, calibration_file, **select) -> tuple[list[int], float]:
     from espresso_export import shrink
     from espresso_export.model.embed import encode
     from espresso_export.core.metrics import sts_spearman
     from espresso_export.verification.sts import load_sts
 
+    result = shrink(str(minilm_path), None, layers=2, dim=64, calibration=calibration_file, **select)
+    pairs = load_sts("builtin", limit=80).pairs
+    ckpt = result.checkpoint
+    return result.layers, sts_spearman(encode(ckpt, pairs.sentence1), encode(ckpt, pairs.sentence2), pairs.scores)
+
+
+def test_sweep_and_shrink_agree_on_their_defaults(swept, minilm_path, calibration_file, capsys):
+    """Same settings, same cut: sweep selected the first layers while shrink spread them (L3/d128 of MiniLM
+    scored 50.30 in a sweep and 69.72 as a shrink); both now take shrink's `auto`, and the recommended command
+    is plain `shrink --layers L`, which builds that point."""
     report = json.loads((swept / "sweep.json").read_text())
     point = next(p for p in report["points"] if (p["layers"], p["dim"]) == (2, 64))
-    ckpt = shrink(str(minilm_path), None, layers=2, dim=64, select="first", calibration=calibration_file).checkpoint
-    pairs = load_sts("builtin", limit=80).pairs
-    score = sts_spearman(encode(ckpt, pairs.sentence1), encode(ckpt, pairs.sentence2), pairs.scores)
+    kept, score = _shrunk_score(minilm_path, calibration_file)  # shrink's defaults
+    assert point["kept"] == kept == [2, 5]
     assert point["spearman"] == pytest.approx(score, abs=1e-3)
+    for pick in report["recommended"].values():
+        assert f"--layers {pick['layers']} --dim" in pick["command"] and "--select" not in pick["command"]
+
+
+def test_sweep_select_first_equals_shrink_select_first(minilm_path, calibration_file):
+    """The one-pass path (`--select first`) is what `shrink --select first` builds."""
+    from espresso_export.verification.sweep import SweepOptions, sweep
+
+    result = sweep(str(minilm_path), SweepOptions(layers=[2], dims=[64], select="first", sts_limit=80,
+                                                  calibration=calibration_file, threads=1, latency_texts=8,
+                                                  latency_rounds=1, latency_batch_size=8))
+    kept, score = _shrunk_score(minilm_path, calibration_file, select="first")
+    assert result.selection == "first" and result.points[0].kept == kept == [0, 1]
+    assert result.points[0].spearman == pytest.approx(score, abs=1e-3)
 
 
 def test_sweep_refuses_bad_grids(tiny_bert, tmp_path, capsys):
     assert main(["sweep", str(tiny_bert), "--layers", "2,9", "--dims", "16", "-o", str(tmp_path / "a")]) == 2
-    assert "exceed the model's depth of 4 layers" in capsys.readouterr().err
+    assert "the model has 4 layers" in capsys.readouterr().err
     assert main(["sweep", str(tiny_bert), "--layers", "2", "--dims", "16,64", "-o", str(tmp_path / "b")]) == 2
     assert "exceed the embedding width 32" in capsys.readouterr().err
     assert main(["sweep", str(tiny_bert), "--layers", "two", "--dims", "16", "-o", str(tmp_path / "c")]) == 2

@@ -178,5 +178,5 @@ def test_progress_goes_to_plain_lines_when_stderr_is_not_a_terminal(tmp_path, ca
     result = Trainer(Regression(), TrainConfig(**CFG), tmp_path / "run").run(progress="training")
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("training: ")]
-    assert len(lines) == result.steps and lines[-1].startswith("training: 18/18 (100%), loss ")
+    assert len(lines) == result.steps and lines[-1].startswith("training: 18/18 (100%), epoch-mean loss ")
     assert "sent/s" in lines[0] and "ETA" in lines[0] and "\x1b[" not in err

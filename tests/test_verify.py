@@ -12,7 +12,7 @@ from espresso_export.core.errors import EspressoError, NotFoundError, Unsupporte
 from espresso_export.verification.embedders import open_embedder
 from espresso_export.verification.sts import load_sts, parse_columns
 
-FAST = ["--threads", "1", "--batch-sizes", "1,8", "--latency-texts", "16", "--latency-rounds", "1"]
+FAST = ["--threads", "1", "--batch-sizes", "1,8", "--latency-texts", "16", "--latency-rounds", "1", "--latency-budget", "0"]
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +76,11 @@ def test_report_has_every_field(full_report):
     for role, dim in (("candidate", 128), ("source", 384)):
         r = ret[role]
         assert 0 < r["mrr_at_10"] <= 1 and 0 < r["recall_at_10"] <= 1
+        assert 0 < r["ndcg_at_10"] <= 1 and r["recall_at_10"] <= r["recall_at_100"] <= 1
         assert r["index_bytes"] >= ret["docs"] * dim * 4 and r["query_ms_per_query"] > 0 and r["dim"] == dim
     assert ret["index_bytes_ratio"] == pytest.approx(1 / 3, abs=0.02)
+    assert ret["ndcg_retention"] == pytest.approx(ret["candidate"]["ndcg_at_10"] / ret["source"]["ndcg_at_10"],
+                                                  abs=1e-3)
 
     gate = report["gate"]
     assert gate["passed"] is True and gate["failed"] == []
@@ -197,7 +200,7 @@ def test_unknown_sts_spec_and_hub_ids(tmp_path):
     try:
         import datasets  # noqa: F401
     except ImportError:
-        with pytest.raises(ValidationError, match="needs the `datasets` package"):
+        with pytest.raises(ValidationError, match=r"needs datasets, which is not installed: pip install \"espresso-export\[data\]\""):
             load_sts("mteb/stsbenchmark-sts:test")
     else:
         pytest.skip("datasets is installed: Hub loading needs the network, not tested offline")
@@ -216,3 +219,30 @@ def test_export_folder_dispatch(tmp_path):
     else:
         with pytest.raises(EspressoError):  # an empty export folder is refused with one of our errors
             open_embedder(folder)
+
+
+def test_second_run_reads_the_source_vectors_from_the_cache(tiny_bert, tmp_path, monkeypatch, capsys):
+    """The source is encoded once; the next run with the same model, texts and settings reads its vectors."""
+    import shutil
+
+    monkeypatch.setenv("ESPRESSO_CACHE", str(tmp_path / "cache"))
+    source = tmp_path / "source"
+    shutil.copytree(tiny_bert, source)
+    argv = ["verify", str(tiny_bert), "--against", str(source), "--retrieval", "builtin", "--batch-sizes", "2",
+            "--latency-texts", "4", "--latency-rounds", "1", "--latency-budget", "0", "--threads", "1", "--json", "-"]
+    runs = []
+    for extra in ([], [], ["--no-cache"]):
+        assert main(argv + extra) == 0
+        runs.append(json.loads(capsys.readouterr().out))
+    first, second, uncached = (r["source_cache"] for r in runs)
+    assert first["used"] and first["encoded_texts"] > 0 and first["reused_texts"] == 0
+    assert second["used"] and second["encoded_texts"] == 0 and second["reused_texts"] == first["encoded_texts"]
+    assert uncached == {"used": False, "folder": None, "reused_texts": 0, "encoded_texts": first["encoded_texts"]}
+    for r in runs[1:]:  # the same numbers, read or encoded
+        assert r["sts"] == runs[0]["sts"] and r["retrieval"][0]["source"]["mrr_at_10"] == \
+            runs[0]["retrieval"][0]["source"]["mrr_at_10"]
+
+    config = json.loads((source / "config.json").read_text())  # another model (a changed file): encoded again
+    (source / "config.json").write_text(json.dumps({**config, "layer_norm_eps": 1e-5}))
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["source_cache"]["reused_texts"] == 0

@@ -69,4 +69,5 @@ def build(family: str, folder: Path, seed: int = 0) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(folder), safe_serialization=True)
     tokenizer.save_pretrained(str(folder))
+    (folder / "README.md").write_text("---\nlicense: apache-2.0\n---\n# a tiny random model for tests\n")
     return folder

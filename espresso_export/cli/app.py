@@ -10,11 +10,43 @@ import os
 import sys
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from espresso_export import __version__
 from espresso_export.core.errors import EXIT_INTERRUPTED, EXIT_RUNTIME, EXIT_USAGE, EspressoError
 
+
+def _bare_switches(params) -> None:
+    """Switches print bare (``--overwrite``), not ``--overwrite <bool>``: typer shows a type for every option,
+    and a switch takes no value. An empty metavar is typer's way to show none."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+
+
+class _BareSwitches:
+    """Mixed into the class of every command and of the root (set once, here, through typer's ``cls`` hook)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        _bare_switches(self.params)
+
+    def get_help_option(self, ctx):
+        option = super().get_help_option(ctx)
+        _bare_switches([option] if option is not None else [])
+        return option
+
+
+class _Command(_BareSwitches, TyperCommand):
+    pass
+
+
+class _Group(_BareSwitches, TyperGroup):
+    pass
+
+
 app = typer.Typer(
+    cls=_Group,
     name="espresso-export",
     help="Turn a sentence-embedding checkpoint into a small, fast, verified model.\n\n"
     "Exit codes: 0 ok, 1 runtime failure, 2 usage/validation error, 3 failed quality gate, 130 interrupted.",
@@ -53,9 +85,16 @@ def _register() -> None:
 
 _register()
 
+# outputs are assembled in a temp folder and renamed into place when complete (model/layout.py: atomic_output)
+INTERRUPTED_NOTE = "nothing written (an output appears only when complete; existing outputs are unchanged)"
 
-def _cli_exceptions() -> tuple[tuple[type, ...], tuple[type, ...]]:
-    """Click's usage-error and abort classes, both click's own and the copy recent typer versions vendor.
+for _info in app.registered_commands:  # every command gets the class whose switches print bare
+    if _info.cls in (None, TyperCommand):
+        _info.cls = _Command
+
+
+def _cli_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:
+    """Click's usage-error, abort and exit classes, both click's own and the copy recent typer versions vendor.
 
     typer >= 0.2x raises ``typer._click`` exceptions, which are not ``click``'s; found through
     ``typer.BadParameter``'s bases so no private module is imported by name.
@@ -65,45 +104,91 @@ def _cli_exceptions() -> tuple[tuple[type, ...], tuple[type, ...]]:
 
     usage: set[type] = {click.exceptions.ClickException}
     abort: set[type] = {click.exceptions.Abort, typer.Abort}
+    exits: set[type] = {click.exceptions.Exit, typer.Exit}
     for cls in typer.BadParameter.__mro__:
         if cls.__name__ == "ClickException":
             usage.add(cls)
-            vendored_abort = getattr(sys.modules.get(cls.__module__), "Abort", None)
-            if isinstance(vendored_abort, type):
-                abort.add(vendored_abort)
-    return tuple(usage), tuple(abort)
+            for name, found in (("Abort", abort), ("Exit", exits)):
+                vendored = getattr(sys.modules.get(cls.__module__), name, None)
+                if isinstance(vendored, type):
+                    found.add(vendored)
+    return tuple(usage), tuple(abort), tuple(exits)
+
+
+def _invoke(args: list[str], exits: tuple[type, ...]) -> int:
+    """Run the command the way typer's ``main`` does, without its exception mapping.
+
+    typer's main (``typer.core._main``) turns Ctrl-C into a silent ``Exit(130)``, so no handler of ours would
+    see it; here ``KeyboardInterrupt`` reaches :func:`main` like every other outcome."""
+    import typer.main
+
+    command = typer.main.get_command(app)
+    try:
+        with command.make_context("espresso-export", args) as ctx:
+            code = command.invoke(ctx)
+    except exits as e:  # --help, --version, ctx.exit(n)
+        return int(e.exit_code or 0)
+    return code if isinstance(code, int) else 0
+
+
+def _usage_line(e) -> str:
+    """Click's usage error as one line, with where to read more: click prints the usage, a hint and the message
+    on three lines, and typer's value coercion prefixes its message with "Value error, "."""
+    message = " ".join(e.format_message().replace("Value error, ", "").split())
+    ctx = getattr(e, "ctx", None)
+    return f"{message} (see '{ctx.command_path} --help')" if ctx is not None else message
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and map every outcome to an exit code."""
-    from rich.markup import escape
-
-    from espresso_export.core.console import err_console
+    from espresso_export.core.console import quiet_libraries
 
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or os.environ.get("ESPRESSO_DEBUG") == "1"
-    usage_errors, aborts = _cli_exceptions()
-    try:
-        code = app(args=args, prog_name="espresso-export", standalone_mode=False)
-        code = code if isinstance(code, int) else 0
-    except EspressoError as e:
-        if debug:
-            err_console().print_exception()
-        err_console().print(f"[bold red]error:[/] {escape(e.message)}", highlight=False, soft_wrap=True)
-        code = e.exit_code
-    except (KeyboardInterrupt, *aborts):
-        err_console().print("[yellow]interrupted[/]")
-        code = EXIT_INTERRUPTED
-    except usage_errors as e:
-        e.show()
-        code = EXIT_USAGE if e.exit_code == 2 else e.exit_code
-    except Exception as e:  # an unexpected failure: one line, traceback with --debug
-        if debug:
-            err_console().print_exception()
-        first = str(e).splitlines()[0] if str(e) else ""
-        err_console().print(f"[bold red]error:[/] {e.__class__.__name__}: {escape(first)}"
-                            + ("" if debug else " (run with --debug for the traceback)"), highlight=False, soft_wrap=True)
-        code = EXIT_RUNTIME
+    with quiet_libraries(debug):
+        code = _run(args, debug)
     if argv is None:
         sys.exit(code)
     return code
+
+
+def _run(args: list[str], debug: bool) -> int:
+    from espresso_export.core.console import err_console
+
+    usage_errors, aborts, exits = _cli_exceptions()
+    try:
+        return _invoke(args, exits)
+    except (KeyboardInterrupt, *aborts):
+        _say("[yellow]interrupted:[/]", INTERRUPTED_NOTE)
+        return EXIT_INTERRUPTED
+    except usage_errors as e:
+        _say("[bold red]error:[/]", _usage_line(e))
+        return EXIT_USAGE if e.exit_code == 2 else e.exit_code
+    except Exception as e:  # ours: one line and its code; anything else: one line, exit 1; traceback with --debug
+        if debug:
+            err_console().print_exception()
+        known = e if isinstance(e, EspressoError) else _os_failure(e)
+        if known is not None:
+            _say("[bold red]error:[/]", known.message)
+            return known.exit_code
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        _say("[bold red]error:[/]", f"{e.__class__.__name__}: {first}",
+             "" if debug else " (run with --debug for the traceback)")
+        return EXIT_RUNTIME
+
+
+def _os_failure(e: Exception) -> EspressoError | None:
+    """A write failure deep in a library (disk full, file too large): exit 1 with the errno's text."""
+    from espresso_export.core.errors import os_error_in, write_failure
+
+    cause = os_error_in(e)
+    return None if cause is None else write_failure(cause.filename or "the output", cause)
+
+
+def _say(label: str, message: str, suffix: str = "") -> None:
+    """One line on stderr: ``label`` (rich markup) and ``message`` with escape sequences removed."""
+    from rich.markup import escape
+
+    from espresso_export.core.console import clean, err_console
+
+    err_console().print(f"{label} {escape(clean(message))}{suffix}", highlight=False, soft_wrap=True)

@@ -20,6 +20,7 @@ def _distill(settings: DistillSettings, *, teacher: str, output: Path, resume: b
     from espresso_export.cli.render import finish_table, report_json
     from espresso_export.training.distill import distill as run_distill
     from espresso_export.training.distributed import current
+    from espresso_export.training.task import LOSS_LABEL
 
     result = run_distill(teacher, output, settings, resume=resume, run_dir=run_dir, overwrite=overwrite,
                          progress=not json_out)
@@ -43,11 +44,18 @@ def _distill(settings: DistillSettings, *, teacher: str, output: Path, resume: b
                             + f" in {result.teacher_seconds:.1f} s"),
         ("training", f"{t['steps']} steps ({t['epochs']} epochs), "
                      f"{result.sentences_per_second:.0f} sentences/s, "
-                     f"final loss {t['final_loss']:.4g}" if t["final_loss"] is not None else f"{t['steps']} steps"),
+                     f"{LOSS_LABEL} {t['epoch_mean_loss']:.4g}" if t["epoch_mean_loss"] is not None
+                     else f"{t['steps']} steps"),
     ]
+    mix, lengths = c.get("mix"), c.get("lengths")
+    if mix:
+        rows.append(("mix", ", ".join(f"{m['spec']} {m['sentences']} ({100 * m['share']:g}%)" for m in mix)))
+    if lengths:
+        cut = f"{100 * lengths['truncated_share']:.1f}% of the texts cut"
+        rows.append(("training length", f"{lengths['chosen']} tokens ({lengths['rule']}; {cut})"))
     if result.eval:
         e = result.eval
-        rows.append(("eval (STS Spearman)", f"{e['initial']:.2f} before -> best {e['best']:.2f} at step {e['best_step']}"))
+        rows.append((f"eval ({e.get('score', 'STS Spearman')})", f"{e['initial']:.2f} before -> best {e['best']:.2f} at step {e['best_step']}"))
     h = result.heldout
     if h["sentences"]:
         rows.append(("held-out relative MSE", f"{h['relative_mse_before']:.4f} -> {h['relative_mse_after']:.4f} "

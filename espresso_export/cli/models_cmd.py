@@ -9,8 +9,7 @@ from espresso_export.cli.options import JsonOpt
 @app.command()
 def models(json_out: JsonOpt = False) -> None:
     """List model aliases (usable wherever a model is expected) and supported architectures."""
-    from rich.table import Table
-
+    from espresso_export.cli.tables import model_tables, show
     from espresso_export.model.architectures import ARCHITECTURES
     from espresso_export.core.console import out_console
     from espresso_export.model.aliases import ALIASES, packaged_path
@@ -23,15 +22,5 @@ def models(json_out: JsonOpt = False) -> None:
             "architectures": [{"family": a.family, "model_types": list(a.model_types)} for a in ARCHITECTURES],
         })
         return
-    table = Table(title="model aliases", title_justify="left")
-    for col in ("alias", "Hub id", "notes", "offline"):
-        table.add_column(col)
-    for a in ALIASES:
-        table.add_row(a.name, a.hub_id, a.note, "yes" if packaged_path(a.hub_id) else "")
-    out_console().print(table)
-    arch = Table(title="supported architectures", title_justify="left")
-    arch.add_column("family")
-    arch.add_column("model_type")
-    for a in ARCHITECTURES:
-        arch.add_row(a.family, ", ".join(a.model_types))
-    out_console().print(arch)
+    show(*model_tables([(a.name, a.hub_id, a.note, packaged_path(a.hub_id) is not None) for a in ALIASES],
+                       [(a.family, ", ".join(a.model_types)) for a in ARCHITECTURES], out_console().width))

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from espresso_export.core.parsing import parse_int_list  # noqa: F401  (re-exported for the commands)
-from espresso_export.core.settings import option_type
+from espresso_export.core.settings import field_of, option_type
 from espresso_export.shrinking.settings import ShrinkSettings
 from espresso_export.training.settings import DistillSettings
 from espresso_export.verification.settings import VerifySettings
@@ -25,6 +25,8 @@ SeedOpt = option_type(ShrinkSettings, "seed")
 BatchSizeOpt = option_type(ShrinkSettings, "batch_size")
 TrustRemoteCodeOpt = option_type(ShrinkSettings, "trust_remote_code")
 CalibrationOpt = option_type(ShrinkSettings, "calibration")
+SelectOpt = option_type(ShrinkSettings, "select")  # sweep selects layers as shrink does, with its default
+SELECT_DEFAULT = field_of(ShrinkSettings, "select").default
 CalibrationSamplesOpt = option_type(ShrinkSettings, "calibration_samples")
 CorpusFieldOpt = option_type(DistillSettings, "corpus_field")
 CorpusColumnOpt = option_type(DistillSettings, "corpus_column")
@@ -32,3 +34,5 @@ MeasureThreadsOpt = option_type(VerifySettings, "threads")
 StsOpt = option_type(VerifySettings, "sts", cli_type=Optional[list[str]])
 StsColumnsOpt = option_type(VerifySettings, "sts_columns")
 StsLimitOpt = option_type(VerifySettings, "sts_limit")
+RetrievalOpt = option_type(VerifySettings, "retrieval", cli_type=Optional[list[str]])
+RelevantScoreOpt = option_type(VerifySettings, "relevant_score")

@@ -13,23 +13,18 @@ def print_json(obj) -> None:
 
 
 def print_table(title: str, rows: Iterable[tuple[str, object]]) -> None:
-    from rich.table import Table
+    from espresso_export.cli.tables import key_values, show
 
-    from espresso_export.core.console import out_console
-
-    table = Table(title=title, show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column()
-    for key, value in rows:
-        table.add_row(key, str(value))
-    out_console().print(table)
+    show(key_values(title, list(rows)))
 
 
 def print_hints(hints: Iterable[str]) -> None:
-    from espresso_export.core.console import err_console
+    from rich.markup import escape
+
+    from espresso_export.core.console import clean, err_console
 
     for hint in hints:
-        err_console().print(f"[yellow]{hint}[/]", highlight=False, soft_wrap=True)
+        err_console().print(f"[yellow]{escape(clean(hint))}[/]", highlight=False, soft_wrap=True)
 
 
 def report_json(result, json_out: bool, *, main: bool = True) -> bool:

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from espresso_export.cli.app import app
-from espresso_export.cli.options import JsonOpt
+from espresso_export.cli.options import JsonOpt, TrustRemoteCodeOpt
 
 
 @app.command(
@@ -28,13 +28,14 @@ def run(
                                                       "source=/ output=/ threads=; the value is read as YAML; "
                                                       "relative paths resolve against the current folder.")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Run folder (default: the recipe's "
-                                                   "output, else ./NAME).")] = None,
+                                                   "output, else runs/NAME).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Keep the steps already finished in the run folder "
                                          "(same settings and inputs); continue an interrupted training.")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Run every step again, replacing its folder.")] = False,
     show_plan: Annotated[bool, typer.Option("--plan", "--dry-run", help="Print the steps that would run, what "
                                             "each reads and writes, and run nothing.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the shipped recipes and exit.")] = False,
+    trust_remote_code: TrustRemoteCodeOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run a recipe: source -> shrink -> distill or train -> export -> verify (gate) -> push, one folder per step."""
@@ -61,7 +62,8 @@ def run(
         _grid(f"plan of {loaded.name} -> {loaded.run_folder} (nothing run)", ("#", "step", "reads", "writes", "settings"),
               [(str(r["index"]), r["step"], r["reads"], r["writes"], r["settings"]) for r in rows])
         return
-    result = run_recipe(loaded, resume=resume, overwrite=overwrite, progress=not json_out)
+    result = run_recipe(loaded, resume=resume, overwrite=overwrite, progress=not json_out,
+                        trust_remote_code=trust_remote_code)
     if not json_out:  # the steps' own hints and warnings (shrink, distill, export, push)
         print_hints(h for s in result.steps if s.status == "done" and s.result
                     for h in [*s.result.get("hints", []), *s.result.get("warnings", [])])
@@ -76,17 +78,11 @@ def run(
 
 
 def _grid(title: str, headers, rows) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
+    from espresso_export.cli.tables import grid, show
     from espresso_export.core.console import out_console
 
-    table = Table(title=Text(title), title_justify="left")
-    for h in headers:
-        table.add_column(h, overflow="fold")
-    for row in rows:
-        table.add_row(*(Text(cell) for cell in row))  # plain text: '[...]' in a setting is not markup
-    out_console().print(table)
+    show(grid(title, headers, rows, out_console().width, whole=("#", "step", "writes", "status", "time"),
+              heading=2))
 
 
 def _list(json_out: bool) -> None:
@@ -100,5 +96,6 @@ def _list(json_out: bool) -> None:
     if not found:
         print_hints(["no shipped recipes found: they come with the source tree (recipes/); run a recipe file by path"])
         return
-    _grid("shipped recipes (espresso-export run NAME)", ("name", "what it does, expected result"),
-          [(p.stem, " ".join(" ".join(h).split())) for p, h in found])  # reflowed to the terminal's width
+    from espresso_export.cli.tables import recipe_list, show
+
+    show(recipe_list([(p.stem, " ".join(" ".join(h).split())) for p, h in found]))  # reflowed to the width

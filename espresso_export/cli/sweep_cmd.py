@@ -6,12 +6,13 @@ from typing import Annotated
 
 import typer
 
-from espresso_export.core.types import Head, Select
+from espresso_export.core.types import Head, SweepMetric
 from espresso_export.cli.app import app
 from espresso_export.cli.options import (
-    BatchSizeOpt, CalibrationOpt, CalibrationSamplesOpt, JsonOpt, OutputOpt, OverwriteOpt, SeedOpt, StsColumnsOpt,
-    StsLimitOpt, StsOpt, MeasureThreadsOpt, parse_int_list,
+    SELECT_DEFAULT, BatchSizeOpt, CalibrationOpt, CalibrationSamplesOpt, JsonOpt, OutputOpt, OverwriteOpt, SeedOpt, StsColumnsOpt,
+    StsLimitOpt, StsOpt, MeasureThreadsOpt, SelectOpt, parse_int_list,
 )
+from espresso_export.cli.options import RelevantScoreOpt, RetrievalOpt
 
 
 @app.command(
@@ -27,13 +28,16 @@ def sweep(
     dims: Annotated[str, typer.Option("--dims", "-d", help="Embedding widths to try, comma-separated (64,128,256).")],
     head: Annotated[Head, typer.Option("--head", case_sensitive=False,
                                        help="pca (fitted on the calibration corpus) or truncate (first-k).")] = Head.PCA,
-    select: Annotated[Select, typer.Option(
-        "--select", case_sensitive=False,
-        help="first: the first L layers (one forward pass for every depth); spread: L layers spread over the "
-             "depth, keeping the last (one encode per depth).")] = Select.FIRST,
+    select: SelectOpt = SELECT_DEFAULT,
     sts: StsOpt = None,
     sts_columns: StsColumnsOpt = None,
     sts_limit: StsLimitOpt = None,
+    metric: Annotated[SweepMetric, typer.Option(
+        "--metric", case_sensitive=False,
+        help="What the points are scored, plotted and recommended on: sts (Spearman on --sts) or retrieval "
+             "(nDCG@10 on --retrieval).")] = SweepMetric.STS,
+    retrieval: RetrievalOpt = None,
+    relevant_score: RelevantScoreOpt = 4.0,
     target_retention: Annotated[float, typer.Option(
         "--target-retention", help="Recommend the smallest and the fastest point keeping this fraction of the "
                                    "source's Spearman.")] = 0.95,
@@ -56,8 +60,9 @@ def sweep(
     from espresso_export.cli.render import print_hints, print_json
 
     options = SweepOptions(
-        layers=parse_int_list(layers, "--layers"), dims=parse_int_list(dims, "--dims"), head=head, select=select,
-        sts=tuple(sts or ["builtin"]), sts_columns=parse_columns(sts_columns), sts_limit=sts_limit,
+        layers=parse_int_list(layers, "--layers", positive=False), dims=parse_int_list(dims, "--dims"), head=head, select=select,
+        sts=tuple(sts or ["builtin"]), sts_columns=parse_columns(sts_columns), sts_limit=sts_limit, metric=metric,
+        retrieval=tuple(retrieval or ()), relevant_score=relevant_score,
         calibration=calibration, calibration_samples=calibration_samples, target_retention=target_retention,
         threads=threads, batch_size=batch_size, latency_batch_size=latency_batch_size, latency_texts=latency_texts,
         latency_rounds=latency_rounds, seed=seed,
@@ -71,34 +76,11 @@ def sweep(
 
 
 def _print(result) -> None:
-    from rich.table import Table
-
+    from espresso_export.cli.tables import show, sweep_picks, sweep_table
     from espresso_export.core.console import out_console
 
     console = out_console()
-    table = Table(title=f"sweep of {result.source} ({result.head.value} head, {result.select.value} layers, "
-                        f"{result.threads} thread(s))", title_justify="left")
-    for col in ("layers", "dim", "Spearman", "retention", "sent/s", "speed-up", "params", "bytes/vec", "pareto"):
-        table.add_column(col, justify="right")
-    for p in sorted(result.points, key=lambda p: (p.layers, p.dim)):
-        ret = "n/a" if p.retention is None else f"{p.retention:.3f}"
-        style = "green" if p.meets_target else None
-        table.add_row(str(p.layers), str(p.dim), f"{p.spearman:.2f}", ret, f"{p.sentences_per_s:.1f}",
-                      f"{p.sentences_per_s / result.source_sentences_per_s:.2f}x", f"{p.params / 1e6:.2f}M",
-                      str(p.bytes_per_vector), "*" if p.pareto else "", style=style)
-    table.add_row(f"{result.source_depth} (source)", str(result.source_dim), f"{result.source_spearman:.2f}", "1.000",
-                  f"{result.source_sentences_per_s:.1f}", "1.00x", f"{result.source_params / 1e6:.2f}M",
-                  str(4 * result.source_dim), "", style="bold")
-    console.print(table)
-    target = f"{100 * result.target_retention:g}% of the source's Spearman"
-    for name, point in (("smallest", result.smallest), ("fastest", result.fastest)):
-        if point is None:
-            continue
-        console.print(f"[bold]{name}[/] meeting {target}: {point.label} (Spearman {point.spearman:.2f}, "
-                      f"{point.sentences_per_s:.0f} sent/s, {point.params / 1e6:.1f}M params)\n"
-                      f"  {result.shrink_command(point)}", highlight=False, soft_wrap=True)
-    if result.smallest is None:
-        console.print(f"[yellow]no point keeps {target}[/]; the best is "
-                      f"{max(result.points, key=lambda p: p.spearman).label}", highlight=False)
+    show(sweep_table(result, console.width), *sweep_picks(result))
     console.print(f"table and plot: {result.output}/sweep.{{json,csv,png}} ({result.timings['total']:.1f} s)",
                   highlight=False)
+

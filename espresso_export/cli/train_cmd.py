@@ -20,6 +20,7 @@ def _train(settings: TrainSettings, *, model: str, output: Path, data: Path, res
     from espresso_export.cli.render import finish_table, report_json
     from espresso_export.training.distributed import current
     from espresso_export.training.esetrain import train_ese
+    from espresso_export.training.task import LOSS_LABEL
 
     result = train_ese(model, data, output, settings=settings, resume=resume, run_dir=run_dir, overwrite=overwrite,
                        progress=not json_out)
@@ -33,7 +34,7 @@ def _train(settings: TrainSettings, *, model: str, output: Path, data: Path, res
          else f"plain fine-tuning of the last layer ({o['loss']})"),
         ("data", f"{result.data['examples']} {result.data['kind']} from {result.data['name']}"),
         ("training", f"{t['steps']} steps ({t['epochs']} epochs), {t['items_per_second']:.0f} examples/s"
-                     + (f", final loss {t['final_loss']:.4g}" if t["final_loss"] is not None else "")),
+                     + (f", {LOSS_LABEL} {t['epoch_mean_loss']:.4g}" if t["epoch_mean_loss"] is not None else "")),
     ]
     if result.attention:
         rows.append(("attention", f"bidirectional: {result.attention['mode']} {result.attention['bidirectional_layers']}"))
@@ -41,7 +42,9 @@ def _train(settings: TrainSettings, *, model: str, output: Path, data: Path, res
         rows.append(("LoRA", f"r={result.lora['r']}, merged"))
     if result.eval:
         e = result.eval
-        rows.append(("eval (STS Spearman)", f"{e['initial']:.2f} before -> best {e['best']:.2f} at step {e['best_step']}"))
+        what = (f"STS Spearman, mean of {len(e['cut_points'])} cut points" if len(e.get("cut_points", ())) > 1
+                else "STS Spearman")
+        rows.append((f"eval ({what})", f"{e['initial']:.2f} before -> best {e['best']:.2f} at step {e['best_step']}"))
     finish_table("train", rows, result)
 
 

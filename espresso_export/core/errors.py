@@ -16,6 +16,9 @@ code   meaning
 
 from __future__ import annotations
 
+import errno
+import os
+
 
 class EspressoError(Exception):
     """Base class: a one-line, user-facing message plus an exit code."""
@@ -68,6 +71,32 @@ class GateFailedError(EspressoError):
     """A quality gate of ``verify`` did not hold. Exit code 3."""
 
     exit_code = 3
+
+
+# errno values that mean "the file system would not take the write": a runtime failure, not a bad model
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EACCES, errno.EPERM}
+_HINTS = {errno.ENOSPC: " (disk full)", errno.EFBIG: " (a file-size limit: ulimit -f, or the file system's maximum)",
+          errno.EDQUOT: " (disk quota exceeded)"}
+
+
+def os_error_in(exc: BaseException) -> OSError | None:
+    """The write failure (an ``OSError`` with a file-system errno) that caused ``exc``, if any.
+
+    Libraries wrap it (torch's exporters, onnx, safetensors), so the ``__cause__``/``__context__`` chain is
+    followed."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in _WRITE_ERRNOS:
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def write_failure(target, e: OSError) -> RuntimeFailure:
+    """``cannot write TARGET: no space left on device (disk full)``: the errno's own text, exit code 1."""
+    text = (e.strerror or os.strerror(e.errno) if e.errno else str(e)) or e.__class__.__name__
+    return RuntimeFailure(f"cannot write {target}: {text[0].lower() + text[1:]}{_HINTS.get(e.errno, '')}")
 
 
 EXIT_OK = 0

@@ -41,3 +41,47 @@ def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def sts_spearman(emb1: np.ndarray, emb2: np.ndarray, gold) -> float:
     """Spearman x100 between the cosine of each pair and the gold score."""
     return 100.0 * spearman(cosine_rows(emb1, emb2), np.asarray(gold, dtype=np.float64))
+
+
+# --- ranking metrics: hand-written because they are a few lines each and must match BEIR's definitions exactly
+# (pytrec_eval's ``ndcg_cut`` and ``recall``) without its C extension; checked against hand-computed examples.
+
+def ndcg_at_k(ranked: list[str], grades: dict[str, float], k: int = 10) -> float:
+    """nDCG@k of ``ranked`` (document ids, best first) for one query with graded judgements ``grades``
+    (id -> score > 0). Linear gain and a log2 discount, as trec_eval and BEIR: ``DCG = sum rel_i / log2(i + 1)``;
+    the ideal DCG ranks the judged documents by grade."""
+    dcg = sum(grades.get(doc, 0.0) / np.log2(rank + 1) for rank, doc in enumerate(ranked[:k], 1))
+    ideal = sorted((g for g in grades.values() if g > 0), reverse=True)[:k]
+    idcg = sum(g / np.log2(rank + 1) for rank, g in enumerate(ideal, 1))
+    return float(dcg / idcg) if idcg > 0 else 0.0
+
+
+def recall_at_k(ranked: list[str], grades: dict[str, float], k: int) -> float:
+    """Share of the relevant documents (grade > 0) found in the first ``k`` of ``ranked``."""
+    relevant = {d for d, g in grades.items() if g > 0}
+    return len(relevant.intersection(ranked[:k])) / len(relevant) if relevant else 0.0
+
+
+def reciprocal_rank(ranked: list[str], grades: dict[str, float], k: int = 10) -> float:
+    """1 / rank of the first relevant document in the first ``k`` (0 when none is)."""
+    return next((1.0 / rank for rank, doc in enumerate(ranked[:k], 1) if grades.get(doc, 0.0) > 0), 0.0)
+
+
+def top_k_by_cosine(queries: np.ndarray, docs: np.ndarray, k: int) -> np.ndarray:
+    """Exact top-``k`` document positions per query by cosine similarity, best first (numpy, no index)."""
+    q = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
+    d = docs / np.maximum(np.linalg.norm(docs, axis=1, keepdims=True), 1e-12)
+    scores = q.astype(np.float32) @ d.astype(np.float32).T
+    k = min(k, scores.shape[1])
+    top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    order = np.argsort(-np.take_along_axis(scores, top, axis=1), axis=1, kind="stable")
+    return np.take_along_axis(top, order, axis=1)
+
+
+def ranking_scores(rankings: list[list[str]], judgements: list[dict[str, float]]) -> dict[str, float]:
+    """Means over queries of MRR@10, recall@10, nDCG@10 and recall@100 (``rankings[i]``: the ids retrieved for
+    query i, best first; ``judgements[i]``: its graded relevant ids)."""
+    per_query = [(reciprocal_rank(r, g, 10), recall_at_k(r, g, 10), ndcg_at_k(r, g, 10), recall_at_k(r, g, 100))
+                 for r, g in zip(rankings, judgements)]
+    means = np.mean(np.asarray(per_query, dtype=np.float64), axis=0) if per_query else np.zeros(4)
+    return dict(zip(("mrr_at_10", "recall_at_10", "ndcg_at_10", "recall_at_100"), map(float, means)))

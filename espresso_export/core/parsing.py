@@ -16,13 +16,15 @@ def parse_layers(text: str) -> int | list[int]:
         raise ValidationError(f"--layers must be a count (4) or a comma-separated list of layer indices (0,2,4), got {text!r}") from e
 
 
-def parse_int_list(text: str, option: str) -> list[int]:
-    """``"2,3,4"`` -> ``[2, 3, 4]`` (positive, duplicates dropped, order kept); a clear error otherwise."""
+def parse_int_list(text: str, option: str, *, positive: bool = True) -> list[int]:
+    """``"2,3,4"`` -> ``[2, 3, 4]`` (positive, duplicates dropped, order kept); a clear error otherwise.
+
+    ``positive=False`` leaves the range check to the caller (layer counts: it knows the model's depth)."""
     try:
         values = [int(p) for p in text.split(",") if p.strip()]
     except ValueError as e:
         raise ValidationError(f"{option} must be comma-separated integers like 1,32, got {text!r}") from e
-    if not values or any(v < 1 for v in values):
+    if not values or (positive and any(v < 1 for v in values)):
         raise ValidationError(f"{option} must be positive integers like 1,32, got {text!r}")
     return list(dict.fromkeys(values))
 

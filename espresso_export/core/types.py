@@ -76,3 +76,8 @@ class CorpusSample(str, Enum):
 
     RANDOM = "random"  # a seeded random subset of all sources together
     IN_ORDER = "in-order"  # sources in the order given, each whole while it fits; the first that does not, sampled
+
+
+class SweepMetric(str, Enum):
+    STS = "sts"  # Spearman x100 on the STS sets
+    RETRIEVAL = "retrieval"  # nDCG@10 x100 on the retrieval sets

@@ -21,14 +21,15 @@ from espresso_export.data.corpus import (
 from espresso_export.data.files import (
     BUILTIN, base_suffix, builtin_resource, jsonl_objects, open_text, parse_score, sniff_delimiter,
 )
-from espresso_export.data.hub import HUB_PREFIX, HubDataset, hub_dataset
+from espresso_export.data.hub import HUB_PREFIX, HubDataset, hub_dataset, input_extras
 from espresso_export.data.pairs import TextPairs, is_scored, read_pairs, read_sentence_pairs, read_training_data
 from espresso_export.data.retrieval import RetrievalSet, read_retrieval, retrieval_from_sts
-from espresso_export.data.sts import DEFAULT_COLUMNS, StsPairs, is_stsb, read_hub_sts, read_sts
+from espresso_export.data.sts import DEFAULT_COLUMNS, StsPairs, check_scores, is_stsb, read_hub_sts, read_sts
 
 __all__ = [
     "BUILTIN", "DEFAULT_COLUMNS", "HUB_PREFIX", "TEXT_FIELDS", "Corpus", "CorpusSource", "HubDataset",
-    "RetrievalSet", "StsPairs", "TextPairs", "base_suffix", "builtin_resource", "corpus_texts", "hub_dataset",
+    "RetrievalSet", "StsPairs", "TextPairs", "base_suffix", "builtin_resource", "check_scores", "corpus_texts",
+    "hub_dataset", "input_extras",
     "is_scored", "is_stsb", "jsonl_objects", "open_text", "parse_score", "read_corpus", "read_hub_sts",
     "read_pairs", "read_retrieval", "read_sentence_pairs", "read_sentences", "read_sts", "read_training_data",
     "retrieval_from_sts", "sentences_sha256", "sniff_delimiter",

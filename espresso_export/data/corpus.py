@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from espresso_export.core.errors import ValidationError
+from espresso_export.core.extras import require
 from espresso_export.data.files import (
     BUILTIN, base_suffix, builtin_resource, jsonl_objects, open_text, sniff_delimiter, table_rows,
 )
@@ -39,6 +40,7 @@ class CorpusSource:
     empty: int  # dropped: empty after stripping
     duplicates: int  # dropped: seen before (in this source or an earlier one)
     kept: int
+    weight: float | None = None  # the share of the training mix asked for (``spec:0.3``), or None
 
 
 @dataclass(frozen=True)
@@ -103,10 +105,9 @@ def _table_texts(path: Path, text: str, delim: str, column: str | None) -> list[
 
 
 def _parquet_texts(path: Path, column: str | None) -> list[str]:
-    try:
-        import pyarrow.parquet as pq  # type: ignore[import-not-found]
-    except ImportError as e:
-        raise ValidationError(f"{path}: reading parquet needs pyarrow (pip install pyarrow)") from e
+    require("parquet")
+    import pyarrow.parquet as pq  # type: ignore[import-not-found]
+
     table = pq.read_table(str(path))
     name = column or next((c for c in TEXT_FIELDS if c in table.column_names), None)
     if name is None or name not in table.column_names:
@@ -156,6 +157,21 @@ def _spec_texts(spec: str, field: str | None, column: str | None) -> tuple[str, 
     return "hub", [t for f in hub_files(dataset) for t in corpus_texts(f, field=field, column=column)[1]]
 
 
+def split_weight(spec: str) -> tuple[str, float | None]:
+    """``("a.jsonl", 0.7)`` for ``a.jsonl:0.7`` (a share of the training mix); ``(spec, None)`` without one, or
+    when the whole spec is an existing file."""
+    head, sep, tail = spec.rpartition(":")
+    if not sep or not head or Path(spec).expanduser().exists():
+        return spec, None
+    try:
+        weight = float(tail)
+    except ValueError:
+        return spec, None  # hf://owner/name:split
+    if not weight > 0 or weight == float("inf"):
+        raise ValidationError(f"--corpus {spec}: the share after ':' must be a positive number, got {tail!r}")
+    return head, weight
+
+
 def _keep_new(texts: Iterable[str], seen: set[str], sentences: list[str]) -> tuple[int, int, int]:
     """Append the stripped, non-empty texts not in ``seen`` to ``sentences``; ``(read, empty, duplicates)``."""
     lines = empty = dups = 0
@@ -176,7 +192,8 @@ def read_corpus(specs, *, field: str | None = None, column: str | None = None) -
     """Distinct non-empty sentences from one or more corpus specs, in order, with per-source counts.
 
     A spec is a file (txt, jsonl, csv, tsv, STS-B, parquet; optionally gzipped), ``builtin``
-    (the shipped calibration corpus), or ``hf://owner/name[:split]`` (a Hub dataset; needs the network).
+    (the shipped calibration corpus), or ``hf://owner/name[:split]`` (a Hub dataset; needs the network);
+    ``spec:0.3`` asks for that share of a training mix (:attr:`CorpusSource.weight`; distill applies it).
     """
     if isinstance(specs, (str, Path)):
         specs = [specs]
@@ -186,11 +203,12 @@ def read_corpus(specs, *, field: str | None = None, column: str | None = None) -
     seen: set[str] = set()
     sentences: list[str] = []
     sources: list[CorpusSource] = []
-    for spec in specs:
+    for given in specs:
+        spec, weight = split_weight(given)
         kind, texts = _spec_texts(spec, field, column)
         lines, empty, dups = _keep_new(texts, seen, sentences)
         sources.append(CorpusSource(spec=spec, kind=kind, lines=lines, empty=empty, duplicates=dups,
-                                    kept=lines - empty - dups))
+                                    kept=lines - empty - dups, weight=weight))
     if not sentences:
         raise ValidationError(f"the corpus is empty: no non-empty sentences in {', '.join(specs)}")
     return Corpus(sentences=sentences, sources=sources)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from espresso_export.core.errors import NotFoundError, OfflineError, ValidationError
+from espresso_export.core.extras import require
 from espresso_export.data.files import base_suffix
 
 HUB_PREFIX = "hf://"
@@ -81,15 +82,26 @@ def hub_files(dataset: HubDataset) -> list[Path]:
     return files
 
 
+def input_extras(specs, *, split: bool = False) -> list[str]:
+    """The optional features (:mod:`espresso_export.core.extras`) reading these data specs needs: a Hub split
+    needs ``datasets`` (``split=True``: the reader picks a default split, as STS sets do), parquet ``pyarrow``."""
+    out = []
+    for spec in specs:
+        if spec is None:
+            continue
+        dataset = hub_dataset(spec)
+        if dataset is not None:
+            out += ["hub-datasets"] if (dataset.split or split) else []
+        elif str(spec).lower().endswith(".parquet"):
+            out.append("parquet")
+    return out
+
+
 def hub_split(dataset: HubDataset):
     """``(column names, rows)`` of one split (``dataset.split`` must be set); rows are dicts."""
-    try:
-        import datasets
-    except ImportError as e:
-        raise ValidationError(
-            f"{str(dataset)!r} is not a local file; reading a Hub dataset needs the `datasets` package "
-            "(pip install datasets) and network access. Or download the set and pass the file."
-        ) from e
+    require("hub-datasets")
+    import datasets
+
     try:
         ds = datasets.load_dataset(dataset.name, split=dataset.split)
     except ConnectionError as e:

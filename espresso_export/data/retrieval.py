@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from espresso_export.core.errors import NotFoundError, ValidationError
+from espresso_export.core.metrics import ranking_scores
 from espresso_export.data.files import jsonl_objects, open_text, parse_score
 from espresso_export.data.sts import StsPairs
 
@@ -20,6 +21,17 @@ class RetrievalSet:
     doc_ids: list[str]
     docs: list[str]
     relevant: dict[str, frozenset[str]]  # only queries with at least one relevant document
+    grades: dict[str, dict[str, float]] = field(default_factory=dict)  # graded judgements (> 0); absent: all 1
+
+    def judgements(self, query_id: str) -> dict[str, float]:
+        """The graded relevant documents of ``query_id`` (id -> score > 0); grade 1 when the set has no grades."""
+        return self.grades.get(query_id) or {d: 1.0 for d in self.relevant.get(query_id, ())}
+
+    def scores(self, ranked, positions: list[int]) -> dict[str, float]:
+        """MRR@10, recall@10, nDCG@10 and recall@100 of ``ranked`` (row i: corpus positions retrieved for the
+        query at ``positions[i]``, best first; -1 for none)."""
+        rankings = [[self.doc_ids[j] for j in row if j >= 0] for row in ranked]
+        return ranking_scores(rankings, [self.judgements(self.query_ids[q]) for q in positions])
 
     @property
     def evaluated_queries(self) -> list[int]:
@@ -99,7 +111,7 @@ def read_retrieval(folder: str | Path, *, split: str = "test") -> RetrievalSet:
     query_ids, queries = _beir_texts(_beir_file(folder, "queries"), with_title=False)
     qrels_path = _qrels_file(folder, split)
     known_q, known_d = set(query_ids), set(doc_ids)
-    positive: dict[str, set[str]] = {}
+    positive: dict[str, dict[str, float]] = {}
     for lineno, qid, did, score in _read_qrels(qrels_path):
         if score <= 0:
             continue  # judged not relevant
@@ -107,11 +119,11 @@ def read_retrieval(folder: str | Path, *, split: str = "test") -> RetrievalSet:
             raise ValidationError(f"{qrels_path}:{lineno}: query id {qid!r} is not in the queries file")
         if did not in known_d:
             raise ValidationError(f"{qrels_path}:{lineno}: corpus id {did!r} is not in the corpus")
-        positive.setdefault(qid, set()).add(did)
+        positive.setdefault(qid, {})[did] = score
     relevant = {q: frozenset(d) for q, d in positive.items()}
     if not relevant:
         raise ValidationError(f"{qrels_path}: no query has a relevant document (score > 0)")
-    return RetrievalSet(folder.name, query_ids, queries, doc_ids, docs, relevant)
+    return RetrievalSet(folder.name, query_ids, queries, doc_ids, docs, relevant, grades=positive)
 
 
 def retrieval_from_sts(pairs: StsPairs, *, min_score: float = 4.0) -> RetrievalSet:

@@ -73,7 +73,15 @@ def _pairs(name: str, rows: list[tuple[str, str, float]], limit: int | None, *, 
     if len(rows) < 2:
         raise ValidationError(f"{where} needs at least 2 scored pairs, found {len(rows)}")
     s1, s2, sc = zip(*rows)
-    return StsPairs(name=name, sentence1=list(s1), sentence2=list(s2), scores=list(sc))
+    return check_scores(StsPairs(name=name, sentence1=list(s1), sentence2=list(s2), scores=list(sc)), where)
+
+
+def check_scores(pairs: StsPairs, where: str) -> StsPairs:
+    """Refuse a set whose scores are all equal: Spearman's correlation is undefined on it (not a failed model)."""
+    if len(set(pairs.scores)) < 2:
+        raise ValidationError(f"{where} every pair has the score {pairs.scores[0]:g}: an STS set needs different "
+                              "scores to rank (Spearman's correlation is undefined otherwise)")
+    return pairs
 
 
 def stsb_rows(path: Path, text: str) -> list[tuple[str, str, float]]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from espresso_export.model.checkpoint import Checkpoint
 from espresso_export.model.embed import apply_post, model_inputs, pool
 from espresso_export.model.post import normalized_output
-from espresso_export.core.errors import RuntimeFailure, UnsupportedModelError
+from espresso_export.core.errors import RuntimeFailure, UnsupportedModelError, os_error_in, write_failure
 from espresso_export.runtime import EMBEDDING_OUTPUT, TOKEN_OUTPUT
 from espresso_export.exporting.options import ExportOptions
 
@@ -39,9 +39,11 @@ class GraphInfo:
 
 
 def graph_inputs(ckpt: Checkpoint) -> list[str]:
-    """The tokenizer outputs the model consumes: token_type_ids only where the model has them."""
+    """The tokenizer outputs the model consumes: exactly what the tokenizer returns (fastembed, optimum and
+    transformers.js feed a graph what it declares), token_type_ids only where the model has segment embeddings."""
     accepted = model_inputs(ckpt.model)
-    names = [n for n in INPUT_ORDER if n in accepted]
+    produced = set(getattr(ckpt.tokenizer, "model_input_names", None) or INPUT_ORDER)
+    names = [n for n in INPUT_ORDER if n in accepted and (n in produced or n != "token_type_ids")]
     if "token_type_ids" in names and int(getattr(ckpt.config, "type_vocab_size", 1) or 0) == 0:
         names.remove("token_type_ids")  # DeBERTa-v3 and others without segment embeddings
     return names
@@ -101,6 +103,8 @@ def export_onnx(ckpt: Checkpoint, path: Path, options: ExportOptions) -> GraphIn
                         _dynamo(module, args, names, raw, max(options.opset, DYNAMO_MIN_OPSET))
                 break
             except Exception as e:  # torch raises many exception types for graphs it cannot export
+                if os_error_in(e) is not None:  # the disk, not the model: the other exporter fails the same way
+                    raise write_failure(path.name, os_error_in(e)) from e
                 errors.append(f"{exporter}: {e.__class__.__name__}: {str(e).splitlines()[0] if str(e) else ''}")
                 log.info("ONNX export with %s failed: %s", exporter, errors[-1])
                 for leftover in scratch.iterdir():

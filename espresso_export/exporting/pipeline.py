@@ -3,13 +3,16 @@
 ::
 
     OUT/
-      model.onnx                 fp32 graph: encoder -> pooling -> head -> L2 norm
-      model_O2.onnx              the same, optimised (with --optimize O2)
-      model_int8.onnx            int8 (with --quantize int8), and model_int8_O2.onnx
-      model_fp16.onnx            fp16 (with --quantize fp16)
-      tokenizer.json, tokenizer_config.json, config.json
+      onnx/model.onnx            fp32 graph: encoder -> pooling -> head -> L2 norm (+ token embeddings)
+      onnx/model_O2.onnx         the same, optimised (with --optimize O2)
+      onnx/model_quantized.onnx  int8 (with --quantize int8), and onnx/model_quantized_O2.onnx
+      onnx/model_fp16.onnx       fp16 (with --quantize fp16)
+      tokenizer.json, tokenizer_config.json, config.json, modules.json, 1_Pooling/, ...
       export.json                dims, pooling, max length, inputs, files, validation, provenance
-      model.safetensors, modules.json, ...   the PyTorch folder (with --format safetensors)
+      model.safetensors          the PyTorch weights (with --format safetensors)
+
+The layout (file names, outputs, the files beside the graphs) is :mod:`.layout`'s: one folder that
+sentence-transformers, optimum, fastembed, transformers.js and TEI load as it is.
 
 Everything is assembled in a temp folder and renamed into place only after
 every file passed validation; a failed check leaves nothing behind.
@@ -26,24 +29,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from espresso_export import __version__
+from espresso_export.model.architectures import usable_positions
 from espresso_export.model.checkpoint import Checkpoint, DenseLayer, load
 from espresso_export.core.cpu import int8_isa
 from espresso_export.data import read_sentences
 from espresso_export.core.errors import GateFailedError, UnsupportedModelError, ValidationError
+from espresso_export.core.extras import require
 from espresso_export.model.layout import atomic_output, check_output, save_checkpoint, write_json
 from espresso_export.core.batching import length_sorted_batches
 from espresso_export.runtime import EXPORT_FILE, TOKENIZER_FILE, OnnxEncoder
 from espresso_export.core.types import Optimize, Quantize
 from espresso_export.exporting.graph import GraphInfo, export_onnx
+from espresso_export.exporting.layout import BASE_FILE, LAYOUT_VERSION, onnx_file_name, write_loader_files
 from espresso_export.core.settings import resolve
 from espresso_export.exporting.options import ExportOptions
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
-BASE_FILE = "model.onnx"
-# models whose position ids start after the padding index (max_position_embeddings - pad - 1 usable)
-_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "mpnet")
+FORMAT_VERSION = LAYOUT_VERSION
 
 
 @dataclass
@@ -69,29 +72,12 @@ class ExportResult:
         }
 
 
-def onnx_file_name(quantize: Quantize, optimize: Optimize) -> str:
-    parts = ["model"]
-    if quantize is not Quantize.NONE:
-        parts.append(quantize.value)
-    if optimize is not Optimize.NONE:
-        parts.append(optimize.value)
-    return "_".join(parts) + ".onnx"
-
-
-def position_limit(ckpt: Checkpoint) -> int | None:
-    """The longest input the model's position embeddings allow (None: no fixed limit)."""
-    mpe = getattr(ckpt.config, "max_position_embeddings", None)
-    if not mpe or ckpt.arch.decoder:
-        return None
-    if ckpt.config.model_type in _OFFSET_POSITIONS:
-        return int(mpe) - int(getattr(ckpt.config, "pad_token_id", 1) or 0) - 1
-    return int(mpe)
 
 
 def _set_max_length(ckpt: Checkpoint, wanted: int | None) -> None:
     if wanted is None:
         return
-    limit = position_limit(ckpt)
+    limit = usable_positions(ckpt.config, ckpt.arch)
     if limit is not None and wanted > limit:
         raise ValidationError(f"--max-seq-len {wanted} is more than the model's {limit} positions")
     ckpt.max_seq_length = wanted
@@ -283,6 +269,8 @@ def export(
     """
     start = time.perf_counter()
     options = resolve(ExportOptions, options, overrides, call="export")
+    if options.onnx:
+        require("onnx-export")
     if isinstance(model, Checkpoint):
         ckpt = model
         check_output(output, overwrite=options.overwrite, inputs=[ckpt.path])
@@ -300,9 +288,7 @@ def export(
         if options.safetensors:
             save_checkpoint(ckpt, tmp, post=ckpt.post, provenance=_provenance(ckpt, weights_sha, options))
         if options.onnx:
-            if not options.safetensors:
-                ckpt.tokenizer.save_pretrained(str(tmp))
-                ckpt.config.save_pretrained(str(tmp))  # lets optimum's ORTModel classes open the folder
+            write_loader_files(ckpt, tmp, modules_written=options.safetensors)
             if not (tmp / TOKENIZER_FILE).is_file():
                 raise UnsupportedModelError(f"the tokenizer of {ckpt.path} cannot be saved as {TOKENIZER_FILE}")
             graph, files = _write_onnx_files(ckpt, tmp, options, weights_sha)

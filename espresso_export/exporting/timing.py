@@ -16,9 +16,10 @@ import os
 import time
 from pathlib import Path
 
+from espresso_export.exporting.layout import BASE_FILE
+
 TIMING_SENTENCES = 128
 TIMING_ROUNDS = 3
-BASE_FILE = "model.onnx"
 
 
 def measure(folder: Path, names: list[str], texts: list[str], batches: tuple[int, ...],

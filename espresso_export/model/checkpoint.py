@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from espresso_export.model.architectures import Architecture, depth, for_model_type, hidden_size
+from espresso_export.model.architectures import (
+    Architecture,
+    default_max_length,
+    depth,
+    for_model_type,
+    hidden_size,
+    refuse_custom_code,
+)
 from espresso_export.core.errors import (
     CorruptCheckpointError,
     NotFoundError,
@@ -346,6 +353,9 @@ def load(
     if not (tdir / "config.json").is_file():
         raise ValidationError(f"{folder} is not a model folder: no config.json")
     config_dict = read_json(tdir / "config.json")
+    tok_file = tdir / "tokenizer_config.json"
+    refuse_custom_code(config_dict, folder, trust_remote_code=trust_remote_code,
+                       tokenizer_config=read_json(tok_file) if tok_file.is_file() else None)
     arch = for_model_type(config_dict.get("model_type"))
     files = weight_files(tdir)
     _check_safetensors(files)
@@ -355,7 +365,7 @@ def load(
     provenance = read_json(folder / PROVENANCE_FILE) if (folder / PROVENANCE_FILE).is_file() else None
     fallback = Pooling.MEAN if bidirectional else default_pooling(arch)  # bidirectional decoders: mean (ESE)
     chosen = Pooling(pooling) if pooling is not None else (layout.pooling or fallback)
-    max_len = layout.max_seq_length or _model_max_length(tokenizer, model.config)
+    max_len = default_max_length(tokenizer, model.config, arch, declared=layout.max_seq_length)
     return Checkpoint(
         model=model,
         tokenizer=tokenizer,
@@ -370,8 +380,3 @@ def load(
         weight_files=files,
     )
 
-
-def _model_max_length(tokenizer, config) -> int:
-    candidates = [getattr(tokenizer, "model_max_length", None), getattr(config, "max_position_embeddings", None)]
-    values = [int(c) for c in candidates if c and int(c) < 1_000_000]
-    return min(values + [512])

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from espresso_export.core.errors import EspressoError, ValidationError
+from espresso_export.core.errors import ValidationError
+from espresso_export.core.extras import require
 
 
 @dataclass(frozen=True)
@@ -31,10 +32,9 @@ class LoraSettings:
 
 
 def _peft():
-    try:
-        import peft
-    except ImportError as e:
-        raise EspressoError("LoRA needs peft: reinstall with the `lora` extra (pip install 'espresso-export[lora]')") from e
+    require("lora")
+    import peft
+
     return peft
 
 

@@ -4,7 +4,7 @@ A recipe names a source model, an ordered list of steps and, optionally, where t
 
     name: minilm-L3-d128            # optional; default: the file name
     source: minilm                  # folder, Hub id or alias (`espresso-export models`)
-    output: runs/minilm-L3-d128     # optional; default: ./NAME (relative paths: against the recipe's folder)
+    output: runs/minilm-L3-d128     # optional; default: runs/NAME (relative paths: against the recipe's folder)
     threads: 2                      # optional; torch / onnxruntime threads for every step
     steps:
       - shrink: {layers: 3, dim: 128}
@@ -58,6 +58,9 @@ ShrinkStep = ShrinkSettings
 ExportStep = ExportOptions
 
 
+RUNS_FOLDER = "runs"  # the default run folder is runs/NAME: never a folder another command wrote
+
+
 @dataclass
 class DistillStep(DistillSettings):
     """``teacher`` defaults to the model the previous shrink step cut (else the source). Without ``student``: after
@@ -103,6 +106,7 @@ STEP_TYPES: dict[str, type] = {
     "push": PushStep,
 }
 MODEL_STEPS = ("shrink", "distill", "train")  # steps that write a model folder
+REMOTE_CODE_KEY = "trust_remote_code"  # only the command line turns it on (`run --trust-remote-code`)
 TOP_KEYS = ("name", "description", "source", "output", "threads", "steps")
 
 
@@ -122,7 +126,7 @@ class Recipe:
     source: str
     steps: list[Step]
     path: Path | None = None  # the recipe file
-    output: Path | None = None  # the run folder (None: ./NAME)
+    output: Path | None = None  # the run folder (None: runs/NAME under the current folder)
     threads: int | None = None
     description: str | None = None
 
@@ -135,7 +139,7 @@ class Recipe:
 
     @property
     def run_folder(self) -> Path:
-        return (self.output or Path.cwd() / self.name).resolve()
+        return (self.output or Path.cwd() / RUNS_FOLDER / self.name).resolve()
 
     def to_dict(self) -> dict:
         return {"name": self.name, "description": self.description, "source": self.source,
@@ -187,6 +191,9 @@ def _build_step(kind: str, raw: Any, path: tuple, origin: _Origin) -> Any:
         if kind == "push" and key == "token":
             raise ValidationError(f"{at}: push.token: a token never belongs in a recipe; set HF_TOKEN or run "
                                   "`hf auth login`")
+        if key == REMOTE_CODE_KEY:
+            raise ValidationError(f"{at}: {kind}.{key}: a recipe cannot allow remote code; pass --trust-remote-code "
+                                  "to `espresso-export run` to allow it for every step")
         if key not in known:
             raise ValidationError(f"{at}: unknown key {kind}.{key}{suggest(str(key), known)} "
                                   f"(known: {', '.join(known)})")

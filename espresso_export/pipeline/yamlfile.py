@@ -173,6 +173,12 @@ def resolve_value(value: str, kind: str, base: Path, key: str, at: str, check: b
     """A path relative to ``base`` made absolute and checked (``check``); other specs (aliases, Hub ids,
     builtin) as given."""
     hint = f"; point it elsewhere with --set {key}=PATH"
+    if kind == "data":
+        from espresso_export.data.corpus import split_weight
+
+        spec, share = split_weight(value)
+        if share is not None:  # a corpus source's share of the mix (docs.jsonl:0.7): resolve the path part
+            return f"{resolve_value(spec, kind, base, key, at, check)}:{share:g}"
     if kind == "dir":
         return str((base / Path(value).expanduser()).resolve())
     if kind == "data" and (value == "builtin" or value.startswith("hf://")):

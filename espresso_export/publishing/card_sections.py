@@ -53,7 +53,8 @@ def _distill_line(step: dict) -> str:
         text += f"; training: {', '.join(settings)}"
     best = step.get("best_eval")
     if isinstance(best, dict) and best.get("best") is not None:
-        text += f"; best eval {best['best']:.2f} (from {best.get('initial', float('nan')):.2f}) on {short_id(str(best.get('sts')))}"
+        sets = " and ".join(short_id(str(best[k])) for k in ("sts", "retrieval") if best.get(k))
+        text += f"; best eval {best['best']:.2f} (from {best.get('initial', float('nan')):.2f}) on {sets}"
     return text
 
 
@@ -99,7 +100,7 @@ def summary_table(facts: ModelFacts) -> list[str]:
             ["parameters", param_count(facts.params)],
             ["weights (safetensors)", byte_size(facts.weights_bytes)]]
     if facts.onnx is not None:
-        rows.append(["ONNX", ", ".join(f"`onnx/{name}` ({byte_size(size)})" for name, size in facts.onnx.graphs)])
+        rows.append(["ONNX", ", ".join(f"`{name}` ({byte_size(size)})" for name, size in facts.onnx.graphs)])
         if speed := onnx_speed(facts.onnx.manifest):
             rows.append(["ONNX speed (timed by the export)", speed])
     if facts.matryoshka_dims:
@@ -137,12 +138,19 @@ def _metric_rows(facts: ModelFacts) -> list[list[str]]:
         rows.append([f"STS Spearman x100, {s.name} ({s.pairs} pairs)", number(s.candidate), number(s.source),
                      f"{number(s.retention, '.4f')} retained"])
     for r in m.retrieval:
-        rows.append([f"MRR@10, {r.name} ({r.queries} queries, {r.docs} docs)", number(r.candidate_mrr, ".4f"),
+        where = f"{r.name} ({r.queries} queries, {r.docs} docs)"
+        if r.candidate_ndcg is not None:
+            rows.append([f"nDCG@10, {where}", number(r.candidate_ndcg, ".4f"), number(r.source_ndcg, ".4f"),
+                         f"{number(r.ndcg_retention, '.4f')} retained"])
+        if r.candidate_recall_100 is not None:
+            rows.append([f"recall@100, {where}", number(r.candidate_recall_100, ".4f"),
+                         number(r.source_recall_100, ".4f"), f"{number(r.recall_100_retention, '.4f')} retained"])
+        rows.append([f"MRR@10, {where}", number(r.candidate_mrr, ".4f"),
                      number(r.source_mrr, ".4f"), f"{number(r.mrr_retention, '.4f')} retained"])
     for b in m.latency:
         rows.append([f"latency p50, batch {b.batch_size} (ms)", number(b.candidate_p50_ms, ".1f"),
                      number(b.source_p50_ms, ".1f"),
-                     f"{number(b.p50_ratio, '.3f')} ({number(b.speedup, '.2f')}x throughput)"])
+                     f"{number(b.p50_ratio, '.3f')} ({number(b.speedup, '.2f')}x{'?' if b.reasons else ''} throughput)"])
     for label, (c, s, ratio) in m.size.items():
         show = _SIZE_FORMAT.get(label, _per_vector)
         rows.append([label, show(c), show(s), number(ratio, ".3f")])
@@ -160,6 +168,9 @@ def verification_section(facts: ModelFacts) -> list[str]:
               f"one process{f', {m.threads} thread(s)' if m.threads else ''}; the full report is "
               "`verify_report.json`.", ""]
     lines += markdown_table(["metric", "this model", short_id(m.source), "ratio"], _metric_rows(facts))
+    unreliable = [f"batch {b.batch_size}: {'; '.join(b.reasons)}" for b in m.latency if b.reasons]
+    if unreliable:
+        lines += ["? verify marked this speed measurement unreliable: " + " | ".join(unreliable) + ".", ""]
     if m.gate:
         verdict = "passed" if m.gate_passed else "FAILED"
         lines += [f"Quality gate: **{verdict}**.", ""]

@@ -1,4 +1,5 @@
-"""The card's YAML front matter: ``library_name``, ``base_model``, ``pipeline_tag``, tags and ``model-index``.
+"""The card's YAML front matter: ``library_name``, ``license``, ``base_model``, ``pipeline_tag``, tags and
+``model-index`` (benchmark sets only: the built-in smoke set stays in the card's body).
 
 The Hub reads these fields (search filters, the model tree, the evaluation widget), so they come only
 from facts of the folder and the verify report, never from free text.
@@ -52,7 +53,7 @@ def _model_index(repo_id: str, metrics: CardMetrics) -> list[dict]:
     against = f"vs {short_id(metrics.source)}"
     results = []
     for s in metrics.sts:
-        if s.candidate is None:
+        if s.candidate is None or s.smoke:  # the built-in smoke set is a sanity check, not a benchmark result
             continue
         values = [_metric("spearman_cosine", s.candidate / 100, "Spearman (cosine)")]
         if s.retention is not None:
@@ -62,6 +63,12 @@ def _model_index(repo_id: str, metrics: CardMetrics) -> list[dict]:
         if r.candidate_mrr is None:
             continue
         values = [_metric("cosine_mrr@10", r.candidate_mrr, "MRR@10 (cosine)")]
+        if r.candidate_ndcg is not None:
+            values.append(_metric("cosine_ndcg@10", r.candidate_ndcg, "nDCG@10 (cosine)"))
+        if r.candidate_recall_100 is not None:
+            values.append(_metric("cosine_recall@100", r.candidate_recall_100, "Recall@100 (cosine)"))
+        if r.ndcg_retention is not None:
+            values.append(_metric("cosine_ndcg@10_retention", r.ndcg_retention, f"nDCG@10 retention {against}"))
         if r.candidate_recall is not None:
             values.append(_metric("cosine_recall@10", r.candidate_recall, "Recall@10 (cosine)"))
         if r.mrr_retention is not None:
@@ -72,6 +79,8 @@ def _model_index(repo_id: str, metrics: CardMetrics) -> list[dict]:
 
 def front_matter(facts: ModelFacts, repo_id: str) -> dict:
     meta: dict[str, Any] = {"library_name": "sentence-transformers", "pipeline_tag": "sentence-similarity"}
+    if facts.license:
+        meta["license"] = facts.license
     if facts.base_model:
         meta["base_model"] = facts.base_model
     meta["tags"] = _tags(facts)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from espresso_export import __version__
 from espresso_export.core.errors import EspressoError, NotFoundError, OfflineError, RuntimeFailure, ValidationError
-from espresso_export.model.layout import atomic_output
+from espresso_export.model.layout import atomic_output, check_output
 from espresso_export.core.settings import resolve
 from espresso_export.publishing.settings import PushSettings
 from espresso_export.publishing.staging import StagedFile, prepare, write_staging
@@ -75,6 +75,7 @@ class PushResult:
     private: bool = False
     create_pr: bool = False
     seconds: float = 0.0
+    license: str | None = None  # the card's license: --license, else the source's
 
     @property
     def total_bytes(self) -> int:
@@ -87,7 +88,7 @@ class PushResult:
             "revision": self.revision, "private": self.private, "create_pr": self.create_pr,
             "files": [f.to_dict() for f in self.files], "total_bytes": self.total_bytes,
             "skipped": [{"path": p, "reason": r} for p, r in self.skipped], "warnings": self.warnings,
-            "card": {"metrics": self.metrics, "onnx": self.onnx, "base_model": self.base_model,
+            "card": {"metrics": self.metrics, "onnx": self.onnx, "base_model": self.base_model, "license": self.license,
                      "matryoshka_dimensions": self.matryoshka_dimensions},
             "seconds": round(self.seconds, 2),
         }
@@ -166,6 +167,16 @@ def upload(staging: Path, files: list[StagedFile], repo_id: str, *, token: str, 
     return str(url), info
 
 
+def _source_license(facts) -> str:
+    from espresso_export.publishing.license import source_license
+
+    found, _ = source_license(facts)
+    if not found:
+        raise ValidationError(f"the license of {facts.source_id or facts.folder.name} is not recorded (no `license:` "
+                              "in its card or config.json): pass --license ID (e.g. apache-2.0, mit)")
+    return found
+
+
 def push(
     folder: str | os.PathLike,
     repo_id: str,
@@ -189,13 +200,16 @@ def push(
     private, create_pr, revision, commit_message = s.private, s.create_pr, s.revision, s.commit_message
     start = time.perf_counter()
     validate_repo_id(repo_id)
+    if dry_run is not None:
+        check_output(dry_run, overwrite=overwrite, inputs=[folder, onnx, verify_report])
     prepared = prepare(folder, onnx=onnx, verify_report=verify_report)
     facts = prepared.facts
+    facts.license = s.license or _source_license(facts)
     result = PushResult(
         repo_id=repo_id, folder=facts.folder, files=[], skipped=prepared.skipped, warnings=prepared.warnings,
         metrics=facts.metrics is not None, onnx=facts.onnx is not None,
         matryoshka_dimensions=facts.matryoshka_dims, base_model=facts.base_model, revision=revision,
-        private=private, create_pr=create_pr,
+        private=private, create_pr=create_pr, license=facts.license,
     )
     if dry_run is not None:
         inputs = [facts.folder] + ([facts.onnx.folder] if facts.onnx else [])

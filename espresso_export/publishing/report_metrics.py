@@ -29,6 +29,7 @@ class LatencyMetric:
     source_p50_ms: float | None
     p50_ratio: float | None
     speedup: float | None  # candidate / source sentences per second
+    reasons: tuple[str, ...] = ()  # why verify did not trust this measurement (empty: trusted)
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,12 @@ class RetrievalMetric:
     mrr_retention: float | None
     candidate_recall: float | None
     source_recall: float | None
+    candidate_ndcg: float | None = None  # nDCG@10, recall@100: absent from older reports
+    source_ndcg: float | None = None
+    ndcg_retention: float | None = None
+    candidate_recall_100: float | None = None
+    source_recall_100: float | None = None
+    recall_100_retention: float | None = None
 
 
 @dataclass(frozen=True)
@@ -93,18 +100,25 @@ def _latency(lat: dict) -> list[LatencyMetric]:
     return [LatencyMetric(batch_size=int(b.get("batch_size", 0)),
                           candidate_p50_ms=_num((b.get("candidate") or {}).get("p50_ms")),
                           source_p50_ms=_num((b.get("source") or {}).get("p50_ms")), p50_ratio=_num(b.get("p50_ratio")),
-                          speedup=_num(b.get("throughput_ratio")))
+                          speedup=_num(b.get("throughput_ratio")), reasons=tuple(b.get("reasons") or ()))
             for b in lat.get("batches", [])]
 
 
+def _retrieval_row(r: dict) -> RetrievalMetric:
+    cand, src = r.get("candidate") or {}, r.get("source") or {}
+    return RetrievalMetric(name=str(r.get("name", "retrieval")), index=r.get("index"), queries=r.get("queries"),
+                           docs=r.get("docs"), candidate_mrr=_num(cand.get("mrr_at_10")),
+                           source_mrr=_num(src.get("mrr_at_10")), mrr_retention=_num(r.get("mrr_retention")),
+                           candidate_recall=_num(cand.get("recall_at_10")), source_recall=_num(src.get("recall_at_10")),
+                           candidate_ndcg=_num(cand.get("ndcg_at_10")), source_ndcg=_num(src.get("ndcg_at_10")),
+                           ndcg_retention=_num(r.get("ndcg_retention")),
+                           candidate_recall_100=_num(cand.get("recall_at_100")),
+                           source_recall_100=_num(src.get("recall_at_100")),
+                           recall_100_retention=_num(r.get("recall_at_100_retention")))
+
+
 def _retrieval(report: dict) -> list[RetrievalMetric]:
-    return [RetrievalMetric(name=str(r.get("name", "retrieval")), index=r.get("index"), queries=r.get("queries"),
-                            docs=r.get("docs"), candidate_mrr=_num((r.get("candidate") or {}).get("mrr_at_10")),
-                            source_mrr=_num((r.get("source") or {}).get("mrr_at_10")),
-                            mrr_retention=_num(r.get("mrr_retention")),
-                            candidate_recall=_num((r.get("candidate") or {}).get("recall_at_10")),
-                            source_recall=_num((r.get("source") or {}).get("recall_at_10")))
-            for r in report.get("retrieval") or []]
+    return [_retrieval_row(r) for r in report.get("retrieval") or []]
 
 
 def parse_report(report: dict) -> CardMetrics:

@@ -19,3 +19,5 @@ class PushSettings:
     revision: Optional[str] = setting(None, help="Branch to commit to (created if missing; with --create-pr, the "
                                                  "PR's base).")
     commit_message: Optional[str] = setting(None, help="Commit title.")
+    license: Optional[str] = setting(None, help="The card's license id (apache-2.0, mit, ...). Default: the source "
+                                                "model's, from its card or config.json; required when unknown.")

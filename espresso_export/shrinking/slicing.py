@@ -23,26 +23,34 @@ def spread(depth: int, count: int) -> list[int]:
     return [round((i + 1) * depth / count) - 1 for i in range(count)]
 
 
-def select_layers(depth: int, layers: int | Sequence[int], select: Select = Select.AUTO, *, ese_trained: bool = False) -> list[int]:
-    """The sorted 0-based indices to keep; validates against ``depth``."""
+def select_layers(depth: int, layers: int | Sequence[int], select: Select = Select.AUTO, *, ese_trained: bool = False,
+                  option: str = "--layers") -> list[int]:
+    """The sorted 0-based indices to keep; validates against ``depth`` (``option`` names the flag in errors)."""
     if isinstance(layers, int):
-        if layers < 1:
-            raise ValidationError(f"--layers must be at least 1, got {layers}")
-        if layers > depth:
-            raise ValidationError(f"--layers {layers} is more than the model's depth of {depth} layers")
+        if not 1 <= layers <= depth:
+            raise ValidationError(f"{option} {layers}: {depth_hint(depth)}")
         mode = Select(select)
         if mode is Select.AUTO:
             mode = Select.FIRST if ese_trained else Select.SPREAD
         return list(range(layers)) if mode is Select.FIRST else spread(depth, layers)
     chosen = list(layers)
     if not chosen:
-        raise ValidationError("--layers list is empty")
+        raise ValidationError(f"{option} list is empty: {depth_hint(depth)}")
     if len(set(chosen)) != len(chosen):
-        raise ValidationError(f"--layers has duplicates: {chosen}")
+        raise ValidationError(f"{option} {','.join(map(str, chosen))} has duplicates: {depth_hint(depth)}")
     bad = [i for i in chosen if i < 0 or i >= depth]
     if bad:
-        raise ValidationError(f"--layers indices {bad} are out of range: the model has {depth} layers (0..{depth - 1})")
+        raise ValidationError(f"{option} indices {bad} are out of range: {depth_hint(depth)}")
     return sorted(chosen)
+
+
+def depth_hint(depth: int, *, indices: bool = True) -> str:
+    """What a layer option accepts for a model of ``depth`` layers, for every error about it."""
+    if not indices:
+        return f"the model has {depth} layers; give layer counts from 1 to {depth}"
+    example = ",".join(map(str, range(0, depth, 2))) if depth > 2 else "0"
+    return (f"the model has {depth} layers; give a count from 1 to {depth} or distinct layer indices from 0 to "
+            f"{depth - 1} ({example})")
 
 
 def cut(model, arch: Architecture, keep: Sequence[int]) -> None:

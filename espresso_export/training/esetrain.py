@@ -25,6 +25,7 @@ from espresso_export.data import read_sts, sentences_sha256
 from espresso_export.model.embed import encode_layers
 from espresso_export.training.ese import EseConfig, EseData, EseObjective, check_loss_fits
 from espresso_export.core.errors import ValidationError
+from espresso_export.core.extras import require
 from espresso_export.core.metrics import sts_spearman
 from espresso_export.training.loop import TrainConfig, Trainer, TrainingTask, prepare_run, write_trained
 from espresso_export.core.types import Attention, Pooling
@@ -84,6 +85,18 @@ class EseTask(TrainingTask):
             joined[layer] = torch.cat([g[j * s : (j + 1) * s] for j in range(groups) for g, s in zip(got, sizes)])
         total, self.last_parts = self.objective.compute(joined, whole, param_grad_scale=1.0 / dist.world)
         return total - total.detach() * (1 - 1 / dist.world)  # value: a 1/world share; gradient: this rank's all
+
+    @property
+    def cut_points(self) -> list[str]:
+        """The cuts :meth:`evaluate` averages: the full-width last layer, and for ESE every trained layer's first k."""
+        k, n, layers = self.objective.config.compression_dim, self.ckpt.depth, self.objective.uses_layers
+        many = len(layers) > 1 or self.objective.config.alpha or self.objective.config.beta
+        return [f"L{n}/full", *([f"L{i}/{k}" for i in layers] if many else [])]
+
+    @property
+    def score_label(self) -> str:
+        points = self.cut_points
+        return "eval" if len(points) == 1 else f"eval (mean of {len(points)} cut points)"
 
     def evaluate(self) -> float | None:
         """STS Spearman x100: the full-width last layer for a control run; for ESE the mean of that and of
@@ -167,9 +180,11 @@ def train_ese(
         return train_ese(model, data, output, resume=resume, run_dir=run_dir, overwrite=overwrite, progress=progress,
                          **settings.build())
     start = time.perf_counter()
+    if lora is not None:
+        require("lora")  # before any data is read or model loaded
     dist = distributed.setup(training.device)  # under torchrun: join the group; one process: nothing
     progress = progress and dist.main  # bars and tables on rank 0 only
-    run_dir = prepare_run(output, run_dir, resume=resume, overwrite=overwrite)
+    run_dir = prepare_run(output, run_dir, resume=resume, overwrite=overwrite, inputs=[model, data, eval_sts])
 
     examples = EseData.read(data, limit=data_limit, positive_threshold=positive_threshold)
     check_loss_fits(objective, examples)
@@ -205,7 +220,9 @@ def _eval_info(eval_sts, eval_pairs, result, task: EseTask) -> dict | None:
     if eval_pairs is None:
         return None
     return {"sts": str(eval_sts), "pairs": len(eval_pairs), "initial": result.initial_score, "best": result.best_score,
-            "best_step": result.best_step, "history": result.history, "last": task.last_eval}
+            "best_step": result.best_step, "history": result.history, "last": task.last_eval,
+            "score": "mean STS Spearman x100 over the cut points" if len(task.cut_points) > 1 else "STS Spearman x100",
+            "cut_points": task.cut_points}
 
 
 def _cut_hint(output, objective: EseConfig) -> str:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 import random
-import shutil
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -38,6 +37,7 @@ from espresso_export.core.errors import ValidationError
 from espresso_export.core.progress import Bar
 from espresso_export.training import distributed
 from espresso_export.training.interrupt import TrainingInterrupted, sigint_flag
+from espresso_export.training.rundir import remove_run_files
 from espresso_export.training.resume import (
     BEST_DIR, CHECKPOINT_DIR, load_checkpoint, read_checkpoint_meta, restore_best_weights, save_best, save_checkpoint,
 )
@@ -45,7 +45,7 @@ from espresso_export.training.runs import prepare_run, write_trained
 from espresso_export.training.schedule import (
     amp_dtype, build_optimizer, epoch_batches, resolve_device, steps_per_epoch,
 )
-from espresso_export.training.task import TrainConfig, TrainingTask, TrainResult
+from espresso_export.training.task import LOSS_LABEL, TrainConfig, TrainingTask, TrainResult
 
 # the loop's own names and those trainers, the recipe runner and the tests take from here
 __all__ = [
@@ -68,17 +68,13 @@ def _check_config(n: int, config: TrainConfig) -> None:
 
 @dataclass
 class _Pace:
-    """This invocation's throughput and smoothed loss, for the bar and the result."""
+    """This invocation's throughput, for the bar and the result."""
 
     start: float = field(default_factory=time.perf_counter)
     items: int = 0
-    ema: float | None = None
-    last: float | None = None
 
-    def add(self, items: int, loss: float) -> None:
+    def add(self, items: int) -> None:
         self.items += items
-        self.last = loss
-        self.ema = loss if self.ema is None else 0.95 * self.ema + 0.05 * loss
 
     def rate(self) -> float:
         return self.items / max(time.perf_counter() - self.start, 1e-9)
@@ -116,7 +112,8 @@ class Trainer:
         self.best: dict | None = None
         self.history: list[dict] = []
         self.initial_score: float | None = None
-        self.epoch_loss = [0.0, 0]
+        self.epoch_loss = [0.0, 0]  # sum and count of this epoch's step losses: the one loss shown (LOSS_LABEL)
+        self.last_epoch_loss: float | None = None  # that mean at the end of the last epoch (or of the run)
         self.ddp = None  # the DistributedDataParallel wrapper when world > 1 (made in run, after a resume)
         self._stop_any = False
 
@@ -148,14 +145,17 @@ class Trainer:
         if score is None:
             return None
         improved = self.best is None or score > self.best["score"]
-        loss = self.epoch_loss[0] / self.epoch_loss[1] if self.epoch_loss[1] else None
+        loss = self._mean_loss()
         self.history.append({"epoch": self.epoch, "step": self.step, "score": round(float(score), 4),
                              "loss": None if loss is None else round(loss, 6)})
         if improved:
             save_best(self, float(score))
-        bar.note(f"{label}: eval {score:.2f}" + (" (best)" if improved else f" (best {self.best['score']:.2f})")
-                 + ("" if loss is None else f", mean loss {loss:.4g}"))
+        bar.note(f"{label}: {self.task.score_label} {score:.2f}" + (" (best)" if improved else f" (best {self.best['score']:.2f})")
+                 + ("" if loss is None else f", {LOSS_LABEL} {loss:.4g}"))
         return float(score)
+
+    def _mean_loss(self) -> float | None:
+        return self.epoch_loss[0] / self.epoch_loss[1] if self.epoch_loss[1] else None
 
     def _step(self, batch: list[int], flag: dict | None = None) -> float:
         import torch
@@ -216,8 +216,8 @@ class Trainer:
         self.position += 1
         self.epoch_loss[0] += loss
         self.epoch_loss[1] += 1
-        pace.add(len(batch), loss)
-        bar.advance(1, {"loss": f"{pace.ema:.4g}", f"{self.task.item_unit}/s": f"{pace.rate():.0f}"})
+        pace.add(len(batch))
+        bar.advance(1, {LOSS_LABEL: f"{self._mean_loss():.4g}", f"{self.task.item_unit}/s": f"{pace.rate():.0f}"})
         if on_step is not None:
             on_step(self.step)
         if (self._stop_any if self.ddp is not None else flag["stop"]):
@@ -235,6 +235,7 @@ class Trainer:
         while self.position < len(batches) and self.step < self.total:
             self._train_batch(batches[self.position], bar, flag, pace, on_step)
         epoch_done = self.position >= len(batches)  # else the run stopped at its last step mid-epoch
+        self.last_epoch_loss = self._mean_loss() if self.epoch_loss[1] else self.last_epoch_loss
         self._evaluate(bar, f"epoch {self.epoch + 1}" if epoch_done else f"step {self.step}")
         self.epoch_loss = [0.0, 0]
         if epoch_done:
@@ -251,7 +252,7 @@ class Trainer:
         pace = _Pace()
         unit = self.task.item_unit
         bar = Bar(progress if self.dist.main else None, self.total, done=self.step,
-                  fields=(("loss", "loss {}"), (f"{unit}/s", f"{{}} {unit}/s")))
+                  fields=((LOSS_LABEL, f"{LOSS_LABEL} {{}}"), (f"{unit}/s", f"{{}} {unit}/s")))
         with sigint_flag(repeat_interrupts=not self.dist.enabled) as flag, bar:
             if self.step == 0 and self.initial_score is None:
                 self.initial_score = self._evaluate(bar, "before training")
@@ -266,7 +267,7 @@ class Trainer:
         return TrainResult(
             steps=self.step, total_steps=self.total, epochs=round(self.step / self.per_epoch, 3),
             initial_score=self.initial_score, best_score=self.best["score"] if self.best else None,
-            best_step=self.best["step"] if self.best else None, final_loss=pace.last, seconds=round(seconds, 2),
+            best_step=self.best["step"] if self.best else None, epoch_mean_loss=self.last_epoch_loss, seconds=round(seconds, 2),
             items_per_second=round(pace.items / max(seconds, 1e-9), 1), history=self.history,
             resumed_from=resumed_from,
         )
@@ -275,9 +276,9 @@ class Trainer:
         return self.task.shard_loss(batch, part, self.dist)
 
     def cleanup(self) -> None:
-        """Remove the run folder (checkpoints) after a finished run (rank 0 only)."""
+        """Remove the run's checkpoints after a finished run (rank 0 only); nothing else in the run folder."""
         if self.dist.main:
-            shutil.rmtree(self.run_dir, ignore_errors=True)
+            remove_run_files(self.run_dir)
 
 
 def train(task: TrainingTask, config: TrainConfig, run_dir: str | Path, *, resume: bool = False,

@@ -26,12 +26,12 @@ import numpy as np
 
 from espresso_export.core.errors import ValidationError
 from espresso_export.model.layout import atomic_output, write_json
+from espresso_export.training import rundir
+from espresso_export.training.rundir import BEST_DIR, CHECKPOINT_DIR
 
 if TYPE_CHECKING:
     from espresso_export.training.loop import Trainer
 
-CHECKPOINT_DIR = "checkpoint"
-BEST_DIR = "best"
 FORMAT = 1
 
 
@@ -182,8 +182,9 @@ def save_checkpoint(trainer: Trainer) -> Path:
         "scheduler": t.scheduler.state_dict(), "optimizer": opt_meta,
         "scaler": t.scaler.state_dict() if t.scaler else None,
         "python_random": [py[0], list(py[1]), py[2]], "best": t.best, "history": t.history,
-        "initial_score": t.initial_score, "epoch_loss": t.epoch_loss, "saved": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "initial_score": t.initial_score, "epoch_loss": t.epoch_loss, "last_epoch_loss": t.last_epoch_loss, "saved": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
+    rundir.claim(t.run_dir)
     with atomic_output(target, overwrite=True) as tmp:
         save_file(_module_tensors(t.modules), str(tmp / "model.safetensors"))
         save_file(opt_tensors, str(tmp / "optimizer.safetensors"))
@@ -209,6 +210,7 @@ def load_checkpoint(trainer: Trainer) -> None:
     t.best, t.history = meta.get("best"), meta.get("history", [])
     t.initial_score = meta.get("initial_score")
     t.epoch_loss = meta.get("epoch_loss", [0.0, 0])
+    t.last_epoch_loss = meta.get("last_epoch_loss")
 
 
 def save_best(trainer: Trainer, score: float) -> None:
@@ -219,6 +221,7 @@ def save_best(trainer: Trainer, score: float) -> None:
     t.best = {"score": score, "step": t.step, "epoch": t.epoch}
     if not t.dist.main:
         return
+    rundir.claim(t.run_dir)
     with atomic_output(t.run_dir / BEST_DIR, overwrite=True) as tmp:
         save_file(_module_tensors(t.modules), str(tmp / "model.safetensors"))
         write_json(tmp / "best.json", t.best)

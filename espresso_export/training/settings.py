@@ -53,7 +53,9 @@ class DistillSettings(TrainerSettings):
     corpus: Optional[list[str]] = setting(
         None, path="data", flags=("--corpus", "-c"),
         help="Training sentences; repeat for several: .txt, .jsonl, .csv/.tsv (a column), STS-B files (both "
-             "sentences), 'builtin', or hf://owner/name (a Hub dataset, online). Optional with --pairs.")
+             "sentences), 'builtin', or hf://owner/name (a Hub dataset, online). Optional with --pairs. Mix in "
+             "stated shares with SPEC:SHARE on every source (docs.jsonl:0.7 builtin:0.3); the PCA targets and the "
+             "projection are fitted on the same mix.")
     pairs: Optional[list[str]] = setting(
         None, path="data", help="Related sentence pairs for the pair loss (the student's cosine of each pair learns "
                                 "the teacher's); repeat for several: STS, pair/triplet or NLI files, labels unused. "
@@ -78,8 +80,12 @@ class DistillSettings(TrainerSettings):
     batch_size: int = setting(64, min=1, help="Sentences per batch (with --pairs: half as many pairs).")
     lr: Optional[float] = setting(None, min=0.0, help="Peak learning rate (AdamW). Default: 5e-5 with --pairs, "
                                   "else 1e-3 when healing a cut teacher, 1e-4 for another student (HPD).")
-    max_seq_len: int = setting(128, min=8, help="Truncate training sentences to this many tokens (the output keeps "
-                                                "the student's own limit).")
+    max_seq_len: Optional[int] = setting(None, min=8, help="Truncate training texts to this many tokens (the output "
+                                         "keeps the student's own limit). Default: chosen from the corpus "
+                                         "(--length-percentile).")
+    length_percentile: float = setting(99.0, min=50.0, max=100.0, help="Without --max-seq-len: train at this "
+                                       "percentile of the corpus's token lengths, rounded up to a multiple of 8 and "
+                                       "capped at the student's max length.")
     loss: Optional[Loss] = setting(None, help="mse (HPD) or cosine+mse; with --pairs: pair or pair+mse. Default: "
                                               "pair with --pairs, else mse.")
     layer_targets: Optional[bool] = setting(None, help="Also match each student layer to its teacher layer (a cut "
@@ -90,6 +96,10 @@ class DistillSettings(TrainerSettings):
     dropout: bool = setting(False, flags=("--dropout/--no-dropout",),
                             help="Keep the student's dropout while training.")
     bucket: bool = setting(True, help="Length-bucketed batches (less padding).")
+    eval_retrieval: Optional[str] = setting(
+        None, path="data", help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) evaluated after every "
+                                "epoch, with --eval-sts or alone: the kept checkpoint has the best mean of its STS "
+                                "and nDCG@10 retentions against the teacher. Never the set you report on.")
     heldout: int = setting(256, min=0, help="Corpus sentences kept out of training to report the relative MSE "
                                             "before and after.")
     cache_dir: Optional[str] = setting(None, path="dir", help="Teacher target cache (default: $ESPRESSO_CACHE or "

@@ -8,6 +8,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# The one training loss shown everywhere (progress bar, epoch lines, tables, JSON): the mean of the step losses
+# of the current epoch, so the bar, the line printed at the epoch's end and the result agree.
+LOSS_LABEL = "epoch-mean loss"
+
 
 class TrainingTask(ABC):
     """What to train. ``train`` owns the loop; a task owns the model and the loss.
@@ -16,6 +20,7 @@ class TrainingTask(ABC):
     """
 
     item_unit = "sent"  # what an item is, in the progress bar's rate ("sent/s")
+    score_label = "eval"  # how the progress lines name evaluate()'s score (a mean over cuts says so)
 
     @abstractmethod
     def __len__(self) -> int:
@@ -86,7 +91,7 @@ class TrainResult:
     initial_score: float | None
     best_score: float | None
     best_step: int | None
-    final_loss: float | None
+    epoch_mean_loss: float | None  # the mean step loss of the last epoch (LOSS_LABEL): the loss every view shows
     seconds: float  # training time of this invocation
     items_per_second: float
     history: list[dict] = field(default_factory=list)

@@ -1,4 +1,4 @@
-"""The sweep plot: STS Spearman vs throughput, one line per width, Pareto frontier marked."""
+"""The sweep plot: STS Spearman (or retrieval nDCG@10) vs throughput, one line per width, Pareto frontier marked."""
 
 from __future__ import annotations
 
@@ -38,13 +38,13 @@ def plot_sweep(result: SweepResult, path: Path) -> Path:
                        label=f"target: {100 * result.target_retention:g}% of source")
         sets = ", ".join(s["name"] for s in result.sts_sets)
         ax.set_title(f"{Path(result.source).name}: depth x width sweep ({result.head.value} head, "
-                     f"{result.select.value} layers)", fontsize=10)
+                     f"layers: {result.selection})", fontsize=10)
         ax.set_xscale("log")  # depth 1 runs ~10x faster than the full model: a linear axis crowds the deep cuts
         ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
         ax.xaxis.set_minor_formatter(ticker.FormatStrFormatter("%g"))
         ax.set_xlabel(f"throughput, sentences/s, log scale (batch {result.latency['batch_size']}, "
                       f"{result.threads} thread(s))")
-        ax.set_ylabel(f"Spearman x100 ({sets})")
+        ax.set_ylabel(f"{result.metric_label} ({sets})")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="best", framealpha=0.85)
         fig.tight_layout()

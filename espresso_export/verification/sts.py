@@ -14,7 +14,9 @@ from pathlib import Path
 
 from espresso_export.core.errors import NotFoundError, ValidationError
 from espresso_export.core.metrics import sts_spearman
-from espresso_export.data import BUILTIN, DEFAULT_COLUMNS, StsPairs, hub_dataset, read_hub_sts, read_sts
+from espresso_export.data import (
+    BUILTIN, DEFAULT_COLUMNS, StsPairs, check_scores, hub_dataset, read_hub_sts, read_sts,
+)
 from espresso_export.verification.embedders import EncodeCache
 
 SMOKE_NOTE = (
@@ -64,7 +66,8 @@ def load_sts(spec: str | os.PathLike, *, columns: tuple[str, str, str] = DEFAULT
         kind, pairs = "hub", read_hub_sts(dataset, columns)
     else:
         raise NotFoundError(f"STS set not found: no file {text!r} (use a file, 'builtin', or a Hub dataset id owner/name[:split])")
-    return StsSet(text, kind, spread_subset(pairs, limit))
+    subset = spread_subset(pairs, limit)
+    return StsSet(text, kind, subset if subset is pairs else check_scores(subset, f"{text} (--sts-limit {limit}):"))
 
 
 def spread_subset(pairs: StsPairs, limit: int | None) -> StsPairs:

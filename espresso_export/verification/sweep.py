@@ -10,8 +10,9 @@ written per point. Latency is measured once per depth on the cut model
 the head's k x d product is a negligible share), the depths and the full
 source taking turns batch by batch, all in this process with a fixed thread count.
 
-``--select spread`` (layers spread over the depth, always keeping the last)
-cannot reuse one pass: it runs one encode per depth on the cut model.
+Layers are selected as ``shrink`` selects them (one declaration, ``select_setting``): ``auto`` (the
+default) is ``first`` for ESE-trained models and ``spread`` otherwise. Spread (layers spread over the depth,
+always keeping the last) cannot reuse one pass: it runs one encode per depth on the cut model.
 
 The result types (:class:`SweepPoint`, :class:`SweepResult`) live in
 :mod:`espresso_export.verification.sweep_result`, which the plot reads without this module.
@@ -31,16 +32,19 @@ from pathlib import Path
 import numpy as np
 
 from espresso_export.core.errors import ValidationError
-from espresso_export.core.metrics import sts_spearman
-from espresso_export.core.types import Head, Select
+from espresso_export.core.extras import require
+from espresso_export.data import input_extras
+from espresso_export.core.types import Head, Select, SweepMetric
 from espresso_export.model.checkpoint import Checkpoint, DenseLayer, load
 from espresso_export.model.embed import apply_post, encode, encode_layers
 from espresso_export.model.post import renormalized, with_head
 from espresso_export.model.layout import atomic_output, check_output, write_text_atomic
 from espresso_export.shrinking.heads import fit_pca, truncation
 from espresso_export.shrinking.shrink import load_calibration
-from espresso_export.shrinking.slicing import select_layers, temporary_cut
+from espresso_export.shrinking.settings import select_setting
+from espresso_export.shrinking.slicing import depth_hint, select_layers, temporary_cut
 from espresso_export.verification.embedders import Embedder
+from espresso_export.verification.sweep_metric import load_targets, set_info, set_score, set_texts
 from espresso_export.verification.sweep_result import SweepPoint, SweepResult, pareto_front
 
 __all__ = ["SWEEP_HEADS", "SweepOptions", "SweepPoint", "SweepResult", "pareto_front", "sweep"]
@@ -53,10 +57,13 @@ class SweepOptions:
     layers: Sequence[int]  # depths L to try
     dims: Sequence[int]  # widths k to try
     head: Head = Head.PCA
-    select: Select = Select.FIRST
+    select: Select = select_setting()  # shrink's default, declared once
     sts: Sequence[str] = ("builtin",)
     sts_columns: tuple[str, str, str] = ("sentence1", "sentence2", "score")
     sts_limit: int | None = None
+    metric: SweepMetric = SweepMetric.STS  # what points are scored, plotted and recommended on
+    retrieval: Sequence[str] = ()  # BEIR folders or STS specs, scored with metric=retrieval
+    relevant_score: float = 4.0  # STS-built retrieval: pairs scored at least this are relevant
     calibration: str | os.PathLike | None = None
     calibration_samples: int = 4096
     target_retention: float = 0.95
@@ -101,8 +108,8 @@ class _Texts:
 
 
 def _sts_scores(emb: np.ndarray, texts: _Texts, sets) -> dict[str, float]:
-    return {s.name: sts_spearman(emb[texts.rows(s.pairs.sentence1)], emb[texts.rows(s.pairs.sentence2)], s.pairs.scores)
-            for s in sets}
+    """Each set's score x100: Spearman on an STS set, nDCG@10 on a retrieval set (``--metric``)."""
+    return {s.name: set_score(s, emb, texts.rows) for s in sets}
 
 
 def _pooled_by_depth(ckpt: Checkpoint, texts: list[str], depths: Sequence[int], kept: dict[int, list[int]],
@@ -148,10 +155,10 @@ def _check(options: SweepOptions) -> tuple[Head, Select, list[int], list[int]]:
     head, select = Head(options.head), Select(options.select)
     if head not in SWEEP_HEADS:
         raise ValidationError(f"sweep --head must be pca or truncate, got {head.value}")
-    if select is Select.AUTO:
-        raise ValidationError("sweep --select must be first or spread")
     if not 0 < options.target_retention <= 1.5:
         raise ValidationError(f"--target-retention must be a fraction like 0.95, got {options.target_retention}")
+    if SweepMetric(options.metric) is SweepMetric.RETRIEVAL and not options.retrieval:
+        raise ValidationError("sweep --metric retrieval needs a --retrieval set")
     if not options.sts:
         raise ValidationError("sweep needs at least one --sts set")
     depths, dims = sorted(set(options.layers)), sorted(set(options.dims))
@@ -161,9 +168,9 @@ def _check(options: SweepOptions) -> tuple[Head, Select, list[int], list[int]]:
 
 
 def _check_grid(ckpt: Checkpoint, depths: list[int], dims: list[int]) -> None:
-    bad = [d for d in depths if d > ckpt.depth]
+    bad = [d for d in depths if not 1 <= d <= ckpt.depth]
     if bad:
-        raise ValidationError(f"--layers {bad} exceed the model's depth of {ckpt.depth} layers")
+        raise ValidationError(f"--layers {','.join(map(str, bad))}: {depth_hint(ckpt.depth, indices=False)}")
     wide = [d for d in dims if d > ckpt.output_dim]
     if wide:
         raise ValidationError(f"--dims {wide} exceed the embedding width {ckpt.output_dim}")
@@ -214,7 +221,11 @@ def _inputs(options: SweepOptions, head: Head, dims: list[int]):
     """The STS sets, and the calibration sentences a PCA head is fitted on (none for truncate)."""
     from espresso_export.verification.sts import load_sts
 
-    sets = [load_sts(s, columns=options.sts_columns, limit=options.sts_limit) for s in options.sts]
+    if SweepMetric(options.metric) is SweepMetric.RETRIEVAL:
+        sets = load_targets(options.retrieval, columns=options.sts_columns, min_score=options.relevant_score,
+                            limit=options.sts_limit)
+    else:
+        sets = [load_sts(s, columns=options.sts_columns, limit=options.sts_limit) for s in options.sts]
     cal, cal_label = ([], None) if head is not Head.PCA else \
         load_calibration(options.calibration, options.calibration_samples, options.seed)
     if head is Head.PCA and len(cal) < dims[-1]:
@@ -244,7 +255,7 @@ def _notes(sets, select: Select, ckpt: Checkpoint, depths: list[int]) -> list[st
     notes = []
     if any(s.smoke for s in sets):
         notes.append(SMOKE_NOTE.format(n=len(load_sts("builtin").pairs)))
-    if select is Select.FIRST and not ckpt.ese_trained and depths[0] < ckpt.depth:
+    if select is Select.FIRST and not ckpt.ese_trained and depths[0] < ckpt.depth:  # only when asked for
         notes.append("this model is not ESE-trained: its first-L cuts usually score below spread cuts "
                      "(try --select spread)")
     return notes
@@ -258,7 +269,9 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, outp
     start = time.perf_counter()
     head, select, depths, dims = _check(options)
     if output is not None:
-        check_output(output, overwrite=overwrite)
+        check_output(output, overwrite=overwrite, inputs=[source, list(options.sts or ()), options.calibration])
+        require("plot")  # now, not after the measuring: sweep.png is drawn last
+    require(*input_extras([*options.sts], split=True), *input_extras([options.calibration]))
     sets, cal, cal_label = _inputs(options, head, dims)
     threads = options.threads or default_threads()
     timings: dict[str, float] = {}
@@ -266,8 +279,11 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, outp
         with _timed(timings, "load"):
             ckpt = source if isinstance(source, Checkpoint) else load(source)
         _check_grid(ckpt, depths, dims)
+        select_auto = select is Select.AUTO
+        if select_auto:  # as shrink resolves it for this model
+            select = Select.FIRST if ckpt.ese_trained else Select.SPREAD
         kept = {d: select_layers(ckpt.depth, d, select) for d in depths}
-        texts = _Texts(*[s.pairs.sentence1 + s.pairs.sentence2 for s in sets])
+        texts = _Texts(*[set_texts(s) for s in sets])
         with _timed(timings, "encode"):
             pooled = _pooled_by_depth(ckpt, texts.texts + cal, depths, kept, select, options.batch_size, progress)
         with _timed(timings, "heads_and_scores"):
@@ -284,9 +300,8 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, outp
         source=ckpt.source, source_depth=ckpt.depth, source_dim=ckpt.output_dim,
         source_spearman=float(np.mean(list(source_per_set.values()))), source_per_set=source_per_set,
         source_sentences_per_s=stats[-1].sentences_per_s, source_p50_ms=stats[-1].p50_ms,
-        source_params=source_params, head=head, select=select,
-        sts_sets=[{"name": s.name, "spec": s.spec, "kind": s.kind, "pairs": len(s.pairs), "smoke_set": s.smoke}
-                  for s in sets],
+        source_params=source_params, head=head, select=select, select_auto=select_auto,
+        sts_sets=[set_info(s) for s in sets], metric=SweepMetric(options.metric),
         calibration=None if head is not Head.PCA else {"source": cal_label, "size": len(cal)},
         threads=threads, latency={"batch_size": options.latency_batch_size, "texts": len(sample),
                                   "rounds": options.latency_rounds, "measured": "once per depth, widest head"},
@@ -302,8 +317,11 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, outp
 def _write(result: SweepResult, output: str | os.PathLike, overwrite: bool) -> None:
     from espresso_export.verification.plots import plot_sweep
 
-    with atomic_output(output, overwrite=overwrite) as tmp:
+    with atomic_output(output, overwrite=overwrite, inputs=[result.source]) as tmp:
         result.output = Path(output).expanduser().resolve()
+        try:  # the measurements are the result; a plot that cannot be drawn must not take them down with it
+            plot_sweep(result, tmp / "sweep.png")
+        except Exception as e:  # matplotlib raises assorted errors (backends, fonts, a broken install)
+            result.notes.append(f"sweep.png not written ({e.__class__.__name__}: {e}); the data is in sweep.json")
         write_text_atomic(tmp / "sweep.csv", result.to_csv())
         write_text_atomic(tmp / "sweep.json", json.dumps(result.to_dict(), indent=2) + "\n")
-        plot_sweep(result, tmp / "sweep.png")

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from espresso_export import __version__
-from espresso_export.core.types import Head, Select
+from espresso_export.core.types import Head, Select, SweepMetric
 
 
 @dataclass
@@ -49,16 +49,23 @@ class SweepResult:
     source_p50_ms: float
     source_params: int
     head: Head
-    select: Select
+    select: Select  # first or spread: how the layers were selected
     sts_sets: list[dict]
     calibration: dict | None
     threads: int
     latency: dict
     target_retention: float
     points: list[SweepPoint]
+    metric: SweepMetric = SweepMetric.STS  # "spearman" of the points and the source: this metric's score x100
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     output: Path | None = None
+    select_auto: bool = False  # ``select`` is what ``auto`` (shrink's default) picked for this model
+
+    @property
+    def selection(self) -> str:
+        """How the layers were picked, as the table and the plot name it."""
+        return f"{self.select.value} (auto)" if self.select_auto else self.select.value
 
     @property
     def smallest(self) -> SweepPoint | None:
@@ -72,9 +79,21 @@ class SweepResult:
         ok = [p for p in self.points if p.meets_target]
         return max(ok, key=lambda p: (p.sentences_per_s, -p.bytes_per_vector, p.spearman)) if ok else None
 
+    @property
+    def metric_name(self) -> str:
+        """What ``spearman`` holds: the points are scored on ``metric``."""
+        return "nDCG@10" if self.metric is SweepMetric.RETRIEVAL else "Spearman"
+
+    @property
+    def metric_label(self) -> str:
+        return f"{self.metric_name} x100"
+
     def shrink_command(self, point: SweepPoint) -> str:
-        layers = str(point.layers) if self.select is Select.FIRST else ",".join(map(str, point.kept))
-        select = " --select first" if self.select is Select.FIRST else ""
+        if self.select_auto:  # shrink's own default picks the same layers
+            layers, select = str(point.layers), ""
+        else:
+            layers = str(point.layers) if self.select is Select.FIRST else ",".join(map(str, point.kept))
+            select = " --select first" if self.select is Select.FIRST else ""
         return (f"espresso-export shrink {self.source} --layers {layers}{select} --dim {point.dim} "
                 f"--head {self.head.value} -o OUT")
 
@@ -98,9 +117,10 @@ class SweepResult:
                        "per_set": {k: round(v, 4) for k, v in self.source_per_set.items()},
                        "sentences_per_s": round(self.source_sentences_per_s, 4),
                        "p50_ms": round(self.source_p50_ms, 4), "params": self.source_params},
-            "head": self.head.value, "select": self.select.value, "sts": self.sts_sets,
+            "head": self.head.value, "select": self.select.value, "select_auto": self.select_auto, "sts": self.sts_sets,
             "calibration": self.calibration, "threads": self.threads, "latency": self.latency,
             "target_retention": self.target_retention, "recommended": pick,
+            "metric": self.metric.value,
             "points": [self.point_dict(p) for p in self.points],
             "timings_seconds": {k: round(v, 2) for k, v in self.timings.items()},
             "notes": self.notes, "output": str(self.output) if self.output else None,
@@ -114,9 +134,10 @@ class SweepResult:
         return cls(
             source=src["id"], source_depth=src["depth"], source_dim=src["dim"], source_spearman=src["spearman"],
             source_per_set=src["per_set"], source_sentences_per_s=src["sentences_per_s"], source_p50_ms=src["p50_ms"],
-            source_params=src["params"], head=Head(d["head"]), select=Select(d["select"]), sts_sets=d["sts"],
+            source_params=src["params"], head=Head(d["head"]), select=Select(d["select"]), select_auto=d.get("select_auto", False), sts_sets=d["sts"],
             calibration=d["calibration"], threads=d["threads"], latency=d["latency"],
             target_retention=d["target_retention"],
+            metric=SweepMetric(d.get("metric", "sts")),
             points=[SweepPoint(**{k: v for k, v in p.items() if k in fields_}) for p in d["points"]],
             timings=d.get("timings_seconds", {}), notes=d.get("notes", []),
             output=Path(d["output"]) if d.get("output") else None,

@@ -1,4 +1,5 @@
-"""The on-disk teacher cache of ``distill``: where it lives, its keys, and how its files are written.
+"""The on-disk teacher cache of ``distill``: its format and how its files are written (the root, keys and
+atomic writes are shared with ``verify``: :mod:`espresso_export.model.cache`).
 
 Files appear atomically (written under a temporary name, then renamed), so an interrupted run never leaves a
 half-written array that a later run would trust. Under ``torchrun`` every rank fills its share of the same
@@ -7,39 +8,17 @@ memory-mapped ``.npy`` file (:func:`shared_memmaps`).
 
 from __future__ import annotations
 
-import hashlib
 import os
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
+from espresso_export.model.cache import atomic_file
 from espresso_export.shrinking.heads import PCAFit
 from espresso_export.training import distributed
 
 CACHE_FORMAT = 1
-
-
-def default_cache_dir() -> Path:
-    env = os.environ.get("ESPRESSO_CACHE")
-    if env:
-        return Path(env).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "espresso-export"
-
-
-def cache_key(*parts) -> str:
-    """A short hex key of ``parts`` (their ``str``), for cache file and folder names."""
-    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:20]
-
-
-def _atomic_npy(path: Path, array_like_writer) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        array_like_writer(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 @contextmanager
@@ -89,7 +68,7 @@ def pca_from_arrays(t: dict[str, np.ndarray]) -> PCAFit:
 def save_pca(pca: PCAFit, path: Path) -> None:
     from safetensors.numpy import save_file
 
-    _atomic_npy(path, lambda tmp: save_file(pca_arrays(pca), str(tmp)))
+    atomic_file(path, lambda tmp: save_file(pca_arrays(pca), str(tmp)))
 
 
 def load_pca(path: Path) -> PCAFit:

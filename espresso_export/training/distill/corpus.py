@@ -1,4 +1,4 @@
-"""Phase 1 of ``distill``: the training sentences, the pairs, the held-out split and the STS eval set."""
+"""Phase 1 of ``distill``: the training sentences, the pairs, the held-out split and the eval sets."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.types import CorpusSample
-from espresso_export.data import Corpus, read_corpus, read_sentence_pairs, read_sts
+from espresso_export.data import Corpus, read_corpus, read_retrieval, read_sentence_pairs, read_sts
 from espresso_export.training.distill.args import DistillArgs
 
 
@@ -23,6 +23,7 @@ class CorpusSplit:
     held: np.ndarray  # sorted indices of the held-out sentences
     items: np.ndarray  # the other sentences' indices (the training items of a sentence loss)
     eval_pairs: Any  # the STS eval set, or None
+    eval_retrieval: Any = None  # the retrieval eval set (a RetrievalSet), or None
 
 
 def _capped(c: Corpus, max_sentences: int, sample: CorpusSample, seed: int) -> list[int]:
@@ -41,6 +42,34 @@ def _capped(c: Corpus, max_sentences: int, sample: CorpusSample, seed: int) -> l
     return keep
 
 
+def _mixed(c: Corpus, max_sentences: int | None, seed: int) -> tuple[list[int], list[dict]]:
+    """Indices of a mix of the sources in their stated shares (``spec:0.7``), in corpus order, and the mix.
+
+    No sentence repeats: the total is the largest each source can fill at its share (then at most
+    ``max_sentences``), and each source gives a seeded random subset of its sentences."""
+    weights = [s.weight for s in c.sources]
+    if any(w is None for w in weights):
+        missing = [s.spec for s in c.sources if s.weight is None]
+        raise ValidationError(f"give every --corpus a share (file:0.7) or none; no share for {', '.join(missing)}")
+    shares = np.asarray(weights, dtype=np.float64) / sum(weights)
+    kept = np.asarray([s.kept for s in c.sources], dtype=np.float64)
+    total = float(np.min(kept / shares))
+    if max_sentences is not None:
+        total = min(total, float(max_sentences))
+    if total < 1:
+        empty = [s.spec for s in c.sources if s.kept == 0]
+        raise ValidationError(f"the corpus mix is empty: {', '.join(empty)} adds no new sentence")
+    keep: list[int] = []
+    mix: list[dict] = []
+    start = 0
+    for src, share in zip(c.sources, shares):
+        take = min(src.kept, int(round(share * total)))
+        keep.extend(random.Random(seed).sample(range(start, start + src.kept), take))
+        mix.append({"spec": src.spec, "share": round(float(share), 4), "sentences": take, "available": src.kept})
+        start += src.kept
+    return sorted(keep), mix
+
+
 def prepare_corpus(corpus, *, field: str | None = None, column: str | None = None, max_sentences: int | None = None,
                    sample: CorpusSample | str = CorpusSample.RANDOM, augment_kinds: Sequence[str] = (),
                    augment_copies: int = 1, seed: int = 0) -> tuple[list[str], dict]:
@@ -48,7 +77,10 @@ def prepare_corpus(corpus, *, field: str | None = None, column: str | None = Non
     c = corpus if isinstance(corpus, Corpus) else read_corpus(corpus, field=field, column=column)
     sentences = list(c.sentences)
     counts = c.counts()
-    if max_sentences is not None and len(sentences) > max_sentences:
+    if any(s.weight is not None for s in c.sources):
+        keep, counts["mix"] = _mixed(c, max_sentences, seed)
+        sentences = [sentences[i] for i in keep]
+    elif max_sentences is not None and len(sentences) > max_sentences:
         sentences = [sentences[i] for i in _capped(c, max_sentences, CorpusSample(sample), seed)]
         counts["capped_to"] = max_sentences
         counts["sample"] = CorpusSample(sample).value
@@ -93,6 +125,7 @@ def load_corpus(a: DistillArgs) -> CorpusSplit:
         counts.update(pairs=pair_counts, pair_sentences_added=added, training_sentences=len(sentences))
     split = _hold_out(sentences, counts, pair_rows, a.heldout, a.batch_size, a.seed)
     split.eval_pairs = read_sts(a.eval_sts, limit=a.eval_limit) if a.eval_sts is not None else None
+    split.eval_retrieval = read_retrieval(a.eval_retrieval) if a.eval_retrieval is not None else None
     return split
 
 

@@ -15,7 +15,10 @@ from pathlib import Path
 from espresso_export.core.settings import as_kwargs, resolve as resolve_settings
 from espresso_export.data import sentences_sha256
 from espresso_export.training.distill.args import DistillArgs, resolve
+from espresso_export.model.embed import encode
 from espresso_export.training.distill.corpus import CorpusSplit, load_corpus
+from espresso_export.training.distill.lengths import resolve_length
+from espresso_export.training.distill.selection import Selection
 from espresso_export.training.distill.student import Models, build_projection, load_models
 from espresso_export.training.distill.targets import TeacherTargets, teacher_targets
 from espresso_export.training.distill.tasks import HealTask, PairHealTask
@@ -24,7 +27,7 @@ from espresso_export.training.loop import TrainConfig, Trainer, prepare_run
 from espresso_export.training.settings import DistillSettings
 
 
-def _identity(a: DistillArgs, corpus: CorpusSplit, models: Models) -> dict:
+def _identity(a: DistillArgs, corpus: CorpusSplit, models: Models, selection: Selection) -> dict:
     """What makes two runs the same run: a resumed run must match it."""
     sentences, n_held = corpus.sentences, len(corpus.held)
     identity = {
@@ -33,18 +36,17 @@ def _identity(a: DistillArgs, corpus: CorpusSplit, models: Models) -> dict:
         "pca_samples": min(a.pca_samples, len(sentences)), "loss": a.loss.value,
         "layer_targets": sorted(models.layer_map.items()), "layer_weight": a.layer_weight,
         "max_seq_len": a.max_seq_len, "dropout": a.dropout, "projection_init": a.projection_init.value,
-        "heldout": n_held,
-        "eval": None if corpus.eval_pairs is None else sentences_sha256(corpus.eval_pairs.sentence1
-                                                                        + corpus.eval_pairs.sentence2),
+        "heldout": n_held, **selection.identity(),
     }
     if corpus.pair_rows is not None:
         identity["pairs"] = hashlib.sha256(corpus.pair_rows.tobytes()).hexdigest()[:20]
     return identity
 
 
-def _task(a: DistillArgs, corpus: CorpusSplit, models: Models, targets: TeacherTargets, projection) -> HealTask:
+def _task(a: DistillArgs, corpus: CorpusSplit, models: Models, targets: TeacherTargets, projection,
+          selection: Selection) -> HealTask:
     kwargs = dict(loss=a.loss, layer_map=models.layer_map, layer_weight=a.layer_weight, max_seq_len=a.max_seq_len,
-                  dropout=a.dropout, eval_pairs=corpus.eval_pairs, identity=_identity(a, corpus, models),
+                  dropout=a.dropout, selection=selection, identity=_identity(a, corpus, models, selection),
                   items=corpus.items)
     if corpus.pair_rows is not None:
         return PairHealTask(models.student, projection, corpus.sentences, targets, pairs=corpus.pair_rows, **kwargs)
@@ -107,15 +109,22 @@ def run(args: DistillArgs) -> DistillResult:
     """:func:`distill` on its arguments as one object: the phases in order."""
     start = time.perf_counter()
     a, dist = resolve(args)
-    run_dir = prepare_run(a.output, a.run_dir, resume=a.resume, overwrite=a.overwrite)
+    run_dir = prepare_run(a.output, a.run_dir, resume=a.resume, overwrite=a.overwrite,
+                          inputs=[a.teacher, a.student, a.corpus, a.pairs, a.eval_sts, a.cache_dir])
     data = load_corpus(a)
     models = load_models(a, len(data.sentences))
+    a, lengths = resolve_length(a, models.student, data.sentences)
+    if lengths is not None:
+        data.counts["lengths"] = lengths
     targets = teacher_targets(models.teacher, data.sentences, dim=a.dim, pca_samples=a.pca_samples, seed=a.seed,
                               layers=sorted(set(models.layer_map.values())), cache_dir=a.cache_dir,
                               teacher_sha=models.teacher_info["weights_sha256"], batch_size=a.batch_size,
                               progress=a.progress)
+    selection = Selection(sts=data.eval_pairs, retrieval=data.eval_retrieval)
+    if dist.main:  # rank 0 evaluates (the trainer's rule): only it needs the teacher's scores
+        selection.measure_teacher(lambda texts: encode(models.teacher, texts, batch_size=a.batch_size))
     models.teacher = None  # frees the teacher before the student trains
     projection = build_projection(a, models.student, data, targets.targets)
-    task = _task(a, data, models, targets, projection)
+    task = _task(a, data, models, targets, projection, selection)
     trained = _train(a, data, models, task, run_dir, dist)
     return write_result(a, data, models, targets, trained, run_dir, start)

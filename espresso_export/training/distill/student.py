@@ -81,7 +81,8 @@ def load_models(a: DistillArgs, n_sentences: int) -> Models:
     source_depth = s_ckpt.depth
     keep: list[int] | None = None
     if a.student_layers is not None:
-        keep = select_layers(source_depth, a.student_layers, a.select, ese_trained=s_ckpt.ese_trained)
+        keep = select_layers(source_depth, a.student_layers, a.select, ese_trained=s_ckpt.ese_trained,
+                             option="--student-layers")
         cut(s_ckpt.model, s_ckpt.arch, keep)
     if a.layer_targets and a.loss.on_pairs:
         raise ValidationError(f"--layer-targets works with the mse losses, not --loss {a.loss.value}")

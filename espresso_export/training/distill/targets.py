@@ -21,6 +21,7 @@ from espresso_export.core.batching import windows
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.progress import track
 from espresso_export.data import sentences_sha256
+from espresso_export.model.cache import cache_key, default_cache_dir
 from espresso_export.model.checkpoint import Checkpoint
 from espresso_export.model.embed import apply_post, encode_layers
 from espresso_export.model.layout import write_json
@@ -29,8 +30,6 @@ from espresso_export.shrinking.heads import PCAFit, fit_pca
 from espresso_export.training import distributed
 from espresso_export.training.distill.cache import (
     CACHE_FORMAT,
-    cache_key,
-    default_cache_dir,
     load_pca,
     pca_arrays,
     pca_from_arrays,

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from espresso_export.core.metrics import sts_spearman
 from espresso_export.core.types import Loss
 from espresso_export.model.checkpoint import Checkpoint
 from espresso_export.model.embed import apply_post, encode_batches, model_inputs, pool, tokenize
@@ -27,7 +26,7 @@ class HealTask(TrainingTask):
 
     def __init__(self, student: Checkpoint, projection, sentences: Sequence[str], targets: TeacherTargets, *,
                  loss: Loss = Loss.MSE, layer_map: dict[int, int] | None = None, layer_weight: float = 1.0,
-                 max_seq_len: int = 128, dropout: bool = False, eval_pairs=None, identity: dict | None = None,
+                 max_seq_len: int = 128, dropout: bool = False, selection=None, identity: dict | None = None,
                  items: Sequence[int] | None = None):
         import torch
 
@@ -41,7 +40,7 @@ class HealTask(TrainingTask):
         self.layer_weight = layer_weight
         self.max_seq_len = max_seq_len
         self.dropout = dropout
-        self.eval_pairs = eval_pairs
+        self.selection = selection  # a Selection (the eval sets and the score), or None: no evaluation
         self._identity = identity or {}
         self.post = renormalized(student.post)
         self.inputs = model_inputs(student.model)
@@ -145,10 +144,9 @@ class HealTask(TrainingTask):
         return float(np.square(h - np.asarray(self.targets.targets[idx])).sum(1).mean() / self.target_energy)
 
     def evaluate(self) -> float | None:
-        if self.eval_pairs is None:
+        if self.selection is None or (self.selection.sts is None and self.selection.retrieval is None):
             return None
-        p = self.eval_pairs
-        return sts_spearman(self.embed(p.sentence1), self.embed(p.sentence2), p.scores)
+        return self.selection.evaluate(self.embed)
 
 
 class PairHealTask(HealTask):

@@ -60,11 +60,9 @@ class Trained:
     processes: int
 
 
-def _eval_info(a: DistillArgs, corpus: CorpusSplit, result) -> dict | None:
-    if corpus.eval_pairs is None:
-        return None
-    return {"sts": str(a.eval_sts), "pairs": len(corpus.eval_pairs), "initial": result.initial_score,
-            "best": result.best_score, "best_step": result.best_step, "history": result.history}
+def _eval_info(a: DistillArgs, t: Trained) -> dict | None:
+    selection = t.task.selection
+    return None if selection is None else selection.info(a.eval_sts, a.eval_retrieval, t.result)
 
 
 def _training_info(a: DistillArgs, corpus: CorpusSplit, models: Models, t: Trained) -> dict:
@@ -94,7 +92,7 @@ def provenance(a: DistillArgs, corpus: CorpusSplit, models: Models, targets: Tea
         "pca": {"samples": t.identity["pca_samples"], "explained_variance": round(targets.pca.explained_variance, 6),
                 "seed": a.seed},
         "training": _training_info(a, corpus, models, t),
-        "best_eval": _eval_info(a, corpus, t.result),
+        "best_eval": _eval_info(a, t),
         "heldout": t.heldout,
     }
 

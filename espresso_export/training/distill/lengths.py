@@ -1,0 +1,47 @@
+"""The training length of ``distill``: chosen from the corpus unless ``--max-seq-len`` is given.
+
+Truncating every training text at a fixed 64 or 128 tokens cuts passages (the texts a search model indexes)
+to their first sentences, while the teacher's targets see them whole. By default the length is the
+``length_percentile`` (99) of the corpus's token lengths under the student's tokenizer, on a seeded sample of
+at most :data:`LENGTH_SAMPLE` texts, rounded up to a multiple of 8 and capped at the student's own
+``max_seq_length`` (the positions it is used at). Short-sentence corpora train as short as they are; passage
+corpora at the length they have.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from espresso_export.model.checkpoint import Checkpoint
+
+LENGTH_SAMPLE = 10_000
+
+
+def corpus_length(student: Checkpoint, sentences: Sequence[str], percentile: float, seed: int = 0) -> dict:
+    """The chosen length and how it was chosen (``chosen``, the percentile in tokens, the cap, the share cut)."""
+    n = len(sentences)
+    if n > LENGTH_SAMPLE:
+        picks = np.sort(np.random.default_rng([seed, 11]).choice(n, size=LENGTH_SAMPLE, replace=False))
+        sample = [sentences[i] for i in picks]
+    else:
+        sample = list(sentences)
+    ids = student.tokenizer(sample, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
+    lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+    at = float(np.percentile(lengths, percentile))
+    cap = int(student.max_seq_length or 512)
+    chosen = min(cap, max(8, 8 * math.ceil(at / 8)))
+    return {"chosen": chosen, "rule": f"p{percentile:g} of the corpus's token lengths, capped at {cap}",
+            "percentile_tokens": round(at, 1), "longest_tokens": int(lengths.max()), "sampled": len(sample),
+            "truncated_share": round(float(np.mean(lengths > chosen)), 4)}
+
+
+def resolve_length(a, student: Checkpoint, sentences: Sequence[str]):
+    """``(a with max_seq_len set, the length record or None)``: ``a.max_seq_len`` when given, else from the corpus."""
+    if a.max_seq_len is not None:
+        return a, None
+    info = corpus_length(student, sentences, a.length_percentile, a.seed)
+    return replace(a, max_seq_len=info["chosen"]), info

@@ -1,0 +1,40 @@
+"""sweep --metric retrieval: points scored, recommended and plotted on nDCG@10 instead of STS Spearman."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from espresso_export.cli.app import main
+from espresso_export.verification.embedders import EncodeCache, open_embedder
+from espresso_export.verification.retrieval import evaluate, load_retrieval
+
+FAST = ["--threads", "1", "--latency-texts", "8", "--latency-rounds", "1", "--latency-batch-size", "8"]
+
+
+def test_sweep_on_retrieval_scores_points_by_ndcg(tiny_bert, calibration_file, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    code = main(["sweep", str(tiny_bert), "--layers", "2,4", "--dims", "16,32", "--metric", "retrieval",
+                 "--retrieval", "builtin", "--calibration", str(calibration_file), "--target-retention", "0.5",
+                 "-o", str(out), *FAST])
+    assert code == 0, capsys.readouterr().err
+    report = json.loads((out / "sweep.json").read_text())
+    assert report["metric"] == "retrieval"
+    (target,) = report["sts"]
+    assert target["kind"] == "retrieval" and target["queries"] > 10 and target["metric"] == "nDCG@10 x100"
+    # the source's score is what verify's faiss retrieval measures: nDCG@10 x100 of the full model
+    source = evaluate(EncodeCache(open_embedder(str(tiny_bert))), load_retrieval("builtin"))
+    assert report["source"]["spearman"] == pytest.approx(100 * source.ndcg_at_10, abs=1e-3)
+    assert {(p["layers"], p["dim"]) for p in report["points"]} == {(2, 16), (2, 32), (4, 16), (4, 32)}
+    for p in report["points"]:
+        assert 0 <= p["spearman"] <= 100
+        assert p["retention"] == pytest.approx(p["spearman"] / report["source"]["spearman"], abs=1e-3)
+    assert (out / "sweep.png").stat().st_size > 10_000
+    assert "nDCG@10" in capsys.readouterr().out  # the table's score column
+
+
+def test_sweep_metric_retrieval_needs_a_set(tiny_bert, tmp_path, capsys):
+    assert main(["sweep", str(tiny_bert), "--layers", "2", "--dims", "16", "--metric", "retrieval",
+                 "-o", str(tmp_path / "a")]) == 2
+    assert "--metric retrieval needs a --retrieval set" in capsys.readouterr().err
