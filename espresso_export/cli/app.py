@@ -1,7 +1,7 @@
 """Entry point: the Typer app, the exit-code map and Ctrl-C handling.
 
 Exit codes (shared by every command): 0 ok, 1 runtime failure, 2 usage or
-validation error, 3 failed quality gate, 130 interrupted.
+validation error, 3 failed quality gate, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
@@ -12,12 +12,14 @@ import sys
 import typer
 
 from espresso_export import __version__
-from espresso_export.core.errors import EXIT_INTERRUPTED, EXIT_RUNTIME, EXIT_USAGE, EspressoError
+from espresso_export.core import signals
+from espresso_export.core.errors import EXIT_RUNTIME, EXIT_USAGE, EspressoError
 
 app = typer.Typer(
     name="espresso-export",
     help="Turn a sentence-embedding checkpoint into a small, fast, verified model.\n\n"
-    "Exit codes: 0 ok, 1 runtime failure, 2 usage/validation error, 3 failed quality gate, 130 interrupted.",
+    "Exit codes: 0 ok, 1 runtime failure, 2 usage/validation error, 3 failed quality gate, 130 interrupted, "
+    "143 terminated (SIGTERM).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -84,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in args or os.environ.get("ESPRESSO_DEBUG") == "1"
     usage_errors, aborts = _cli_exceptions()
     try:
-        code = app(args=args, prog_name="espresso-export", standalone_mode=False)
+        with signals.signals_raise():  # SIGTERM unwinds like Ctrl-C: temp outputs removed, training saves
+            code = app(args=args, prog_name="espresso-export", standalone_mode=False)
         code = code if isinstance(code, int) else 0
     except EspressoError as e:
         if debug:
@@ -93,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         code = e.exit_code
     except (KeyboardInterrupt, *aborts):
         err_console().print("[yellow]interrupted[/]")
-        code = EXIT_INTERRUPTED
+        code = signals.exit_code()  # 130 after Ctrl-C, 143 after SIGTERM
     except usage_errors as e:
         e.show()
         code = EXIT_USAGE if e.exit_code == 2 else e.exit_code

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from espresso_export.core.errors import ValidationError
+from espresso_export.core.tempfiles import clean_stale
 from espresso_export.model.layout import atomic_output
 from espresso_export.training import distributed
 from espresso_export.training.resume import read_checkpoint_meta
@@ -44,6 +45,7 @@ def prepare_run(output, run_dir, *, resume: bool, overwrite: bool) -> Path:
         run_dir = Path(str(Path(output).expanduser().resolve()) + ".run")
     run_dir = Path(run_dir).expanduser()
     dist.on_main(lambda: check_run_dir(run_dir, resume=resume, overwrite=overwrite), what="checking the run folder")
+    dist.on_main(lambda: clean_stale(run_dir) and None, what="removing temp files of killed runs")
     return run_dir
 
 

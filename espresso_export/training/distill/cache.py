@@ -1,7 +1,8 @@
 """The on-disk teacher cache of ``distill``: where it lives, its keys, and how its files are written.
 
-Files appear atomically (written under a temporary name, then renamed), so an interrupted run never leaves a
-half-written array that a later run would trust. Under ``torchrun`` every rank fills its share of the same
+Files appear atomically (written under a temporary name owned by the writing process, then renamed), so an
+interrupted run never leaves a half-written array that a later run would trust, and the temp files of a killed
+run are removed by the next one (:mod:`espresso_export.core.tempfiles`). Under ``torchrun`` every rank fills its share of the same
 memory-mapped ``.npy`` file (:func:`shared_memmaps`).
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from espresso_export.core.tempfiles import owner_tag, temp_name
 from espresso_export.shrinking.heads import PCAFit
 from espresso_export.training import distributed
 
@@ -32,10 +34,11 @@ def cache_key(*parts) -> str:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:20]
 
 
-def _atomic_npy(path: Path, array_like_writer) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+def atomic_file(path: Path, writer) -> None:
+    """``writer(tmp)`` writes the file under a temp name owned by this process, renamed to ``path`` when done."""
+    tmp = temp_name(path)
     try:
-        array_like_writer(tmp)
+        writer(tmp)
         os.replace(tmp, path)
     finally:
         if tmp.exists():
@@ -49,8 +52,9 @@ def shared_memmaps(files: dict, n: int, what: str):
 
     Yields ``(arrays, start, stop)``: this rank writes rows ``start:stop``. One process writes all rows."""
     dist = distributed.current()
-    token = dist.broadcast_json(str(os.getpid()), what=what)  # one temp name per file, shared by the ranks
-    tmps = {k: p.with_name(f".{p.name}.tmp-{token}") for k, (p, _, _) in files.items()}
+    # one temp name per file, shared by the ranks and owned by rank 0 (which creates, renames or removes it)
+    token = dist.broadcast_json(owner_tag(), what=what)
+    tmps = {k: temp_name(p, tag=token, unique=False) for k, (p, _, _) in files.items()}
     arrays: dict = {}
     try:
         if dist.main:
@@ -89,7 +93,7 @@ def pca_from_arrays(t: dict[str, np.ndarray]) -> PCAFit:
 def save_pca(pca: PCAFit, path: Path) -> None:
     from safetensors.numpy import save_file
 
-    _atomic_npy(path, lambda tmp: save_file(pca_arrays(pca), str(tmp)))
+    atomic_file(path, lambda tmp: save_file(pca_arrays(pca), str(tmp)))
 
 
 def load_pca(path: Path) -> PCAFit:
