@@ -13,7 +13,7 @@ import typer
 
 from espresso_export import __version__
 from espresso_export.core import signals
-from espresso_export.core.errors import EXIT_RUNTIME, EXIT_USAGE, EspressoError
+from espresso_export.core.errors import EXIT_INTERRUPTED, EXIT_RUNTIME, EXIT_USAGE, EspressoError
 
 app = typer.Typer(
     name="espresso-export",
@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         with signals.signals_raise():  # SIGTERM unwinds like Ctrl-C: temp outputs removed, training saves
             code = app(args=args, prog_name="espresso-export", standalone_mode=False)
         code = code if isinstance(code, int) else 0
+        if code == EXIT_INTERRUPTED:  # typer returns 130 for any KeyboardInterrupt: which signal was it?
+            code = signals.exit_code()
     except EspressoError as e:
         if debug:
             err_console().print_exception()

@@ -38,6 +38,11 @@ def describe(signum: int | None = None) -> str:
     return "terminated (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
 
 
+def signum_of(e: BaseException) -> int:
+    """The signal a KeyboardInterrupt stands for: SIGTERM for :class:`Terminated`, else SIGINT."""
+    return signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT
+
+
 def record(signum: int) -> None:
     _last["signum"] = signum
 
@@ -97,4 +102,5 @@ def stop_flag(repeat_interrupts: bool = True) -> Iterator[dict]:
         yield flag
 
 
-__all__ = ["STOP_SIGNALS", "Terminated", "describe", "exit_code", "raise_for", "record", "signals_raise", "stop_flag"]
+__all__ = ["STOP_SIGNALS", "Terminated", "describe", "exit_code", "raise_for", "record", "signals_raise",
+           "signum_of", "stop_flag"]

@@ -23,6 +23,7 @@ import numpy as np
 
 from espresso_export.core.batching import windows
 from espresso_export.core.errors import ValidationError
+from espresso_export.core import signals
 from espresso_export.core.progress import track
 from espresso_export.core.tempfiles import clean_stale
 from espresso_export.data import sentences_sha256
@@ -141,7 +142,8 @@ def _teacher_pass(teacher: Checkpoint, sentences: Sequence[str], folder: Path, n
                 done += len(rng)
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: the finished chunks stay for the next run
         raise interrupted(f"in the teacher pass after {done} of {share} sentences; the finished chunks are "
-                          f"kept in {folder / PARTS_DIR}: run the same command again to continue") from e
+                          f"kept in {folder / PARTS_DIR}: run the same command again to continue",
+                          signals.signum_of(e)) from e
     if distributed.current().main:  # every chunk is in the final files now
         _remove_parts(folder, files)
     return kept
