@@ -121,11 +121,14 @@ def test_teacher_pass_stopped_mid_way_continues_from_its_chunks_with_the_same_by
     full = teacher_targets(load(tiny_bert), sentences, cache_dir=tmp_path / "a", **kw)
     parts = [tmp_path / "b" / full.folder.name / "parts"]
 
+    finished = threading.Event()
+
     def ctrl_c_after_the_first_chunk():
-        deadline = time.monotonic() + 120
-        while len(list(parts[0].glob("*.0-2048.npy"))) < 2 and time.monotonic() < deadline:  # both arrays
+        while not finished.is_set():
+            if len(list(parts[0].glob("*.0-2048.npy"))) == 2:  # both arrays of the first chunk are kept
+                signal.raise_signal(signal.SIGINT)  # delivered to the main thread, as a real Ctrl-C
+                return
             time.sleep(0.002)
-        signal.raise_signal(signal.SIGINT)  # delivered to the main thread, as a real Ctrl-C
 
     watcher = threading.Thread(target=ctrl_c_after_the_first_chunk)
     watcher.start()
@@ -133,6 +136,7 @@ def test_teacher_pass_stopped_mid_way_continues_from_its_chunks_with_the_same_by
         with pytest.raises(TrainingInterrupted, match=r"teacher pass after \d+ of 4200 sentences") as stopped:
             teacher_targets(load(tiny_bert), sentences, cache_dir=tmp_path / "b", **kw)
     finally:
+        finished.set()
         watcher.join()
     assert stopped.value.exit_code == 130
     assert not (parts[0].parent / "embeddings.npy").exists() and not temps(tmp_path)
