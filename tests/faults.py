@@ -131,11 +131,12 @@ class Chain:
     waypoints: list[Callable[[float], bool]] = field(default_factory=list)  # "stop once this holds" (arg: start)
     check_visible: Callable[[dict | None, dict | None], None] = unchanged  # (before, after) an interrupted attempt
     fresh: bool = False
+    window: tuple[float, float] = (0.05, 0.6)  # random delays: this fraction of ``seconds``
     points: list[str] = field(default_factory=list)  # the interruption points tried, for the report
 
     def attempt(self, rng: random.Random, sig: int, waypoint: Callable[[float], bool] | None, n: int) -> int:
         before = tree(self.output)
-        delay, extra = rng.uniform(0.05, 0.6) * self.seconds, rng.uniform(0.0, 0.05)
+        delay, extra = rng.uniform(*self.window) * self.seconds, rng.uniform(0.0, 0.05)
         start, since = time.monotonic(), time.time()
         child = Child(self.argv(), self.logs / f"{self.name}-{n}.log", self.fresh)
         if waypoint is None:
