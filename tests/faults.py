@@ -58,18 +58,27 @@ class Child:
                                              stdout=fh, stderr=subprocess.STDOUT)
             self.pid = self.proc.pid
             return
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self.pid = os.fork()
         if self.pid == 0:  # the child: the CLI, then exit without running any of the parent's cleanup
             code = 99
             try:
-                fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 os.dup2(fd, 1)
                 os.dup2(fd, 2)
+                # pytest's capture may have replaced sys.stdout/stderr in the parent: write to the log instead
+                sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+                sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
                 from espresso_export.cli.app import main
 
                 code = main(argv)
+            except KeyboardInterrupt:  # before main() installed its handlers: die of it, as Python does
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGINT)
             finally:
+                for stream in (sys.stdout, sys.stderr):
+                    stream.flush()
                 os._exit(code)
+        os.close(fd)
 
     def poll(self) -> int | None:
         if self.code is None:
@@ -91,7 +100,7 @@ class Child:
         return self.code
 
     def text(self) -> str:
-        return self.log.read_text(encoding="utf-8", errors="replace")
+        return self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
 
 
 def run_to_end(argv: list, log: Path, fresh: bool = False) -> float:
@@ -152,13 +161,14 @@ class Chain:
             os.kill(child.pid, sig)
         code, text = child.wait(), child.text()
         what = f"{self.name}, {NAMES[sig]} {where}"
-        # a fresh interpreter stopped before the CLI installed its handlers dies of the signal itself
-        early = self.fresh and code == -sig
+        # stopped before the CLI installed its handlers (an interpreter starting, a child not yet scheduled on a
+        # loaded machine), a process dies of the signal itself: nothing was written yet
+        early = code == -sig and sig != signal.SIGKILL
         assert code in (0, EXPECTED[sig]) or early, f"{what}: exit {code}\n{text[-3000:]}"
         if code == 0:  # finished before the signal
             self.check_finished(what)
             return code
-        self.points.append(what)
+        self.points.append(what + (" (before the CLI started)" if early else ""))
         try:
             self.check_visible(before, tree(self.output))
         except AssertionError as e:
