@@ -139,12 +139,12 @@ def main() -> None:
                 validation = err.message
                 e = export(folder, work / f"{folder.name}-onnx", quantize="int8", overwrite=True, validate=False)
             onnx = open_onnx(e.output, str(e.output), threads=args.threads)
-            onnx.encoder = type(onnx.encoder)(e.output, "model_int8.onnx", threads=args.threads)
+            onnx.encoder = type(onnx.encoder)(e.output, "onnx/model_quantized.onnx", threads=args.threads)
             row = {"bytes": {f["file"]: f["bytes"] for f in e.files},
                    "tokenizer_json_bytes": (e.output / "tokenizer.json").stat().st_size,
                    "stsb_test_spearman_x100_int8": round(sts_score(EncodeCache(onnx), sts), 3),
                    "export_validation": validation, "seconds": round(time.perf_counter() - t, 1)}
-            int8 = row["bytes"]["model_int8.onnx"]
+            int8 = row["bytes"]["onnx/model_quantized.onnx"]
             row["int8_vs_source_weights"] = round(int8 / source_bytes, 5)
             row["source_over_int8"] = round(source_bytes / int8, 2)
             onnx_rows[name] = row
@@ -157,10 +157,10 @@ def main() -> None:
         run_export("unpruned", None)
         run_export(rows[0]["setting"], settings_of(rows[0]))
         full_rows = unpruned.model.get_input_embeddings().num_embeddings
-        per_row = ((onnx_rows["unpruned"]["bytes"]["model_int8.onnx"] - onnx_rows[rows[0]["setting"]]["bytes"]["model_int8.onnx"])
+        per_row = ((onnx_rows["unpruned"]["bytes"]["onnx/model_quantized.onnx"] - onnx_rows[rows[0]["setting"]]["bytes"]["onnx/model_quantized.onnx"])
                    / (full_rows - rows[0]["vocab_after"]))
         for row in rows:
-            est = onnx_rows["unpruned"]["bytes"]["model_int8.onnx"] - (full_rows - row["vocab_after"]) * per_row
+            est = onnx_rows["unpruned"]["bytes"]["onnx/model_quantized.onnx"] - (full_rows - row["vocab_after"]) * per_row
             row["int8_bytes_estimated"] = int(est)
             row["int8_vs_source_weights_estimated"] = round(est / source_bytes, 5)
         small = [row for row in rows if row["int8_vs_source_weights_estimated"] <= SIZE_TARGET]

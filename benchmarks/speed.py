@@ -76,7 +76,8 @@ def main() -> None:
     texts = sentences(args.sentences)
     source, cut = load(source_dir), load(cut_dir)
     onnx = {name: OnnxEncoder(onnx_dir, file, threads=args.threads) for name, file in
-            [("ONNX fp32", "model.onnx"), ("ONNX int8", "model_int8.onnx"), ("ONNX int8 O2", "model_int8_O2.onnx")]}
+            [("ONNX fp32", "onnx/model.onnx"), ("ONNX int8", "onnx/model_quantized.onnx"),
+             ("ONNX int8 O2", "onnx/model_quantized_O2.onnx")]}
 
     def runner(name):
         if name == "source PyTorch fp32":

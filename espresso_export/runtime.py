@@ -34,7 +34,8 @@ from espresso_export.core.errors import (
 EXPORT_FILE = "export.json"
 TOKENIZER_FILE = "tokenizer.json"
 EMBEDDING_OUTPUT = "sentence_embedding"
-TOKEN_OUTPUT = "token_embeddings"
+TOKEN_OUTPUT = "last_hidden_state"  # the name optimum and transformers.js read
+LEGACY_TOKEN_OUTPUT = "token_embeddings"  # export folders of format 1
 
 
 class ExportFolderError(ValidationError, ValueError):
@@ -60,11 +61,23 @@ def read_export_info(folder: str | os.PathLike) -> dict:
     return info
 
 
+def _file_key(name: str) -> str:
+    """The same graph under either layout: ``onnx/model_quantized.onnx`` is format 1's ``model_int8.onnx``."""
+    return name.removeprefix("onnx/").replace("_quantized", "_int8")
+
+
+def _find_file(names: list[str], wanted: str) -> str | None:
+    if wanted in names:
+        return wanted
+    return next((n for n in names if _file_key(n) == _file_key(wanted)), None)
+
+
 class OnnxEncoder:
     """Sentence embeddings from an export folder, without PyTorch.
 
-    ``file`` picks one ONNX file of the folder (e.g. ``"model.onnx"`` or
-    ``"model_int8.onnx"``); by default the one ``export.json`` names as
+    ``file`` picks one ONNX file of the folder (e.g. ``"onnx/model.onnx"`` or
+    ``"onnx/model_quantized.onnx"``; the names of older export folders, ``"model.onnx"`` and
+    ``"model_int8.onnx"``, pick the same files); by default the one ``export.json`` names as
     ``default_file``. ``threads`` sets onnxruntime's intra-op threads.
     """
 
@@ -82,9 +95,9 @@ class OnnxEncoder:
         self.folder = Path(folder)
         self.info = read_export_info(self.folder)
         names = [f["file"] for f in self.info["files"]]
-        self.file = file or self.info.get("default_file") or names[0]
-        if self.file not in names:
-            raise ExportFolderError(f"{self.file!r} is not an ONNX file of {self.folder}; it has: {', '.join(names)}")
+        self.file = _find_file(names, file or self.info.get("default_file") or names[0])
+        if self.file is None:
+            raise ExportFolderError(f"{file!r} is not an ONNX file of {self.folder}; it has: {', '.join(names)}")
         self.entry = next(f for f in self.info["files"] if f["file"] == self.file)
         tok_info = self.info.get("tokenizer", {})
         tok_path = self.folder / tok_info.get("file", TOKENIZER_FILE)
@@ -107,6 +120,8 @@ class OnnxEncoder:
             str(self.folder / self.file), options, providers=list(providers or ["CPUExecutionProvider"])
         )
         self.input_names = [i.name for i in self.session.get_inputs()]
+        outputs = [o.name for o in self.session.get_outputs()]
+        self.token_output = TOKEN_OUTPUT if TOKEN_OUTPUT in outputs else LEGACY_TOKEN_OUTPUT
         self.dim = int(self.info["dims"]["embedding"])
 
     @property

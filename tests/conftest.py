@@ -15,6 +15,20 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def cache_root(tmp_path_factory) -> Path:
+    """The on-disk cache (verify's source vectors, distill's teacher targets) in a temporary folder, never the
+    user's ~/.cache."""
+    before = os.environ.get("ESPRESSO_CACHE")
+    root = tmp_path_factory.mktemp("espresso-cache")
+    os.environ["ESPRESSO_CACHE"] = str(root)
+    yield root
+    if before is None:
+        os.environ.pop("ESPRESSO_CACHE", None)
+    else:
+        os.environ["ESPRESSO_CACHE"] = before
+
+
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory) -> dict[str, Path]:
     """family -> folder of a tiny random model (plain transformers layout). Read-only: do not modify."""
@@ -50,6 +64,27 @@ def calibration_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("cal") / "cal.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="session")
+def minilm_export(tmp_path_factory, minilm_path, calibration_file):
+    """all-MiniLM-L6-v2 shrunk to 3 layers with a PCA-128 head, exported to fp32 and int8 (validated).
+    Read-only: shared by the export tests and the runtime tests (one export per session)."""
+    import torch
+
+    from espresso_export import export, shrink
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        root = tmp_path_factory.mktemp("minilm")
+        shrunk = root / "minilm-L3-d128"
+        shrink(minilm_path, shrunk, layers=3, dim=128, calibration=calibration_file)
+        out = root / "onnx"
+        result = export(shrunk, out, quantize="int8", calibration_samples=128)
+    finally:
+        torch.set_num_threads(before)
+    return shrunk, out, result
 
 
 @pytest.fixture(scope="module")

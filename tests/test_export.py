@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from espresso_export import ExportOptions, export, shrink
+from espresso_export import ExportOptions, export
 from espresso_export.model.checkpoint import load
 from espresso_export.cli.app import main
 from espresso_export.model.embed import encode
@@ -38,36 +38,25 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-@pytest.fixture(scope="module")
-def minilm_export(tmp_path_factory, minilm_path, calibration_file):
-    """all-MiniLM-L6-v2 shrunk to 3 layers with a PCA-128 head, exported to fp32 and int8 (validated)."""
-    root = tmp_path_factory.mktemp("minilm")
-    shrunk = root / "minilm-L3-d128"
-    shrink(minilm_path, shrunk, layers=3, dim=128, calibration=calibration_file)
-    out = root / "onnx"
-    result = export(shrunk, out, quantize="int8", calibration_samples=128)
-    return shrunk, out, result
-
-
 def test_minilm_export_fp32_and_int8_pass_validation(minilm_export):
     shrunk, out, result = minilm_export
     info = json.loads((out / EXPORT_FILE).read_text())
     files = {f["file"]: f for f in info["files"]}
-    assert set(files) == {"model.onnx", "model_int8.onnx"}
-    assert info["validated"] is True and info["default_file"] == "model_int8.onnx"
+    assert set(files) == {"onnx/model.onnx", "onnx/model_quantized.onnx"}
+    assert info["validated"] is True and info["default_file"] == "onnx/model_quantized.onnx"
     assert info["dims"] == {"hidden": 384, "embedding": 128}
     assert info["pooling"] == "mean" and info["normalize"] is True
     assert info["inputs"] == ["input_ids", "attention_mask", "token_type_ids"]
-    assert info["outputs"] == ["sentence_embedding", "token_embeddings"]
+    assert info["outputs"] == ["sentence_embedding", "last_hidden_state"]
     assert info["provenance"]["step"] == "shrink" and info["provenance"]["dim"] == 128
-    fp32, int8 = files["model.onnx"]["validation"], files["model_int8.onnx"]["validation"]
+    fp32, int8 = files["onnx/model.onnx"]["validation"], files["onnx/model_quantized.onnx"]["validation"]
     assert fp32["min_cosine"] >= 0.9999 and fp32["max_abs_diff"] < 1e-3
     assert int8["min_cosine"] >= 0.99 and abs(int8["sts_probe"]["delta"]) <= 1.0
-    assert files["model_int8.onnx"]["checked_on_cpu"]["isa"] == info["cpu"]["isa"]
-    scheme = files["model_int8.onnx"]["int8"]
+    assert files["onnx/model_quantized.onnx"]["checked_on_cpu"]["isa"] == info["cpu"]["isa"]
+    scheme = files["onnx/model_quantized.onnx"]["int8"]
     assert scheme["matmuls_quantized"] == 3 * 6 and scheme["embedding_tables_quantized"] == 3
     assert scheme["kept_fp32"]  # the PCA head stays fp32
-    assert files["model_int8.onnx"]["bytes"] < files["model.onnx"]["bytes"] / 3
+    assert files["onnx/model_quantized.onnx"]["bytes"] < files["onnx/model.onnx"]["bytes"] / 3
     assert (out / "tokenizer.json").is_file() and (out / "config.json").is_file()
     assert is_export_folder(out) and not is_export_folder(shrunk)
 
@@ -78,7 +67,7 @@ def test_onnx_encoder_matches_sentence_transformer(minilm_export):
     shrunk, out, _ = minilm_export
     st = SentenceTransformer(str(shrunk), device="cpu")
     expected = st.encode(TEXTS, convert_to_numpy=True)
-    got = OnnxEncoder(out, "model.onnx").encode(TEXTS, batch_size=4)
+    got = OnnxEncoder(out, "onnx/model.onnx").encode(TEXTS, batch_size=4)
     assert got.shape == (len(TEXTS), 128) and got.dtype == np.float32
     assert cosine_rows(got, expected).min() >= 0.9999
     int8 = OnnxEncoder(out).encode(TEXTS, batch_size=4)  # the default file is the int8 one
@@ -92,7 +81,7 @@ def test_dynamic_batch_and_sequence_axes(minilm_export):
 
     shrunk, out, _ = minilm_export
     ckpt = load(shrunk)
-    enc = OnnxEncoder(out, "model.onnx")
+    enc = OnnxEncoder(out, "onnx/model.onnx")
     rng = np.random.default_rng(0)
     for batch, seq in [(1, 1), (1, ckpt.max_seq_length), (3, 9), (16, 33), (16, ckpt.max_seq_length)]:
         ids = rng.integers(1000, 5000, size=(batch, seq), dtype=np.int64)
@@ -117,7 +106,8 @@ def test_tiny_family_exports_with_pooling_and_padding(tiny_models, tmp_path, fam
     expected = _unit(encode(ckpt, TEXTS, batch_size=1))
     info = json.loads((out / EXPORT_FILE).read_text())
     assert info["pooling"] == ("lasttoken" if family in DECODERS else "mean")
-    assert ("token_type_ids" in info["inputs"]) == (family in ("bert", "roberta", "xlm-roberta", "electra"))
+    produced = ckpt.tokenizer(["a text"]).keys()  # the graph takes exactly what the tokenizer returns
+    assert sorted(info["inputs"]) == sorted(produced), (info["inputs"], list(produced))
     enc = OnnxEncoder(out)
     for batch_size in (1, 7):
         got = enc.encode(TEXTS, batch_size=batch_size)
@@ -156,12 +146,13 @@ def test_full_validation_external_data_and_opset(tiny_bert, tmp_path):
     out = tmp_path / "onnx"
     result = export(tiny_bert, out, optimize="O2", opset=14, external_data_threshold=1, max_seq_length=16)
     names = [f["file"] for f in result.files]
-    assert names == ["model.onnx", "model_O2.onnx"]
-    assert (out / "model.onnx.data").is_file() and result.files[0]["external_data"] is True
+    assert names == ["onnx/model.onnx", "onnx/model_O2.onnx"]
+    assert (out / "onnx" / "model.onnx.data").is_file() and result.files[0]["external_data"] is True
     info = json.loads((out / EXPORT_FILE).read_text())
     assert info["opset"] == 14 and info["max_seq_length"] == 16 and info["validated"] is True
     assert info["files"][1]["fused"]  # O2 fused something (LayerNorm, SkipLayerNorm, Gelu ...)
-    enc = OnnxEncoder(out, "model.onnx")
+    enc = OnnxEncoder(out, "model.onnx")  # the name of format 1 still picks the fp32 graph
+    assert enc.file == "onnx/model.onnx"
     assert len(enc.tokenize(["the dog " * 50])[0].ids) == 16
     assert all(f["validation"]["passed"] for f in info["files"])
 
@@ -170,14 +161,14 @@ def test_full_validation_external_data_and_opset(tiny_bert, tmp_path):
 def test_int8_optimised_variant(tiny_bert, tmp_path):
     result = export(tiny_bert, tmp_path / "onnx", quantize="int8", optimize="O3")
     names = [f["file"] for f in result.files]
-    assert names == ["model.onnx", "model_O3.onnx", "model_int8.onnx", "model_int8_O3.onnx"]
-    assert result.default_file == "model_int8_O3.onnx"
+    assert names == ["onnx/model.onnx", "onnx/model_O3.onnx", "onnx/model_quantized.onnx", "onnx/model_quantized_O3.onnx"]
+    assert result.default_file == "onnx/model_quantized_O3.onnx"
     assert all(f["validation"]["passed"] for f in result.files)
 
 
 def test_failed_validation_writes_nothing(tiny_bert, tmp_path):
     out = tmp_path / "onnx"
-    with pytest.raises(GateFailedError, match="model_int8.onnx: min cosine"):
+    with pytest.raises(GateFailedError, match="onnx/model_quantized.onnx: min cosine"):
         export(tiny_bert, out, quantize="int8", min_cosine={"int8": 0.9999999})
     assert not out.exists()
     assert not any(p.name.startswith(".onnx") for p in tmp_path.iterdir())  # no temp folder left
@@ -192,18 +183,18 @@ def test_cli_json_onnx_and_safetensors(tiny_bert, tmp_path, capsys):
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert report["formats"] == ["onnx", "safetensors"] and report["validated"] is True
-    assert [f["file"] for f in report["files"]] == ["model.onnx", "model_fp16.onnx"]
+    assert [f["file"] for f in report["files"]] == ["onnx/model.onnx", "onnx/model_fp16.onnx"]
     assert (out / "model.safetensors").is_file() and (out / "modules.json").is_file()
     assert json.loads((out / "espresso.json").read_text())["step"] == "export"
     st = SentenceTransformer(str(out), device="cpu").encode(TEXTS[:4])
-    onnx = OnnxEncoder(out, "model.onnx").encode(TEXTS[:4])
+    onnx = OnnxEncoder(out, "onnx/model.onnx").encode(TEXTS[:4])
     assert cosine_rows(st, onnx).min() >= 0.9999
 
 
 def test_cli_safetensors_only(tiny_bert, tmp_path):
     out = tmp_path / "pt"
     assert main(["export", str(tiny_bert), "-o", str(out), "--format", "safetensors"]) == 0
-    assert (out / "model.safetensors").is_file() and not (out / "model.onnx").exists()
+    assert (out / "model.safetensors").is_file() and not (out / "onnx").exists()
     assert not is_export_folder(out)
     assert load(out).output_dim == 32
 
@@ -260,10 +251,10 @@ def test_verify_counts_only_the_served_graph(tiny_bert, tmp_path):
 
     out = tmp_path / "onnx"
     result = export(tiny_bert, out, optimize="O2", external_data_threshold=1, validate=False)
-    assert result.default_file == "model_O2.onnx" and (out / "model.onnx.data").is_file()
+    assert result.default_file == "onnx/model_O2.onnx" and (out / "onnx" / "model.onnx.data").is_file()
     emb = open_embedder(str(out))
-    assert emb.details["file"] == "model_O2.onnx"
-    unused = [out / "model.onnx", out / "model.onnx.data"]
+    assert emb.details["file"] == "onnx/model_O2.onnx"
+    unused = [out / "onnx" / "model.onnx", out / "onnx" / "model.onnx.data"]
     assert emb.disk_bytes == folder_bytes(out) - sum(p.stat().st_size for p in unused)
     torch_params = sum(p.numel() for p in load(tiny_bert).model.parameters())
     assert 0.5 * torch_params < emb.n_params <= 1.1 * torch_params + 10_000  # one graph, not two

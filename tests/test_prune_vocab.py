@@ -350,13 +350,16 @@ def test_verify_reports_coverage_of_a_pruned_candidate(families, tiny_bert, tmp_
     from espresso_export.verification.runner import VerifyOptions, verify
 
     src_dir, result = families["wordpiece"]
-    opts = VerifyOptions(sts=("builtin",), threads=1, batch_sizes=(4,), latency_texts=8, latency_rounds=1)
+    opts = VerifyOptions(sts=("builtin",), threads=1, batch_sizes=(4,), latency_texts=8, latency_rounds=1,
+                         latency_budget=0)
     report = verify(result.output, src_dir, options=opts)
     v = report.to_dict()["vocabulary"]
     assert v["computed"] and 0 < v["coverage"] < 1 and v["tokens"] > v["covered_tokens"] > 0
     assert v["vocab_size_after"] == result.vocab_after
     assert any(s.title.startswith("vocabulary") for s in report.sections())
     assert "coverage of the pruning corpus" in report.to_markdown()
+    # removed tokens split into more pieces: the pruned tokenizer makes more tokens of the same texts (item 9)
+    assert v["candidate_tokens"] > v["tokens"] and "candidate's tokenizer" in report.to_markdown()
     assert verify(src_dir, src_dir, options=opts).vocabulary is None  # not pruned: nothing added
     other = verify(result.output, tiny_bert, options=opts)  # a source with another vocabulary
     assert other.vocabulary["computed"] is False and any("coverage was not measured" in n for n in other.notes)

@@ -490,11 +490,48 @@ def test_card_onnx_snippet_runs_on_the_staged_files(shrunk, tmp_path, capsys):
     code, _, err = run(capsys, "push", shrunk, "--repo-id", REPO, "--onnx", exported, "--dry-run", out)
     assert code == 0, err
     card = (out / "README.md").read_text()
-    snippet = re.search(r"### ONNX runtime, no torch\n.*?```python\n(.*?)```", card, re.S).group(1)
-    call = f'snapshot_download("{REPO}", allow_patterns=["onnx/*"])'
+    snippet = re.search(r"### espresso-export `OnnxEncoder` \(no torch\)\n.*?```python\n(.*?)```", card, re.S).group(1)
+    call = f'snapshot_download("{REPO}")'
     assert call in snippet
     namespace: dict = {}
     exec(snippet.replace(call, repr(str(out))), namespace)
     expected = OnnxEncoder(exported).encode(["A man is playing a guitar.", "Someone plays an instrument."])
     assert namespace["embeddings"].shape == expected.shape == (2, 8) and f"# {expected.shape}" in snippet
     assert np.allclose(namespace["embeddings"], expected, atol=1e-6)
+
+
+def test_export_with_safetensors_is_pushed_as_the_runtimes_layout(shrunk, tmp_path, capsys):
+    """`export --format onnx,safetensors` writes the repository layout itself: push stages it as it is, the graphs
+    under onnx/ and export.json at the root, so every runtime loads the published repository."""
+    from espresso_export import export
+
+    both = tmp_path / "both"
+    export(shrunk, both, formats=("onnx", "safetensors"), quantize="int8", validate=False)
+    out = tmp_path / "staged"
+    code, stdout, err = run(capsys, "push", both, "--repo-id", REPO, "--dry-run", out, "--json")
+    assert code == 0, err
+    staged = set(tree(out))
+    assert {"onnx/model.onnx", "onnx/model_quantized.onnx", "export.json", "model.safetensors", "modules.json",
+            "tokenizer.json", "tokenizer_config.json", "config.json"} <= staged
+    assert not any(p.startswith("onnx/onnx/") for p in staged)
+    assert not [s for s in json.loads(stdout)["skipped"] if s["path"].startswith("onnx/")]
+    card = (out / "README.md").read_text()
+    assert "## Load it with" in card and 'model_kwargs={"file_name": "onnx/model_quantized.onnx"}' in card
+
+
+def test_card_marks_a_speed_up_verify_did_not_trust():
+    """A latency row verify marked unreliable keeps its '?' and its reasons on the card (not printed as a fact)."""
+    from espresso_export.core.types import Pooling
+    from espresso_export.publishing.card_sections import verification_section
+    from espresso_export.publishing.facts import ModelFacts
+
+    report = json.loads(REPORT.read_text())
+    report["latency"]["batches"][1]["reasons"] = ["1-min load average 3.2 above 2 cores (other processes compete)"]
+    facts = ModelFacts(folder=Path("m"), transformer_dir="", model_type="bert", decoder=False, layers=3,
+                       hidden_size=8, pooling=Pooling.MEAN, pooling_declared=True, post=[], module_paths=[],
+                       max_seq_length=128, do_lower_case=True, params=11456, weights_bytes=50_000, provenance=None,
+                       metrics=parse_report(report))
+    card = "\n".join(verification_section(facts))
+    assert "| latency p50, batch 1 (ms) |" in card and "(2.12x throughput) |" in card
+    assert "(2.18x? throughput) |" in card
+    assert "? verify marked this speed measurement unreliable: batch 32: 1-min load average 3.2 above 2" in card

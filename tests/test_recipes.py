@@ -251,6 +251,7 @@ steps:
       sts_limit: 24
       latency_texts: 8
       latency_rounds: 1
+      latency_budget: 0
       batch_sizes: [4]
       min_retention: 0.999
   - push:
@@ -271,7 +272,7 @@ def test_run_end_to_end_gate_stops_before_push_then_resume(minilm_path, calibrat
     distilled = json.loads((out_dir / "2-distill" / "espresso.json").read_text())
     shrunk = json.loads((out_dir / "1-shrink" / "espresso.json").read_text())
     assert distilled["step"] == "distill" and distilled["student"]["layers"] == shrunk["layers"]  # healed the cut
-    assert {"model.onnx", "model_int8.onnx"} <= {p.name for p in (out_dir / "3-export").iterdir()}
+    assert {"model.onnx", "model_quantized.onnx"} <= {p.name for p in (out_dir / "3-export" / "onnx").iterdir()}
     report = json.loads((out_dir / "4-verify" / "report.json").read_text())
     assert report["candidate"]["path"] == str(out_dir / "3-export") and report["gate"]["passed"] is False
 
@@ -286,7 +287,8 @@ def test_run_end_to_end_gate_stops_before_push_then_resume(minilm_path, calibrat
     assert [s["status"] for s in result["steps"]] == ["reused", "reused", "reused", "done", "done"]
     staged = out_dir / "5-push"
     files = {p.relative_to(staged).as_posix() for p in staged.rglob("*") if p.is_file()}
-    assert {"README.md", "model.safetensors", "verify_report.json", "onnx/model_int8.onnx", "espresso.json"} <= files
+    assert {"README.md", "model.safetensors", "verify_report.json", "onnx/model_quantized.onnx", "espresso.json",
+            "export.json", "tokenizer_config.json"} <= files
     card = (staged / "README.md").read_text()
     assert "model-index" in card and "2 layers" in card and "32-d" in card
     pushed_report = json.loads((staged / "verify_report.json").read_text())
@@ -299,7 +301,7 @@ steps:
   - train: {{ese: true, data: {data}, compression_dim: 16, max_steps: 2, batch_size: 16, lr: 1.0e-3}}
   - shrink: {{layers: 2, dim: 16}}
   - export: {{}}
-  - verify: {{sts_limit: 20, latency_texts: 4, latency_rounds: 1, batch_sizes: [2]}}
+  - verify: {{sts_limit: 20, latency_texts: 4, latency_rounds: 1, latency_budget: 0, batch_sizes: [2]}}
   - push: {{repo_id: me/ese-cut, dry_run: true}}
 """
 

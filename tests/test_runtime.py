@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -45,7 +46,7 @@ def test_runtime_never_imports_torch(bert_export):
 
 def test_encode_shapes_order_and_batching(bert_export):
     enc = OnnxEncoder(bert_export, threads=1)
-    assert enc.dim == 32 and enc.pooling == "mean" and enc.file == "model.onnx"
+    assert enc.dim == 32 and enc.pooling == "mean" and enc.file == "onnx/model.onnx"
     one_by_one = np.stack([enc.encode(t) for t in TEXTS])  # a str gives a 1-D vector
     batched = enc.encode(TEXTS, batch_size=3)
     assert batched.shape == (len(TEXTS), 32) and batched.dtype == np.float32
@@ -87,3 +88,30 @@ def test_int8_isa_reads_cpuinfo_flags(tmp_path, flags, isa):
     assert info["isa"] == isa
     assert info["flags"]["avx2"] is ("avx2" in flags)
     assert int8_isa(tmp_path / "missing")["flags"] == {f: False for f in info["flags"]}
+
+
+def test_format_1_export_folder_still_loads(bert_export, tmp_path):
+    """Export folders written before the runtimes' layout: graphs at the top (model.onnx, model_int8.onnx),
+    second output token_embeddings. OnnxEncoder reads them as before, under either file name."""
+    import onnx
+
+    old = tmp_path / "old"
+    shutil.copytree(bert_export, old)
+    proto = onnx.load(str(old / "onnx" / "model.onnx"))
+    rename = {"last_hidden_state": "token_embeddings"}
+    for node in proto.graph.node:
+        node.output[:] = [rename.get(o, o) for o in node.output]
+        node.input[:] = [rename.get(i, i) for i in node.input]
+    proto.graph.output[1].name = "token_embeddings"
+    shutil.rmtree(old / "onnx")
+    onnx.save(proto, str(old / "model.onnx"))
+    info = json.loads((old / EXPORT_FILE).read_text())
+    info.update(format_version=1, outputs=["sentence_embedding", "token_embeddings"], default_file="model.onnx")
+    info["files"][0]["file"] = "model.onnx"
+    (old / EXPORT_FILE).write_text(json.dumps(info))
+    expected = OnnxEncoder(bert_export).encode(TEXTS)
+    for name in ("model.onnx", "onnx/model.onnx", None):
+        enc = OnnxEncoder(old, name)
+        assert enc.file == "model.onnx" and enc.token_output == "token_embeddings"
+        np.testing.assert_allclose(enc.encode(TEXTS), expected, atol=1e-6)
+        assert enc.run(enc.tokenize(TEXTS[:2]), outputs=[enc.token_output])[0].ndim == 3

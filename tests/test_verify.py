@@ -12,7 +12,7 @@ from espresso_export.core.errors import EspressoError, NotFoundError, Unsupporte
 from espresso_export.verification.embedders import open_embedder
 from espresso_export.verification.sts import load_sts, parse_columns
 
-FAST = ["--threads", "1", "--batch-sizes", "1,8", "--latency-texts", "16", "--latency-rounds", "1"]
+FAST = ["--threads", "1", "--batch-sizes", "1,8", "--latency-texts", "16", "--latency-rounds", "1", "--latency-budget", "0"]
 
 
 @pytest.fixture(scope="module")
@@ -216,3 +216,30 @@ def test_export_folder_dispatch(tmp_path):
     else:
         with pytest.raises(EspressoError):  # an empty export folder is refused with one of our errors
             open_embedder(folder)
+
+
+def test_second_run_reads_the_source_vectors_from_the_cache(tiny_bert, tmp_path, monkeypatch, capsys):
+    """The source is encoded once; the next run with the same model, texts and settings reads its vectors."""
+    import shutil
+
+    monkeypatch.setenv("ESPRESSO_CACHE", str(tmp_path / "cache"))
+    source = tmp_path / "source"
+    shutil.copytree(tiny_bert, source)
+    argv = ["verify", str(tiny_bert), "--against", str(source), "--retrieval", "builtin", "--batch-sizes", "2",
+            "--latency-texts", "4", "--latency-rounds", "1", "--latency-budget", "0", "--threads", "1", "--json", "-"]
+    runs = []
+    for extra in ([], [], ["--no-cache"]):
+        assert main(argv + extra) == 0
+        runs.append(json.loads(capsys.readouterr().out))
+    first, second, uncached = (r["source_cache"] for r in runs)
+    assert first["used"] and first["encoded_texts"] > 0 and first["reused_texts"] == 0
+    assert second["used"] and second["encoded_texts"] == 0 and second["reused_texts"] == first["encoded_texts"]
+    assert uncached == {"used": False, "folder": None, "reused_texts": 0, "encoded_texts": first["encoded_texts"]}
+    for r in runs[1:]:  # the same numbers, read or encoded
+        assert r["sts"] == runs[0]["sts"] and r["retrieval"][0]["source"]["mrr_at_10"] == \
+            runs[0]["retrieval"][0]["source"]["mrr_at_10"]
+
+    config = json.loads((source / "config.json").read_text())  # another model (a changed file): encoded again
+    (source / "config.json").write_text(json.dumps({**config, "layer_norm_eps": 1e-5}))
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["source_cache"]["reused_texts"] == 0

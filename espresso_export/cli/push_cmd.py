@@ -19,6 +19,7 @@ def _push(settings: PushSettings, *, folder: Path, repo_id: str, token: Optional
     from espresso_export.cli.render import print_hints, print_json, print_table
     from espresso_export.publishing.hub import push as run_push
 
+    token = _token(token, print_hints)
     result = run_push(folder, repo_id, settings, token=token, onnx=onnx, verify_report=verify_report,
                       dry_run=dry_run, overwrite=overwrite, progress=not json_out)
     print_hints(result.warnings)
@@ -46,9 +47,25 @@ def _push(settings: PushSettings, *, folder: Path, repo_id: str, token: Optional
     print_table("push (dry run)" if result.dry_run is not None else "push", rows)
 
 
+TOKEN_WARNING = ("warning: a token given as --token is visible in the shell history and the process list; set "
+                 "HF_TOKEN, run `hf auth login`, or pass --token - to type it at a hidden prompt")
+
+
+def _token(token: str | None, print_hints) -> str | None:
+    """``--token -``: read at a hidden prompt; a token on the command line works but is warned about."""
+    if token == "-":
+        import getpass
+
+        return getpass.getpass("Hugging Face token (hidden): ")
+    if token:
+        print_hints([TOKEN_WARNING])
+    return token
+
+
 push = app.command(
     name="push",
-    epilog="The token comes from --token, HF_TOKEN or `hf auth login`; it is never printed or written anywhere.\n\n"
+    epilog="The token comes from HF_TOKEN, `hf auth login`, or --token - (a hidden prompt); it is never printed or "
+    "written anywhere. --token VALUE works but leaves the token in the shell history and the process list.\n\n"
     "Examples:\n\n"
     "  espresso-export push minilm-L3-d128 --repo-id me/minilm-L3-d128 --verify-report report.json\n\n"
     "  espresso-export push small/ --repo-id me/small --onnx small-onnx/ --dry-run staged/\n\n"
@@ -58,8 +75,9 @@ push = app.command(
                                                        "sentence-transformers folder with safetensors weights).")]),
     param("repo_id", Annotated[str, typer.Option("--repo-id", help="Hub repository, owner/name (created if "
                                                  "missing).")]),
-    param("token", Annotated[Optional[str], typer.Option("--token", help="Hugging Face token with write access "
-                                                         "(default: HF_TOKEN, then the saved login).",
+    param("token", Annotated[Optional[str], typer.Option("--token", help="Hugging Face token with write access; - "
+                                                         "reads it at a hidden prompt (default: HF_TOKEN, then the "
+                                                         "saved login).",
                                                          show_default=False)], None),
     param("onnx", Annotated[Optional[Path], typer.Option("--onnx", help="ONNX export folder (export.json + "
                                                          "model*.onnx) to upload under onnx/. Default: FOLDER/onnx "

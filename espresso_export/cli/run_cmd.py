@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from espresso_export.cli.app import app
-from espresso_export.cli.options import JsonOpt
+from espresso_export.cli.options import JsonOpt, TrustRemoteCodeOpt
 
 
 @app.command(
@@ -35,6 +35,7 @@ def run(
     show_plan: Annotated[bool, typer.Option("--plan", "--dry-run", help="Print the steps that would run, what "
                                             "each reads and writes, and run nothing.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the shipped recipes and exit.")] = False,
+    trust_remote_code: TrustRemoteCodeOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run a recipe: source -> shrink -> distill or train -> export -> verify (gate) -> push, one folder per step."""
@@ -61,7 +62,8 @@ def run(
         _grid(f"plan of {loaded.name} -> {loaded.run_folder} (nothing run)", ("#", "step", "reads", "writes", "settings"),
               [(str(r["index"]), r["step"], r["reads"], r["writes"], r["settings"]) for r in rows])
         return
-    result = run_recipe(loaded, resume=resume, overwrite=overwrite, progress=not json_out)
+    result = run_recipe(loaded, resume=resume, overwrite=overwrite, progress=not json_out,
+                        trust_remote_code=trust_remote_code)
     if not json_out:  # the steps' own hints and warnings (shrink, distill, export, push)
         print_hints(h for s in result.steps if s.status == "done" and s.result
                     for h in [*s.result.get("hints", []), *s.result.get("warnings", [])])

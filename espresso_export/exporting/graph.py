@@ -39,9 +39,11 @@ class GraphInfo:
 
 
 def graph_inputs(ckpt: Checkpoint) -> list[str]:
-    """The tokenizer outputs the model consumes: token_type_ids only where the model has them."""
+    """The tokenizer outputs the model consumes: exactly what the tokenizer returns (fastembed, optimum and
+    transformers.js feed a graph what it declares), token_type_ids only where the model has segment embeddings."""
     accepted = model_inputs(ckpt.model)
-    names = [n for n in INPUT_ORDER if n in accepted]
+    produced = set(getattr(ckpt.tokenizer, "model_input_names", None) or INPUT_ORDER)
+    names = [n for n in INPUT_ORDER if n in accepted and (n in produced or n != "token_type_ids")]
     if "token_type_ids" in names and int(getattr(ckpt.config, "type_vocab_size", 1) or 0) == 0:
         names.remove("token_type_ids")  # DeBERTa-v3 and others without segment embeddings
     return names

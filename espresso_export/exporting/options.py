@@ -27,7 +27,7 @@ class ExportOptions:
     formats: tuple[ExportFormat, ...] = setting(
         (ExportFormat.ONNX,), flags=("--format",), cli_type=str, parse=_formats,
         help="Comma-separated: onnx (self-contained graph), safetensors (PyTorch folder).")
-    quantize: Quantize = setting(Quantize.NONE, help="Also write model_int8.onnx (CPU) or model_fp16.onnx (GPU).")
+    quantize: Quantize = setting(Quantize.NONE, help="Also write onnx/model_quantized.onnx (int8, CPU) or onnx/model_fp16.onnx (GPU).")
     optimize: Optimize = setting(Optimize.NONE, help="Also write graph-optimised files: O1 basic, O2 + fusions, O3 + "
                                                      "GELU approximation.")
     opset: int = setting(DEFAULT_OPSET, help=f"ONNX opset ({MIN_OPSET}-{MAX_OPSET}).")
@@ -40,7 +40,7 @@ class ExportOptions:
     calibration_samples: int = setting(256, min=1, help="int8: sentences that measure the activation ranges.")
     min_cosine: dict[str, float] = setting(default_factory=dict, cli=False,
                                            help="Stricter or looser parity gates per precision, e.g. {int8: 0.995}.")
-    trust_remote_code: bool = setting(False, help="Allow model code from the checkpoint's repository (off by "
+    trust_remote_code: bool = setting(False, recipe=False, help="Allow model code from the checkpoint's repository (off by "
                                                   "default).")
     overwrite: bool = False
     external_data_threshold: int = PROTOBUF_LIMIT  # bytes; larger graphs keep their weights in external data

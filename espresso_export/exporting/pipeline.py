@@ -3,13 +3,16 @@
 ::
 
     OUT/
-      model.onnx                 fp32 graph: encoder -> pooling -> head -> L2 norm
-      model_O2.onnx              the same, optimised (with --optimize O2)
-      model_int8.onnx            int8 (with --quantize int8), and model_int8_O2.onnx
-      model_fp16.onnx            fp16 (with --quantize fp16)
-      tokenizer.json, tokenizer_config.json, config.json
+      onnx/model.onnx            fp32 graph: encoder -> pooling -> head -> L2 norm (+ token embeddings)
+      onnx/model_O2.onnx         the same, optimised (with --optimize O2)
+      onnx/model_quantized.onnx  int8 (with --quantize int8), and onnx/model_quantized_O2.onnx
+      onnx/model_fp16.onnx       fp16 (with --quantize fp16)
+      tokenizer.json, tokenizer_config.json, config.json, modules.json, 1_Pooling/, ...
       export.json                dims, pooling, max length, inputs, files, validation, provenance
-      model.safetensors, modules.json, ...   the PyTorch folder (with --format safetensors)
+      model.safetensors          the PyTorch weights (with --format safetensors)
+
+The layout (file names, outputs, the files beside the graphs) is :mod:`.layout`'s: one folder that
+sentence-transformers, optimum, fastembed, transformers.js and TEI load as it is.
 
 Everything is assembled in a temp folder and renamed into place only after
 every file passed validation; a failed check leaves nothing behind.
@@ -35,13 +38,13 @@ from espresso_export.core.batching import length_sorted_batches
 from espresso_export.runtime import EXPORT_FILE, TOKENIZER_FILE, OnnxEncoder
 from espresso_export.core.types import Optimize, Quantize
 from espresso_export.exporting.graph import GraphInfo, export_onnx
+from espresso_export.exporting.layout import BASE_FILE, LAYOUT_VERSION, onnx_file_name, write_loader_files
 from espresso_export.core.settings import resolve
 from espresso_export.exporting.options import ExportOptions
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
-BASE_FILE = "model.onnx"
+FORMAT_VERSION = LAYOUT_VERSION
 # models whose position ids start after the padding index (max_position_embeddings - pad - 1 usable)
 _OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "mpnet")
 
@@ -67,15 +70,6 @@ class ExportResult:
             "pooling": self.pooling, "max_seq_length": self.max_seq_length, "seconds": round(self.seconds, 2),
             "hints": self.hints,
         }
-
-
-def onnx_file_name(quantize: Quantize, optimize: Optimize) -> str:
-    parts = ["model"]
-    if quantize is not Quantize.NONE:
-        parts.append(quantize.value)
-    if optimize is not Optimize.NONE:
-        parts.append(optimize.value)
-    return "_".join(parts) + ".onnx"
 
 
 def position_limit(ckpt: Checkpoint) -> int | None:
@@ -282,9 +276,7 @@ def export(
         if options.safetensors:
             save_checkpoint(ckpt, tmp, post=ckpt.post, provenance=_provenance(ckpt, weights_sha, options))
         if options.onnx:
-            if not options.safetensors:
-                ckpt.tokenizer.save_pretrained(str(tmp))
-                ckpt.config.save_pretrained(str(tmp))  # lets optimum's ORTModel classes open the folder
+            write_loader_files(ckpt, tmp, modules_written=options.safetensors)
             if not (tmp / TOKENIZER_FILE).is_file():
                 raise UnsupportedModelError(f"the tokenizer of {ckpt.path} cannot be saved as {TOKENIZER_FILE}")
             graph, files = _write_onnx_files(ckpt, tmp, options, weights_sha)

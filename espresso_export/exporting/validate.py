@@ -26,7 +26,7 @@ from espresso_export.model.checkpoint import Checkpoint
 from espresso_export.data import BUILTIN, read_sts
 from espresso_export.model.embed import encode
 from espresso_export.core.metrics import cosine_rows, sts_spearman
-from espresso_export.runtime import TOKEN_OUTPUT, OnnxEncoder
+from espresso_export.runtime import OnnxEncoder
 from espresso_export.core.types import Quantize
 
 MIN_COSINE = {Quantize.NONE: 0.9999, Quantize.INT8: 0.99, Quantize.FP16: 0.999}
@@ -123,7 +123,7 @@ def check_file(folder: Path, file: str, precision: Quantize, ref: Reference, *, 
         failures.append(f"STS probe Spearman {spearman:.2f} vs PyTorch {ref.sts_spearman:.2f} "
                         f"(delta {delta:+.2f}, allowed {need_sts})")
     if not tokens_ok:
-        failures.append(f"output {TOKEN_OUTPUT} has the wrong shape")
+        failures.append(f"output {enc.token_output} has the wrong shape")
     return {
         "passed": not failures,
         "failures": failures,
@@ -143,6 +143,6 @@ def check_file(folder: Path, file: str, precision: Quantize, ref: Reference, *, 
 
 def _token_output_ok(enc: OnnxEncoder, texts: list[str]) -> bool:
     encodings = enc.tokenize(texts)
-    tokens = enc.run(encodings, outputs=[TOKEN_OUTPUT])[0]
+    tokens = enc.run(encodings, outputs=[enc.token_output])[0]
     width = max(len(e.ids) for e in encodings)
     return tokens.ndim == 3 and tokens.shape[:2] == (len(texts), width)

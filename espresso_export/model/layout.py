@@ -42,7 +42,7 @@ ST_TYPES = {
 }
 
 
-def _is_within(child: Path, parent: Path) -> bool:
+def is_within(child: Path, parent: Path) -> bool:
     try:
         child.relative_to(parent)
         return True
@@ -53,16 +53,15 @@ def _is_within(child: Path, parent: Path) -> bool:
 def check_output(target: str | os.PathLike, *, overwrite: bool, inputs: Sequence[str | os.PathLike] = ()) -> Path:
     """Validate an output path before any work is done; returns it resolved.
 
-    ``inputs``: the models read; those that are local folders must not be the output or inside it. Hub ids
-    and in-memory checkpoints are skipped."""
+    ``inputs``: the models and files read (lists are flattened; ``None`` skipped); those that exist locally must
+    not be the output, nor inside an output ``--overwrite`` would replace. Hub ids, ``builtin`` and in-memory
+    checkpoints are skipped."""
     target = Path(target).expanduser().resolve()
-    for src in inputs:
-        if not isinstance(src, (str, os.PathLike)) or not Path(src).expanduser().exists():
-            continue
-        src = Path(src).expanduser().resolve()
+    for src in local_paths(inputs):
         if target == src:
-            raise ValidationError(f"output folder {target} is the input folder; choose another -o")
-        if overwrite and _is_within(src, target):
+            raise ValidationError(f"output {target} is the input {'folder' if src.is_dir() else 'file'}; "
+                                  "choose another -o")
+        if overwrite and is_within(src, target):
             raise ValidationError(f"--overwrite of {target} would delete the input {src}")
     clean_stale(target.parent)  # temp folders of killed runs (their owner process is gone)
     if target.exists():
@@ -74,6 +73,15 @@ def check_output(target: str | os.PathLike, *, overwrite: bool, inputs: Sequence
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ValidationError(f"output location {parent} is not writable")
     return target
+
+
+def local_paths(inputs) -> Iterator[Path]:
+    """The entries of ``inputs`` (nested lists flattened) that exist on this machine, resolved."""
+    for src in inputs:
+        if isinstance(src, (list, tuple)):
+            yield from local_paths(src)
+        elif isinstance(src, (str, os.PathLike)) and Path(src).expanduser().exists():
+            yield Path(src).expanduser().resolve()
 
 
 def _existing_ancestor(path: Path) -> Path:
@@ -99,6 +107,7 @@ def atomic_output(target: str | os.PathLike, *, overwrite: bool, inputs: Sequenc
         raise _write_error(target, e) from e
     try:
         yield tmp
+        apply_umask(tmp)
         if target.exists():
             os.rename(target, old)
         os.rename(tmp, target)
@@ -117,6 +126,34 @@ def atomic_output(target: str | os.PathLike, *, overwrite: bool, inputs: Sequenc
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM just now: the output is in place; finish the cleanup
             shutil.rmtree(trash, ignore_errors=True)
             raise
+
+
+def current_umask() -> int:
+    """The process umask. Linux reports it in /proc; elsewhere it is set and restored (os has no getter)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def apply_umask(root: Path) -> None:
+    """Give ``root`` and everything under it the modes a plain ``mkdir``/``open`` would (0777/0666 less the umask).
+
+    ``mkdtemp``/``mkstemp`` (and transformers' shard writer) create owner-only entries, and the mode survives the
+    rename: without this an output would be unreadable to the group and other users whatever their umask."""
+    mask = current_umask()
+    for path in [root, *root.rglob("*")]:
+        if path.is_symlink():
+            continue
+        mode = path.stat().st_mode
+        wanted = (0o777 if path.is_dir() else 0o666 | (mode & 0o111)) & ~mask
+        if mode & 0o777 != wanted:
+            os.chmod(path, wanted)
 
 
 def _write_error(target: Path, e: OSError) -> RuntimeFailure:
@@ -143,7 +180,7 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(text)
-            os.chmod(tmp, 0o644)  # mkstemp makes it owner-only; a report is meant to be read
+            os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes it owner-only: the mode open() would give
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -185,11 +222,17 @@ def save_dense(layer: DenseLayer, folder: Path) -> None:
 
 def save_checkpoint(ckpt: Checkpoint, folder: Path, *, post: Sequence[PostModule], provenance: dict) -> None:
     """Write ``ckpt`` (backbone + tokenizer) with the given post modules as a sentence-transformers folder."""
+    ckpt.model.save_pretrained(str(folder), safe_serialization=True)
+    ckpt.tokenizer.save_pretrained(str(folder))
+    save_st_modules(ckpt, folder, post=post)
+    write_json(folder / PROVENANCE_FILE, provenance)
+
+
+def save_st_modules(ckpt: Checkpoint, folder: Path, *, post: Sequence[PostModule]) -> None:
+    """The sentence-transformers files around the backbone: module chain, Pooling, Dense and Normalize."""
     import torch
     import transformers
 
-    ckpt.model.save_pretrained(str(folder), safe_serialization=True)
-    ckpt.tokenizer.save_pretrained(str(folder))
     write_json(folder / "sentence_bert_config.json", {
         "max_seq_length": ckpt.max_seq_length,
         "do_lower_case": ckpt.do_lower_case,
@@ -214,7 +257,7 @@ def save_checkpoint(ckpt: Checkpoint, folder: Path, *, post: Sequence[PostModule
             (folder / name).mkdir()
         modules.append({"idx": idx, "name": str(idx), "path": name, "type": ST_TYPES[kind]})
     write_json(folder / "modules.json", modules)
-    write_json(folder / PROVENANCE_FILE, provenance)
 
 
-__all__ = ["atomic_output", "check_output", "save_checkpoint", "Normalize"]
+__all__ = ["atomic_output", "apply_umask", "check_output", "is_within", "local_paths", "save_checkpoint",
+           "save_st_modules", "Normalize"]

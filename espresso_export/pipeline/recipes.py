@@ -103,6 +103,7 @@ STEP_TYPES: dict[str, type] = {
     "push": PushStep,
 }
 MODEL_STEPS = ("shrink", "distill", "train")  # steps that write a model folder
+REMOTE_CODE_KEY = "trust_remote_code"  # only the command line turns it on (`run --trust-remote-code`)
 TOP_KEYS = ("name", "description", "source", "output", "threads", "steps")
 
 
@@ -187,6 +188,9 @@ def _build_step(kind: str, raw: Any, path: tuple, origin: _Origin) -> Any:
         if kind == "push" and key == "token":
             raise ValidationError(f"{at}: push.token: a token never belongs in a recipe; set HF_TOKEN or run "
                                   "`hf auth login`")
+        if key == REMOTE_CODE_KEY:
+            raise ValidationError(f"{at}: {kind}.{key}: a recipe cannot allow remote code; pass --trust-remote-code "
+                                  "to `espresso-export run` to allow it for every step")
         if key not in known:
             raise ValidationError(f"{at}: unknown key {kind}.{key}{suggest(str(key), known)} "
                                   f"(known: {', '.join(known)})")

@@ -29,11 +29,11 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from espresso_export.core.formatting import number
-from espresso_export.core.errors import GateFailedError, OutputExistsError, ValidationError
-from espresso_export.model.layout import atomic_output, write_json, write_text_atomic
+from espresso_export.core.errors import GateFailedError
+from espresso_export.model.layout import atomic_output, write_text_atomic
 from espresso_export.pipeline.recipes import MODEL_STEPS, Recipe, Step, step_fields
+from espresso_export.pipeline.state import check_run_folder, fingerprint, read_state, step_paths, write_state
 
-STATE_FILE = "run.json"
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 PUSH_RECORD = "push.json"
@@ -136,40 +136,25 @@ class _Flow:
     threads: int | None = None
 
 
-def _read_state(folder: Path) -> dict:
-    try:
-        return json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
-
-def _check_run_folder(recipe: Recipe, *, resume: bool, overwrite: bool) -> None:
-    if resume and overwrite:
-        raise ValidationError("--resume and --overwrite exclude each other")
-    folder = recipe.run_folder
-    if folder.exists() and not folder.is_dir():
-        raise OutputExistsError(f"run folder {folder} exists and is a file")
-    if folder.is_dir() and any(folder.iterdir()) and not (resume or overwrite):
-        raise OutputExistsError(f"run folder {folder} already exists; pass --resume to keep the finished steps or "
-                                "--overwrite to run every step again")
-
-
-def run_recipe(recipe: Recipe, *, resume: bool = False, overwrite: bool = False, progress: bool = False) -> RunResult:
+def run_recipe(recipe: Recipe, *, resume: bool = False, overwrite: bool = False, progress: bool = False,
+               trust_remote_code: bool = False) -> RunResult:
     """Run every step of ``recipe`` in its run folder; a failed gate stops the run before push.
 
+    ``trust_remote_code`` allows model code from the Hub for every step (a recipe cannot: only the caller).
     Returns the outcome of each step; :meth:`RunResult.raise_for_gate` raises the gate failure (exit code 3).
     """
     import torch
 
     start = time.perf_counter()
-    _check_run_folder(recipe, resume=resume, overwrite=overwrite)
+    check_run_folder(recipe, resume=resume, overwrite=overwrite)
+    if trust_remote_code:
+        recipe = _allow_remote_code(recipe)
     push = recipe.step("push")
     if push is not None and not push.config.dry_run:
         _preflight_push()
     folder = recipe.run_folder
     folder.mkdir(parents=True, exist_ok=True)
-    previous = _read_state(folder) if resume else {}
-    old_steps = {s.get("index"): s for s in previous.get("steps", [])}
+    old_steps = {s.get("index"): s for s in read_state(folder).get("steps", [])} if resume else {}
     state = {"recipe": recipe.to_dict(), "steps": []}
     flow = _Flow(model=recipe.source, source=recipe.source, threads=recipe.threads)
     outcomes = [StepOutcome(i, s.kind, recipe.folder(s), "not run") for i, s in enumerate(recipe.steps, start=1)]
@@ -179,34 +164,46 @@ def run_recipe(recipe: Recipe, *, resume: bool = False, overwrite: bool = False,
     reusing, gate_error = resume, None
     try:
         for step, outcome in zip(recipe.steps, outcomes):
-            settings = step.to_dict()
+            record = {"index": outcome.index, "kind": step.kind, "settings": step.to_dict(), "source": recipe.source,
+                      "inputs": fingerprint([recipe.source, flow.model, flow.shrink_input, flow.export, flow.report,
+                                             *step_paths(step)])}
             old = old_steps.get(outcome.index)
-            reusing = (reusing and old is not None and old.get("kind") == step.kind and old.get("settings") == settings
-                       and old.get("status") in ("done", "reused") and old.get("source") == recipe.source
-                       and _complete(step, outcome.folder))
+            reusing = reusing and _reusable(step, outcome.folder, old, record)
             t0 = time.perf_counter()
             if reusing:
                 outcome.status, outcome.summary, outcome.result = "reused", old.get("summary", ""), old.get("result")
-                _advance(step, outcome.folder, flow)
             else:
                 outcome.result, outcome.summary = _RUNNERS[step.kind](step, outcome.folder, flow, resume=resume,
                                                                       overwrite=overwrite or resume, progress=progress)
                 outcome.status = "done"
-                _advance(step, outcome.folder, flow)
+            _advance(step, outcome.folder, flow)
             outcome.seconds = round(time.perf_counter() - t0, 2)
             if step.kind == "verify":
                 gate_error = _gate_error(outcome.folder / REPORT_JSON)
                 if gate_error:
                     outcome.status = "gate failed"
-            state["steps"].append({"index": outcome.index, "kind": step.kind, "settings": settings,
-                                   "source": recipe.source, "status": outcome.status, "summary": outcome.summary,
+            state["steps"].append({**record, "status": outcome.status, "summary": outcome.summary,
                                    "seconds": outcome.seconds, "result": outcome.result})
-            write_json(folder / STATE_FILE, state)
+            write_state(folder, state)
             if gate_error:
                 break
     finally:
         torch.set_num_threads(threads_before)
     return RunResult(recipe, outcomes, gate_error=gate_error, seconds=time.perf_counter() - start)
+
+
+def _reusable(step: Step, folder: Path, old: dict | None, record: dict) -> bool:
+    """A finished step of the previous run is kept when its kind, settings, source and inputs are unchanged and
+    its output is complete."""
+    return (old is not None and old.get("status") in ("done", "reused") and _complete(step, folder)
+            and all(old.get(k) == record[k] for k in ("kind", "settings", "source", "inputs")))
+
+
+def _allow_remote_code(recipe: Recipe) -> Recipe:
+    """``recipe`` with ``trust_remote_code`` on in every step that loads a model."""
+    steps = [replace(s, config=replace(s.config, trust_remote_code=True))
+             if any(f.name == "trust_remote_code" for f in fields(s.config)) else s for s in recipe.steps]
+    return replace(recipe, steps=steps)
 
 
 def _preflight_push() -> None:

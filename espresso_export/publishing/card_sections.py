@@ -99,7 +99,7 @@ def summary_table(facts: ModelFacts) -> list[str]:
             ["parameters", param_count(facts.params)],
             ["weights (safetensors)", byte_size(facts.weights_bytes)]]
     if facts.onnx is not None:
-        rows.append(["ONNX", ", ".join(f"`onnx/{name}` ({byte_size(size)})" for name, size in facts.onnx.graphs)])
+        rows.append(["ONNX", ", ".join(f"`{name}` ({byte_size(size)})" for name, size in facts.onnx.graphs)])
     if facts.matryoshka_dims:
         rows.append(["matryoshka dimensions", ", ".join(map(str, facts.matryoshka_dims))])
     return markdown_table(["property", "value"], rows)
@@ -124,7 +124,7 @@ def _metric_rows(facts: ModelFacts) -> list[list[str]]:
     for b in m.latency:
         rows.append([f"latency p50, batch {b.batch_size} (ms)", number(b.candidate_p50_ms, ".1f"),
                      number(b.source_p50_ms, ".1f"),
-                     f"{number(b.p50_ratio, '.3f')} ({number(b.speedup, '.2f')}x throughput)"])
+                     f"{number(b.p50_ratio, '.3f')} ({number(b.speedup, '.2f')}x{'?' if b.reasons else ''} throughput)"])
     for label, (c, s, ratio) in m.size.items():
         show = _SIZE_FORMAT.get(label, _per_vector)
         rows.append([label, show(c), show(s), number(ratio, ".3f")])
@@ -142,6 +142,9 @@ def verification_section(facts: ModelFacts) -> list[str]:
               f"one process{f', {m.threads} thread(s)' if m.threads else ''}; the full report is "
               "`verify_report.json`.", ""]
     lines += markdown_table(["metric", "this model", short_id(m.source), "ratio"], _metric_rows(facts))
+    unreliable = [f"batch {b.batch_size}: {'; '.join(b.reasons)}" for b in m.latency if b.reasons]
+    if unreliable:
+        lines += ["? verify marked this speed measurement unreliable: " + " | ".join(unreliable) + ".", ""]
     if m.gate:
         verdict = "passed" if m.gate_passed else "FAILED"
         lines += [f"Quality gate: **{verdict}**.", ""]

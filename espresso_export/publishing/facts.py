@@ -50,8 +50,17 @@ class NormalizeInfo:
 @dataclass(frozen=True)
 class OnnxFacts:
     folder: Path
-    graphs: list[tuple[str, int]]  # (file name, bytes)
+    graphs: list[tuple[str, int]]  # (path in the repository, bytes): onnx/model.onnx, ...
     manifest: dict
+    runtimes_layout: bool = False  # True: the layout every runtime loads (onnx/model*.onnx, staged at the root)
+
+    @property
+    def repo_paths(self) -> list[str]:
+        return [name for name, _ in self.graphs]
+
+    def repo_path(self, rel: str) -> str:
+        """Where a file of the export folder goes in the repository."""
+        return rel if self.runtimes_layout else f"onnx/{rel}"
 
 
 @dataclass
@@ -234,10 +243,12 @@ def read_onnx_export(folder: str | Path) -> OnnxFacts:
     folder = Path(folder).expanduser().resolve()
     if not (folder / EXPORT_MANIFEST).is_file():
         raise ValidationError(f"{folder} is not an ONNX export folder: no {EXPORT_MANIFEST} (made by `espresso-export export`)")
-    graphs = sorted(folder.glob("*.onnx"))
+    nested = sorted((folder / "onnx").glob("*.onnx"))  # the layout every runtime loads (exporting/layout.py)
+    graphs = nested or sorted(folder.glob("*.onnx"))  # older export folders: graphs at the top
     if not graphs:
         raise ValidationError(f"ONNX export folder {folder} has no *.onnx graph")
     manifest = read_json(folder / EXPORT_MANIFEST)
     if not isinstance(manifest, dict):
         raise ValidationError(f"{folder / EXPORT_MANIFEST} is not a JSON object")
-    return OnnxFacts(folder=folder, graphs=[(g.name, g.stat().st_size) for g in graphs], manifest=manifest)
+    return OnnxFacts(folder=folder, graphs=[(f"onnx/{g.name}", g.stat().st_size) for g in graphs], manifest=manifest,
+                     runtimes_layout=bool(nested))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from espresso_export import __version__
 from espresso_export.core.errors import EspressoError, NotFoundError, OfflineError, RuntimeFailure, ValidationError
-from espresso_export.model.layout import atomic_output
+from espresso_export.model.layout import atomic_output, check_output
 from espresso_export.core.settings import resolve
 from espresso_export.publishing.settings import PushSettings
 from espresso_export.publishing.staging import StagedFile, prepare, write_staging
@@ -189,6 +189,8 @@ def push(
     private, create_pr, revision, commit_message = s.private, s.create_pr, s.revision, s.commit_message
     start = time.perf_counter()
     validate_repo_id(repo_id)
+    if dry_run is not None:
+        check_output(dry_run, overwrite=overwrite, inputs=[folder, onnx, verify_report])
     prepared = prepare(folder, onnx=onnx, verify_report=verify_report)
     facts = prepared.facts
     result = PushResult(

@@ -29,6 +29,7 @@ class LatencyMetric:
     source_p50_ms: float | None
     p50_ratio: float | None
     speedup: float | None  # candidate / source sentences per second
+    reasons: tuple[str, ...] = ()  # why verify did not trust this measurement (empty: trusted)
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def _latency(lat: dict) -> list[LatencyMetric]:
     return [LatencyMetric(batch_size=int(b.get("batch_size", 0)),
                           candidate_p50_ms=_num((b.get("candidate") or {}).get("p50_ms")),
                           source_p50_ms=_num((b.get("source") or {}).get("p50_ms")), p50_ratio=_num(b.get("p50_ratio")),
-                          speedup=_num(b.get("throughput_ratio")))
+                          speedup=_num(b.get("throughput_ratio")), reasons=tuple(b.get("reasons") or ()))
             for b in lat.get("batches", [])]
 
 

@@ -18,7 +18,6 @@ last component, so no local directory names are published.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from espresso_export.core.errors import NotFoundError, ValidationError
+from espresso_export.model.cache import file_sha256
 from espresso_export.model.checkpoint import PROVENANCE_FILE, read_json
 from espresso_export.publishing.card import render_card
 from espresso_export.publishing.facts import EXPORT_MANIFEST, ModelFacts, OnnxFacts, read_model, read_onnx_export
@@ -54,14 +54,6 @@ def public_paths(obj: Any) -> Any:
 
 def _json_bytes(obj: Any) -> bytes:
     return (json.dumps(obj, indent=2) + "\n").encode("utf-8")
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -111,6 +103,24 @@ def _model_file_reason(rel: str, modules: set[str]) -> str | None:
     return None
 
 
+def _link_roots(folder: Path) -> list[Path]:
+    """Where the files of ``folder`` may live: in it, or (a Hub cache snapshot, whose files are links) in the
+    ``blobs/`` of the same model's cache folder."""
+    snapshots = folder.parent
+    if snapshots.name == "snapshots" and snapshots.parent.name.startswith("models--"):
+        return [folder, snapshots.parent / "blobs"]
+    return [folder]
+
+
+def _check_inside(f: Path, rel: str, roots: list[Path]) -> None:
+    """Refuse a file that is a link to something outside ``roots``: push must not publish a token file or a
+    private document a link points at."""
+    target = f.resolve()
+    if not any(target.is_relative_to(root) for root in roots):
+        raise ValidationError(f"{roots[0] / rel} links to {target}, outside {roots[0]}: push uploads only files "
+                              "inside the folder (copy the file in if it belongs to the model)")
+
+
 def _model_files(facts: ModelFacts, onnx_inside: bool) -> tuple[dict[str, Path], list[tuple[str, str]]]:
     folder = facts.folder
     modules = {p.split("/")[0] for p in facts.module_paths}
@@ -118,6 +128,7 @@ def _model_files(facts: ModelFacts, onnx_inside: bool) -> tuple[dict[str, Path],
         modules.add(facts.transformer_dir.split("/")[0])
     keep: dict[str, Path] = {}
     skipped: list[tuple[str, str]] = []
+    roots = _link_roots(folder)
     for f in sorted(p for p in folder.rglob("*") if p.is_file()):
         rel = f.relative_to(folder).as_posix()
         if onnx_inside and rel.split("/")[0] == ONNX_DIR:
@@ -128,20 +139,25 @@ def _model_files(facts: ModelFacts, onnx_inside: bool) -> tuple[dict[str, Path],
         if reason:
             skipped.append((rel, reason))
         else:
+            _check_inside(f, rel, roots)
             keep[rel] = f
     return keep, skipped
 
 
 def _onnx_files(onnx: OnnxFacts) -> tuple[dict[str, Path], list[tuple[str, str]]]:
+    """The export's files: at the repository's root in the runtimes' layout (so sentence-transformers,
+    optimum, fastembed and transformers.js load the repository), under ``onnx/`` for older exports."""
     keep: dict[str, Path] = {}
     skipped: list[tuple[str, str]] = []
+    roots = _link_roots(onnx.folder)
     for f in sorted(p for p in onnx.folder.rglob("*") if p.is_file()):
         rel = f.relative_to(onnx.folder).as_posix()
         reason = _skip_reason(rel)
         if reason:
-            skipped.append((f"{ONNX_DIR}/{rel}", reason))
-        else:
-            keep[f"{ONNX_DIR}/{rel}"] = f
+            skipped.append((onnx.repo_path(rel), reason))
+        elif not (onnx.runtimes_layout and rel == "README.md"):
+            _check_inside(f, rel, roots)
+            keep[onnx.repo_path(rel)] = f
     return keep, skipped
 
 
@@ -189,7 +205,9 @@ def prepare(folder: str | os.PathLike, *, onnx: str | os.PathLike | None = None,
         facts.onnx = read_onnx_export(onnx)
     elif (inside / EXPORT_MANIFEST).is_file():
         facts.onnx = read_onnx_export(inside)
-    sources, skipped = _model_files(facts, onnx_inside=facts.onnx is not None and facts.onnx.folder == inside.resolve())
+    elif (folder / EXPORT_MANIFEST).is_file():  # `export --format onnx,safetensors`: the folder is the export
+        facts.onnx = read_onnx_export(folder)
+    sources, skipped = _model_files(facts, onnx_inside=facts.onnx is not None and facts.onnx.folder in (inside.resolve(), folder))
     if facts.onnx is not None:
         extra, extra_skipped = _onnx_files(facts.onnx)
         sources.update(extra)
@@ -243,7 +261,7 @@ def _generated(prepared: Prepared, repo_id: str) -> dict[str, bytes]:
     out: dict[str, bytes] = {"README.md": render_card(facts, repo_id).encode("utf-8")}
     if PROVENANCE_FILE in prepared.sources:
         out[PROVENANCE_FILE] = _json_bytes(public_paths(read_json(prepared.sources[PROVENANCE_FILE])))
-    manifest = f"{ONNX_DIR}/{EXPORT_MANIFEST}"
+    manifest = facts.onnx.repo_path(EXPORT_MANIFEST) if facts.onnx else None
     if manifest in prepared.sources:
         out[manifest] = _json_bytes(public_paths(read_json(prepared.sources[manifest])))
     if prepared.report is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from espresso_export.core.types import Pooling
 from espresso_export.publishing.facts import ACTIVATION_CODE, DenseInfo, ModelFacts, NormalizeInfo
 
-_EXAMPLE = '["A man is playing a guitar.", "Someone plays an instrument."]'
+EXAMPLE_TEXTS = '["A man is playing a guitar.", "Someone plays an instrument."]'
 _POOLING_CODE = {
     Pooling.MEAN: ["    x = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)  # mean pooling"],
     Pooling.CLS: ["    x = hidden[:, 0]  # CLS pooling"],
@@ -20,16 +20,24 @@ _POOLING_CODE = {
 }
 
 
-def _snippet_setup(facts: ModelFacts, repo_id: str, dense: list[DenseInfo]) -> list[str]:
-    """Imports, download, tokenizer, backbone and the Dense weights."""
-    sub = f' + "/{facts.transformer_dir}"' if facts.transformer_dir else ""
+def _snippet_setup(facts: ModelFacts, repo_id: str, dense: list[DenseInfo], onnx_file: str | None) -> list[str]:
+    """Imports, download, tokenizer, backbone (transformers, or optimum's ONNX model) and the Dense weights."""
+    sub = f' + "/{facts.transformer_dir}"' if facts.transformer_dir and not onnx_file else ""
     code = ["import torch", "import torch.nn.functional as F", "from huggingface_hub import snapshot_download"]
     if dense:
         code.append("from safetensors.torch import load_file")
-    code += ["from transformers import AutoModel, AutoTokenizer", "",
-             f'path = snapshot_download("{repo_id}")',
-             f"tokenizer = AutoTokenizer.from_pretrained(path{sub})",
-             f"model = AutoModel.from_pretrained(path{sub}).eval()"]
+    if onnx_file:
+        folder, name = onnx_file.rsplit("/", 1)
+        code += ["from optimum.onnxruntime import ORTModelForFeatureExtraction",
+                 "from transformers import AutoTokenizer", "",
+                 f'path = snapshot_download("{repo_id}")',
+                 "tokenizer = AutoTokenizer.from_pretrained(path)",
+                 f'model = ORTModelForFeatureExtraction.from_pretrained(path, subfolder="{folder}", file_name="{name}")']
+    else:
+        code += ["from transformers import AutoModel, AutoTokenizer", "",
+                 f'path = snapshot_download("{repo_id}")',
+                 f"tokenizer = AutoTokenizer.from_pretrained(path{sub})",
+                 f"model = AutoModel.from_pretrained(path{sub}).eval()"]
     if facts.decoder:
         code.append("tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token or tokenizer.unk_token")
     for n, m in enumerate(dense):
@@ -52,22 +60,24 @@ def _snippet_post(facts: ModelFacts) -> list[str]:
     return code
 
 
-def transformers_snippet(facts: ModelFacts, repo_id: str) -> str:
-    """Python that computes the embedding with transformers alone."""
-    code = _snippet_setup(facts, repo_id, [m for m in facts.post if isinstance(m, DenseInfo)])
+def transformers_snippet(facts: ModelFacts, repo_id: str, onnx_file: str | None = None) -> str:
+    """Python that computes the embedding with transformers alone, or (``onnx_file``) with optimum's
+    ``ORTModelForFeatureExtraction`` on that graph's ``last_hidden_state``: the same pooling and head."""
+    code = _snippet_setup(facts, repo_id, [m for m in facts.post if isinstance(m, DenseInfo)], onnx_file)
     code += ["", "", "def embed(texts):"]
     if facts.do_lower_case:
         code.append("    texts = [t.lower() for t in texts]")
     max_len = f", max_length={facts.max_seq_length}" if facts.max_seq_length else ""
     code += [f'    batch = tokenizer(texts, padding=True, truncation=True{max_len}, return_tensors="pt")',
              "    with torch.no_grad():",
+             "        hidden = model(**batch).last_hidden_state" if onnx_file else
              '        hidden = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state']
     if facts.pooling in (Pooling.MEAN, Pooling.MAX):
         code.append('    mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)')
     code += _POOLING_CODE[facts.pooling]
     code += _snippet_post(facts)
     code += ["    return x", "", "",
-             f"embeddings = embed({_EXAMPLE})",
+             f"embeddings = embed({EXAMPLE_TEXTS})",
              "print(embeddings.shape, (embeddings[0] @ embeddings[1]).item())"]
     return "\n".join(code)
 
@@ -91,16 +101,16 @@ def _onnx_usage(facts: ModelFacts, repo_id: str) -> list[str]:
             "from espresso_export.runtime import OnnxEncoder  # pip install \"espresso-export[onnx]\"", "",
             f'folder = snapshot_download("{repo_id}", allow_patterns=["onnx/*"])',
             'encoder = OnnxEncoder(f"{folder}/onnx")',
-            f"embeddings = encoder.encode({_EXAMPLE})",
+            f"embeddings = encoder.encode({EXAMPLE_TEXTS})",
             f"print(embeddings.shape)  # (2, {facts.output_dim})", "```", "",
-            f"`onnx/{graph}` is a standard ONNX graph, so other ONNX runtimes can load it too.", ""]
+            f"`{graph}` is a standard ONNX graph, so other ONNX runtimes can load it too.", ""]
 
 
 def usage_section(facts: ModelFacts, repo_id: str) -> list[str]:
     lines = ["## Usage", "", "### sentence-transformers", "", "```python",
              "from sentence_transformers import SentenceTransformer", "",
              f'model = SentenceTransformer("{repo_id}")',
-             f"embeddings = model.encode({_EXAMPLE})",
+             f"embeddings = model.encode({EXAMPLE_TEXTS})",
              f"print(embeddings.shape)  # (2, {facts.output_dim})",
              "print(model.similarity(embeddings, embeddings))"]
     dims = facts.matryoshka_dims
@@ -110,6 +120,10 @@ def usage_section(facts: ModelFacts, repo_id: str) -> list[str]:
     lines += ["```", "", "### transformers", "",
               "Without sentence-transformers, reproduce the embedding by hand: the backbone, then "
               + _pipeline_words(facts) + ".", "", "```python", transformers_snippet(facts, repo_id), "```", ""]
-    if facts.onnx is not None:
+    if facts.onnx is not None and facts.onnx.runtimes_layout:
+        from espresso_export.publishing.runtimes import load_it_with_section
+
+        lines += load_it_with_section(facts, repo_id)
+    elif facts.onnx is not None:
         lines += _onnx_usage(facts, repo_id)
     return lines

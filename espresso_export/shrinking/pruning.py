@@ -221,7 +221,7 @@ def prune_vocab(
     """
     start = time.perf_counter()
     if output is not None:
-        check_output(output, overwrite=overwrite, inputs=[model_dir])
+        check_output(output, overwrite=overwrite, inputs=[model_dir, corpus, keep_file])
     request = PruneRequest.read(corpus, min_count=min_count, keep_top=keep_top, keep_file=keep_file, field=field,
                                 column=column)
     ckpt = model_dir if isinstance(model_dir, Checkpoint) else load(model_dir, trust_remote_code=trust_remote_code)

@@ -21,7 +21,8 @@ BIDIRECTIONAL_HELP = ("Decoders: make all layers (ESE's LLM recipe) or the last 
 
 
 def trust_remote_code_setting():
-    return setting(False, help=TRUST_REMOTE_CODE_HELP)
+    # never a recipe key: a shared YAML file must not run code from the Hub (`run --trust-remote-code` turns it on)
+    return setting(False, recipe=False, help=TRUST_REMOTE_CODE_HELP)
 
 
 def pooling_setting():

@@ -173,7 +173,7 @@ def _shrink(
     """The cut itself, with every setting resolved (see :func:`shrink`)."""
     start = time.perf_counter()
     if output is not None:
-        check_output(output, overwrite=overwrite, inputs=[model])
+        check_output(output, overwrite=overwrite, inputs=[model, calibration, prune_corpus, prune_keep_file])
     prune = None
     if prune_corpus is not None:
         prune = PruneRequest.read(prune_corpus, min_count=prune_min_count, keep_top=prune_keep_top,

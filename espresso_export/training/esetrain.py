@@ -169,7 +169,7 @@ def train_ese(
     start = time.perf_counter()
     dist = distributed.setup(training.device)  # under torchrun: join the group; one process: nothing
     progress = progress and dist.main  # bars and tables on rank 0 only
-    run_dir = prepare_run(output, run_dir, resume=resume, overwrite=overwrite)
+    run_dir = prepare_run(output, run_dir, resume=resume, overwrite=overwrite, inputs=[model, data, eval_sts])
 
     examples = EseData.read(data, limit=data_limit, positive_threshold=positive_threshold)
     check_loss_fits(objective, examples)

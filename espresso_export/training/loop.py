@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 import random
-import shutil
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -38,6 +37,7 @@ from espresso_export.core.errors import ValidationError
 from espresso_export.core.progress import Bar
 from espresso_export.training import distributed
 from espresso_export.training.interrupt import TrainingInterrupted, interrupted, stop_flag
+from espresso_export.training.rundir import remove_run_files
 from espresso_export.training.resume import (
     BEST_DIR, CHECKPOINT_DIR, load_checkpoint, read_checkpoint_meta, restore_best_weights, save_best, save_checkpoint,
 )
@@ -274,9 +274,9 @@ class Trainer:
         return self.task.shard_loss(batch, part, self.dist)
 
     def cleanup(self) -> None:
-        """Remove the run folder (checkpoints) after a finished run (rank 0 only)."""
+        """Remove the run's checkpoints after a finished run (rank 0 only); nothing else in the run folder."""
         if self.dist.main:
-            shutil.rmtree(self.run_dir, ignore_errors=True)
+            remove_run_files(self.run_dir)
 
 
 def train(task: TrainingTask, config: TrainConfig, run_dir: str | Path, *, resume: bool = False,

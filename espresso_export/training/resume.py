@@ -26,12 +26,12 @@ import numpy as np
 
 from espresso_export.core.errors import ValidationError
 from espresso_export.model.layout import atomic_output, write_json
+from espresso_export.training import rundir
+from espresso_export.training.rundir import BEST_DIR, CHECKPOINT_DIR
 
 if TYPE_CHECKING:
     from espresso_export.training.loop import Trainer
 
-CHECKPOINT_DIR = "checkpoint"
-BEST_DIR = "best"
 FORMAT = 1
 
 
@@ -184,6 +184,7 @@ def save_checkpoint(trainer: Trainer) -> Path:
         "python_random": [py[0], list(py[1]), py[2]], "best": t.best, "history": t.history,
         "initial_score": t.initial_score, "epoch_loss": t.epoch_loss, "saved": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
+    rundir.claim(t.run_dir)
     with atomic_output(target, overwrite=True) as tmp:
         save_file(_module_tensors(t.modules), str(tmp / "model.safetensors"))
         save_file(opt_tensors, str(tmp / "optimizer.safetensors"))
@@ -219,6 +220,7 @@ def save_best(trainer: Trainer, score: float) -> None:
     t.best = {"score": score, "step": t.step, "epoch": t.epoch}
     if not t.dist.main:
         return
+    rundir.claim(t.run_dir)
     with atomic_output(t.run_dir / BEST_DIR, overwrite=True) as tmp:
         save_file(_module_tensors(t.modules), str(tmp / "model.safetensors"))
         write_json(tmp / "best.json", t.best)

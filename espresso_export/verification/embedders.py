@@ -52,6 +52,11 @@ class Embedder(ABC):
     def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
         """Float32 embeddings, shape ``(len(texts), dim)``, in the order of ``texts``."""
 
+    def fingerprint(self) -> str:
+        """A hash of everything that decides this model's vectors: weights, tokenizer, configs, settings (what
+        the on-disk cache of :class:`EncodeCache` is keyed by; only models ``verify`` opens need one)."""
+        raise NotImplementedError(f"{type(self).__name__} has no fingerprint: its vectors cannot be cached")
+
     @property
     def bytes_per_vector(self) -> int:
         return self.dim * np.dtype(np.float32).itemsize
@@ -72,6 +77,13 @@ class TorchEmbedder(Embedder):
         from espresso_export.model.embed import encode
 
         return encode(self.checkpoint, texts, batch_size=batch_size)
+
+    def fingerprint(self) -> str:
+        from espresso_export.model.cache import cache_key, folder_fingerprint
+
+        c = self.checkpoint
+        return cache_key(folder_fingerprint(c.path), c.pooling.value, c.max_seq_length, c.do_lower_case,
+                         [type(p).__name__ for p in c.post])
 
     @classmethod
     def from_checkpoint(cls, ckpt, *, spec: str | None = None, load_seconds: float = 0.0,
@@ -94,6 +106,13 @@ class OnnxEmbedder(Embedder):
 
     def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
         return np.asarray(self.encoder.encode(list(texts), batch_size=batch_size), dtype=np.float32)
+
+    def fingerprint(self) -> str:
+        from espresso_export.model.cache import cache_key, folder_fingerprint
+
+        used = {self.path / self.encoder.file} | _graph_files(self.path / self.encoder.file)[1]
+        other = {p for p in self.path.glob("*.onnx*")} - used  # the variants this run does not use
+        return cache_key(folder_fingerprint(self.path, skip=lambda p: p in other), self.encoder.file)
 
 
 def _graph_files(graph_file: Path) -> tuple[int | None, set[Path]]:
@@ -123,7 +142,7 @@ def onnx_footprint(folder: Path, file: str) -> tuple[int | None, int]:
     chosen = folder / file
     n_params, needed = _graph_files(chosen)
     others: set[Path] = set()
-    for graph in folder.glob("*.onnx"):
+    for graph in [*folder.glob("*.onnx"), *folder.glob("onnx/*.onnx")]:  # either export layout
         if graph != chosen:
             others |= {graph} | _graph_files(graph)[1]
     others -= needed
@@ -140,7 +159,8 @@ def open_onnx(folder: Path, spec: str, *, threads: int | None) -> OnnxEmbedder:
     n_params, disk_bytes = onnx_footprint(folder, encoder.file)
     return OnnxEmbedder(
         spec=spec, kind="onnx", dim=int(encoder.dim), n_params=n_params, disk_bytes=disk_bytes,
-        load_seconds=seconds, path=folder, details={"threads_applied": threads is not None, "file": encoder.file},
+        load_seconds=seconds, path=folder, details={"threads_applied": threads is not None, "file": encoder.file,
+                 "intra_op_threads": encoder.session.get_session_options().intra_op_num_threads},
         encoder=encoder,
     )
 
@@ -167,25 +187,79 @@ def open_embedder(spec: str | os.PathLike, *, threads: int | None = None, poolin
     return open_torch(text, pooling=pooling, trust_remote_code=trust_remote_code)
 
 
-class EncodeCache:
-    """Encode each distinct text once per embedder: STS sets and retrieval sets share sentences."""
+EMBEDDING_CACHE_FORMAT = 1
 
-    def __init__(self, embedder: Embedder, *, batch_size: int = 64, progress: str | None = None) -> None:
+
+def _save_npy(path: Path, rows: np.ndarray) -> None:
+    with open(path, "wb") as fh:  # a file object: np.save would add ".npy" to a temporary name
+        np.save(fh, rows)
+
+
+class EncodeCache:
+    """Encode each distinct text once per embedder: STS sets and retrieval sets share sentences.
+
+    With a ``store`` folder, the vectors of each call's new texts are also kept on disk, keyed by the model's
+    :meth:`Embedder.fingerprint`, the texts' hash and the batch size (batch composition decides the float
+    rounding), so a later run with the same model and data reads them instead of encoding again.
+    """
+
+    def __init__(self, embedder: Embedder, *, batch_size: int = 64, progress: str | None = None,
+                 store: Path | None = None) -> None:
         self.embedder = embedder
         self.batch_size = batch_size
         self.progress = progress
+        self.store = store
+        self.reused = self.encoded = 0  # texts read from the store / encoded by the model
+        self._fingerprint: str | None = None
         self._rows: dict[str, np.ndarray] = {}
+
+    def info(self) -> dict:
+        """What the disk cache did: for the report."""
+        return {"used": self.store is not None, "folder": str(self.store) if self.store else None,
+                "reused_texts": self.reused, "encoded_texts": self.encoded}
+
+    def _stored(self, texts: list[str]) -> tuple[Path | None, np.ndarray | None]:
+        if self.store is None:
+            return None, None
+        from espresso_export.data import sentences_sha256
+        from espresso_export.model.cache import cache_key
+
+        if self._fingerprint is None:
+            self._fingerprint = self.embedder.fingerprint()
+        key = cache_key(EMBEDDING_CACHE_FORMAT, self._fingerprint, sentences_sha256(texts), len(texts),
+                        self.batch_size)
+        path = self.store / f"embeddings-{key}.npy"
+        try:
+            rows = np.load(path) if path.is_file() else None
+        except (OSError, ValueError):  # unreadable: encode again and replace it
+            rows = None
+        if rows is not None and rows.shape != (len(texts), self.embedder.dim):
+            rows = None
+        return path, rows
+
+    def _encode_new(self, missing: list[str]) -> np.ndarray:
+        from espresso_export.core.progress import track
+
+        chunk = max(self.batch_size * 8, 256)
+        pieces = [missing[i : i + chunk] for i in range(0, len(missing), chunk)]
+        return np.concatenate([self.embedder.encode(piece, batch_size=self.batch_size) for piece in
+                               track(pieces, description=self.progress, total_items=len(missing), count=len)])
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         missing = [t for t in dict.fromkeys(texts) if t not in self._rows]
         if missing:
-            from espresso_export.core.progress import track
+            path, rows = self._stored(missing)
+            if rows is not None:
+                self.reused += len(missing)
+            else:
+                rows = self._encode_new(missing).astype(np.float32, copy=False)
+                self.encoded += len(missing)
+                if path is not None:
+                    from espresso_export.model.cache import atomic_file
 
-            chunk = max(self.batch_size * 8, 256)
-            pieces = [missing[i : i + chunk] for i in range(0, len(missing), chunk)]
-            for piece in track(pieces, description=self.progress, total_items=len(missing), count=len):
-                for text, row in zip(piece, self.embedder.encode(piece, batch_size=self.batch_size)):
-                    self._rows[text] = row
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    atomic_file(path, lambda tmp: _save_npy(tmp, rows))
+            self._rows.update(zip(missing, rows))
         if not texts:
             return np.zeros((0, self.embedder.dim), dtype=np.float32)
         return np.stack([self._rows[t] for t in texts]).astype(np.float32, copy=False)

@@ -9,22 +9,51 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from rich.markup import escape
+
 from espresso_export import __version__
 from espresso_export.core.errors import GateFailedError
 from espresso_export.core.formatting import byte_size, markdown_table, number, param_count
-from espresso_export.verification.latency import LatencyStats
+from espresso_export.verification.latency_report import (
+    LATENCY_HEADERS,
+    UNRELIABLE,
+    LatencyRow,
+    LatencySetup,
+    latency_dict,
+    latency_footnotes,
+    latency_rows,
+    latency_title,
+    ratio,
+    rounded,
+)
 from espresso_export.verification.retrieval import RetrievalScores
 from espresso_export.verification.sts import retention
 
 
-def ratio(candidate: float | int | None, source: float | int | None) -> float | None:
-    if candidate is None or source is None or source == 0:
-        return None
-    return float(candidate) / float(source)
+def _models_title(c: dict, s: dict) -> str:
+    """The specs go in the title, not in a cell: a path or Hub id has no space a narrow column could break at."""
+    title = f"models: candidate {c['spec']}, source {s['spec']}"
+    runs = len(c.get("load_seconds_runs") or [])
+    if runs and runs == len(s.get("load_seconds_runs") or []):
+        title += f" (load time: median of {runs} warm loads, in turns)"
+    return title
 
 
-def _round(x: float | None, digits: int = 4) -> float | None:
-    return None if x is None else round(float(x), digits)
+def _cache_cell(info: dict) -> str:
+    if not info.get("used"):
+        return "encoded (no cache)"
+    if info.get("encoded_texts"):
+        return "encoded, cached" if not info.get("reused_texts") else "partly from cache"
+    return "from cache"
+
+
+def _token_length_rows(v: dict) -> list[tuple[str, str]]:
+    """Tokens the candidate's own tokenizer makes of the verify texts: a word whose token was removed splits
+    into more pieces, so a pruned model does more work per text (and its latency shows it)."""
+    cand, src = v.get("candidate_tokens"), v.get("tokens")
+    if not cand or not src:
+        return []
+    return [("tokens of the verify texts, candidate's tokenizer", f"{cand:,} ({cand / src - 1:+.1%} vs source)")]
 
 
 @dataclass(frozen=True)
@@ -46,28 +75,8 @@ class StsRow:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "spec": self.spec, "kind": self.kind, "smoke_set": self.smoke,
-                "pairs": self.pairs, "candidate_spearman": _round(self.candidate), "source_spearman": _round(self.source),
-                "retention": _round(self.retention)}
-
-
-@dataclass(frozen=True)
-class LatencyRow:
-    batch_size: int
-    candidate: LatencyStats
-    source: LatencyStats
-
-    @property
-    def p50_ratio(self) -> float | None:
-        return ratio(self.candidate.p50_ms, self.source.p50_ms)
-
-    @property
-    def speedup(self) -> float | None:
-        return ratio(self.candidate.sentences_per_s, self.source.sentences_per_s)
-
-    def to_dict(self) -> dict:
-        return {"batch_size": self.batch_size, "candidate": self.candidate.to_dict(), "source": self.source.to_dict(),
-                "p50_ratio": _round(self.p50_ratio), "p95_ratio": _round(ratio(self.candidate.p95_ms, self.source.p95_ms)),
-                "throughput_ratio": _round(self.speedup)}
+                "pairs": self.pairs, "candidate_spearman": rounded(self.candidate), "source_spearman": rounded(self.source),
+                "retention": rounded(self.retention)}
 
 
 @dataclass(frozen=True)
@@ -85,10 +94,10 @@ class RetrievalRow:
     def to_dict(self) -> dict:
         c, s = self.candidate, self.source
         return {"name": self.name, "spec": self.spec, "index": self.index, "queries": c.queries, "docs": c.docs,
-                "candidate": c.to_dict(), "source": s.to_dict(), "mrr_retention": _round(self.mrr_retention),
-                "recall_retention": _round(retention(c.recall_at_10, s.recall_at_10)),
-                "index_bytes_ratio": _round(ratio(c.index_bytes, s.index_bytes)),
-                "query_time_ratio": _round(ratio(c.query_ms_per_query, s.query_ms_per_query))}
+                "candidate": c.to_dict(), "source": s.to_dict(), "mrr_retention": rounded(self.mrr_retention),
+                "recall_retention": rounded(retention(c.recall_at_10, s.recall_at_10)),
+                "index_bytes_ratio": rounded(ratio(c.index_bytes, s.index_bytes)),
+                "query_time_ratio": rounded(ratio(c.query_ms_per_query, s.query_ms_per_query))}
 
 
 @dataclass(frozen=True)
@@ -114,7 +123,7 @@ class Check:
         return f"{self.name} = {shown}, needs {self.threshold}"
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "threshold": self.threshold, "value": _round(self.value), "passed": self.passed}
+        return {"name": self.name, "threshold": self.threshold, "value": rounded(self.value), "passed": self.passed}
 
 
 def _at_least(name: str, value: float | None, bound: float) -> Check:
@@ -146,6 +155,7 @@ class Section:
     title: str
     headers: Sequence[str]
     rows: Sequence[Sequence[str]]
+    footnotes: Sequence[str] = ()
 
 
 @dataclass
@@ -155,13 +165,13 @@ class VerifyReport:
     threads: int
     sts: list[StsRow]
     latency: list[LatencyRow]
-    latency_texts: int
-    latency_rounds: int
+    latency_setup: LatencySetup
     retrieval: list[RetrievalRow]
     thresholds: Thresholds = field(default_factory=Thresholds)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     vocabulary: dict | None = None  # a pruned candidate: token coverage of the verify texts (pruning.coverage)
+    source_cache: dict | None = None  # EncodeCache.info() of the source: were its vectors read from disk
 
     # --- derived numbers ---------------------------------------------------------------------------
     @property
@@ -170,12 +180,12 @@ class VerifyReport:
             return None
         cand = sum(r.candidate for r in self.sts) / len(self.sts)
         src = sum(r.source for r in self.sts) / len(self.sts)
-        return {"candidate_spearman": _round(cand), "source_spearman": _round(src), "retention": _round(retention(cand, src))}
+        return {"candidate_spearman": rounded(cand), "source_spearman": rounded(src), "retention": rounded(retention(cand, src))}
 
     @property
     def size(self) -> dict:
         c, s = self.candidate, self.source
-        return {key: _round(ratio(c.get(key), s.get(key)))
+        return {key: rounded(ratio(c.get(key), s.get(key)))
                 for key in ("n_params", "disk_bytes", "bytes_per_vector", "load_seconds")}
 
     @property
@@ -204,8 +214,8 @@ class VerifyReport:
             "source": self.source,
             "size_ratios": self.size,
             "sts": {"sets": [r.to_dict() for r in self.sts], "average": self.sts_average},
-            "latency": {"threads": self.threads, "texts": self.latency_texts, "rounds": self.latency_rounds,
-                        "batches": [r.to_dict() for r in self.latency]},
+            "latency": latency_dict(self.latency, self.latency_setup),
+            "source_cache": self.source_cache,
             "retrieval": [r.to_dict() for r in self.retrieval],
             "vocabulary": self.vocabulary,
             "gate": {"thresholds": self.thresholds.to_dict(), "passed": self.passed,
@@ -216,13 +226,14 @@ class VerifyReport:
 
     def sections(self) -> list[Section]:
         c, s, r = self.candidate, self.source, self.size
-        out = [Section("models", ("", "candidate", "source", "ratio"), [
-            ("model", f"{c['spec']} ({c['kind']})", f"{s['spec']} ({s['kind']})", ""),
+        out = [Section(_models_title(c, s), ("", "candidate", "source", "ratio"), [
+            ("format", c["kind"], s["kind"], ""),
             ("parameters", param_count(c["n_params"]), param_count(s["n_params"]), number(r["n_params"], ".3f")),
             ("bytes on disk", byte_size(c["disk_bytes"]), byte_size(s["disk_bytes"]), number(r["disk_bytes"], ".3f")),
             ("bytes per vector", f"{c['bytes_per_vector']} ({c['dim']}-d float32)",
              f"{s['bytes_per_vector']} ({s['dim']}-d float32)", number(r["bytes_per_vector"], ".3f")),
             ("load time", f"{c['load_seconds']:.2f} s", f"{s['load_seconds']:.2f} s", number(r["load_seconds"])),
+            *([("vectors", "encoded", _cache_cell(self.source_cache), "")] if self.source_cache else []),
         ])]
         if self.sts:
             rows = [(row.name, str(row.pairs), f"{row.candidate:.2f}", f"{row.source:.2f}", number(row.retention, ".4f"))
@@ -234,14 +245,8 @@ class VerifyReport:
             out.append(Section("STS: Spearman x100 of cosine vs gold",
                                ("set", "pairs", "candidate", "source", "retention"), rows))
         if self.latency:
-            out.append(Section(
-                f"latency: ms per batch, {self.threads} thread(s), {self.latency_texts} texts x {self.latency_rounds} rounds",
-                ("batch", "cand. p50", "cand. p95", "src. p50", "src. p95", "p50 ratio", "cand. sent/s", "src. sent/s",
-                 "speed-up"),
-                [(str(row.batch_size), f"{row.candidate.p50_ms:.1f}", f"{row.candidate.p95_ms:.1f}",
-                  f"{row.source.p50_ms:.1f}", f"{row.source.p95_ms:.1f}", number(row.p50_ratio, ".3f"),
-                  f"{row.candidate.sentences_per_s:.1f}", f"{row.source.sentences_per_s:.1f}",
-                  number(row.speedup, ".2f", "x")) for row in self.latency]))
+            out.append(Section(latency_title(self.latency_setup, self.latency), LATENCY_HEADERS,
+                               latency_rows(self.latency), latency_footnotes(self.latency)))
         for row in self.retrieval:
             cs, ss = row.candidate, row.source
             out.append(Section(
@@ -261,7 +266,8 @@ class VerifyReport:
                 ("", "value"),
                 [("tokens of the verify texts covered", f"{v['coverage']:.4f} ({v['covered_tokens']:,} of {v['tokens']:,})"),
                  ("distinct tokens covered", f"{v['distinct_covered']:,} of {v['distinct_tokens']:,}"),
-                 ("coverage of the pruning corpus", number(v.get("pruning_corpus_coverage"), ".4f"))]))
+                 ("coverage of the pruning corpus", number(v.get("pruning_corpus_coverage"), ".4f")),
+                 *_token_length_rows(v)]))
         checks = self.checks
         out.append(Section(
             "gate" + ("" if checks else ": no thresholds given"), ("check", "threshold", "value", "result"),
@@ -276,27 +282,34 @@ class VerifyReport:
             lines += [f"### {sec.title[0].upper()}{sec.title[1:]}", ""]
             if sec.rows:
                 lines += markdown_table(sec.headers, sec.rows)
+            if sec.footnotes:
+                lines += [*sec.footnotes, ""]
         verdict = "passed" if self.passed else "FAILED: " + "; ".join(c.describe() for c in self.failed)
         lines += [f"Gate: **{verdict}**." if self.checks else "No gate thresholds were given.", ""]
         lines += [f"> {note}" for note in self.notes]
         return "\n".join(lines).rstrip() + "\n"
 
-    def print(self) -> None:
+    def print(self, console=None) -> None:
+        """The tables on ``console`` (default: stdout's); they stay readable at 80 columns."""
         from rich.table import Table
 
         from espresso_export.core.console import out_console
 
-        console = out_console()
+        console = console or out_console()
         for sec in self.sections():
             if not sec.rows:
                 console.print(f"[bold]{sec.title}[/]")
                 continue
             table = Table(title=sec.title, title_justify="left")
             for h in sec.headers:
-                table.add_column(h, justify="left" if h in ("", "set", "check", "threshold") else "right")
+                table.add_column(h, justify="left" if h in ("", "set", "check", "threshold", "model") else "right",
+                                 overflow="fold")  # a long path folds; it is never cut to "..."
             for row in sec.rows:
                 table.add_row(*[("[bold red]FAIL[/]" if v == "FAIL" else str(v)) for v in row])
             console.print(table)
+            for note in sec.footnotes:
+                style = "yellow" if note.startswith(UNRELIABLE) else "dim"
+                console.print(f"[{style}]{escape(note)}[/]", highlight=False)
         if self.checks:
             console.print("[bold green]gate passed[/]" if self.passed else
                           "[bold red]gate failed:[/] " + "; ".join(c.describe() for c in self.failed), highlight=False)

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field, replace
 
 from espresso_export.data import BUILTIN
 from espresso_export.core.errors import ValidationError
-from espresso_export.model.vocabulary import coverage, find_pruning
+from espresso_export.model.vocabulary import count_tokens, coverage, find_pruning, tokenizer_json
 from espresso_export.verification.embedders import EncodeCache, open_embedder
-from espresso_export.verification.latency import default_threads, fixed_threads, measure
-from espresso_export.verification.report import LatencyRow, RetrievalRow, StsRow, Thresholds, VerifyReport
+from espresso_export.verification.latency import Plan, compare, default_threads, fixed_threads, time_loads
+from espresso_export.verification.latency_report import LatencyRow, LatencySetup
+from espresso_export.verification.report import RetrievalRow, StsRow, Thresholds, VerifyReport
 from espresso_export.verification.retrieval import IndexOptions, evaluate, load_retrieval
 from espresso_export.verification.sts import DEFAULT_COLUMNS, SMOKE_NOTE, load_sts, sts_score
 
@@ -34,7 +35,10 @@ class VerifyOptions:
     batch_sizes: Sequence[int] = (1, 32)
     threads: int | None = None  # default: torch's default (physical cores)
     latency_texts: int = 128
-    latency_rounds: int = 3
+    latency_rounds: int = 3  # at least this many rounds per batch size
+    latency_budget: float = 20.0  # then more, up to this many seconds per batch size, until the ratio is tight
+    cache: bool = True  # keep and reuse the source's embeddings under the cache root
+    cache_dir: str | os.PathLike | None = None  # default: $ESPRESSO_CACHE or ~/.cache/espresso-export
     encode_batch_size: int = 64
     pooling: str | None = None
     trust_remote_code: bool = False
@@ -64,7 +68,73 @@ def _pruned_vocabulary(embedders: dict, sts_sets, retrieval_sets) -> dict | None
         return None
     tokenizer, lower, _ = parts(embedders["source"])
     texts = [t for s in sts_sets for t in s.sentences()] + [t for _, r in retrieval_sets for t in r.queries + r.docs]
-    return coverage(tokenizer, list(dict.fromkeys(texts)), record, lower=lower)
+    texts = list(dict.fromkeys(texts))
+    found = coverage(tokenizer, texts, record, lower=lower)
+    if found["computed"]:  # a removed token splits into more pieces: longer inputs, more time per text
+        cand_tokenizer, cand_lower, _ = parts(embedders["candidate"])
+        found["candidate_tokens"] = int(count_tokens(tokenizer_json(cand_tokenizer), texts, lower=cand_lower).sum())
+    return found
+
+
+def _open(candidate, against, options: VerifyOptions, threads: int) -> dict:
+    return {role: _open_one(spec, options, threads) for role, spec in (("source", against), ("candidate", candidate))}
+
+
+def _caches(embedders: dict, options: VerifyOptions, progress: bool) -> dict[str, EncodeCache]:
+    """In-memory caches for both; the source's vectors are also kept on disk (``options.cache``)."""
+    from pathlib import Path
+
+    from espresso_export.model.cache import default_cache_dir
+
+    root = Path(options.cache_dir).expanduser() if options.cache_dir else default_cache_dir()
+    return {role: EncodeCache(e, batch_size=options.encode_batch_size,
+                              progress=f"encoding ({role})" if progress else None,
+                              store=root / "verify" if role == "source" and options.cache else None)
+            for role, e in embedders.items()}
+
+
+def _latency(embedders: dict, texts: list[str], options: VerifyOptions, threads: int,
+             progress: bool) -> tuple[list[LatencyRow], LatencySetup]:
+    """Candidate and source timed side by side at every batch size (:mod:`.latency`)."""
+    plan = Plan(min_rounds=options.latency_rounds, budget_s=options.latency_budget)
+    timings = compare([embedders["candidate"], embedders["source"]], texts, options.batch_sizes, plan,
+                      progress="latency" if progress else None)
+    rows = [LatencyRow.of(t) for t in timings.values()]
+    ort = {role: e.details.get("intra_op_threads") for role, e in embedders.items() if e.kind == "onnx"}
+    setup = LatencySetup(threads=threads, torch_threads=next(iter(timings.values())).threads,
+                         onnxruntime_threads=ort, texts=len(texts), min_rounds=options.latency_rounds,
+                         budget_s=options.latency_budget)
+    return rows, setup
+
+
+def _time_loads(embedders: dict, candidate, against, options: VerifyOptions, threads: int) -> None:
+    """Replace each first (cold, biased) load time by the median of 3 loads taken in turns, after both were
+    loaded once: the first load of a process pays imports and disk reads the second does not."""
+    specs = {"candidate": candidate, "source": against}
+    roles = list(embedders)
+    runs = time_loads([lambda role=role: _open_one(specs[role], options, threads) for role in roles])
+    for role, seconds in zip(roles, runs):
+        embedders[role].load_seconds = sorted(seconds)[len(seconds) // 2]
+        embedders[role].details["load_seconds_runs"] = [round(x, 4) for x in seconds]
+
+
+def _open_one(spec, options: VerifyOptions, threads: int):
+    return open_embedder(spec, threads=threads, pooling=options.pooling, trust_remote_code=options.trust_remote_code)
+
+
+def _notes(embedders: dict, sts_sets, options: VerifyOptions, vocabulary, latency_rows, thresholds) -> list[str]:
+    notes: list[str] = []
+    if any(s.smoke for s in sts_sets) or BUILTIN in options.retrieval:
+        notes.append(SMOKE_NOTE.format(n=len(load_sts(BUILTIN).pairs)))
+    if vocabulary is not None and not vocabulary["computed"]:
+        notes.append(f"the candidate's vocabulary was pruned, but its token coverage was not measured: "
+                     f"{vocabulary['reason']}")
+    for role, emb in embedders.items():
+        if emb.details.get("threads_applied") is False:
+            notes.append(f"the {role} ONNX runtime did not accept a thread count: its latency used the runtime's default")
+    if thresholds.max_latency_ratio is not None and not all(r.reliable for r in latency_rows):
+        notes.append("the latency gate was applied to a measurement marked unreliable (see the latency table)")
+    return notes
 
 
 def verify(
@@ -100,13 +170,8 @@ def verify(
                                             limit=options.sts_limit)) for spec in options.retrieval]
     threads = options.threads or default_threads()
     with fixed_threads(threads):
-        embedders = {}
-        for role, spec in (("source", against), ("candidate", candidate)):
-            embedders[role] = open_embedder(spec, threads=threads, pooling=options.pooling,
-                                            trust_remote_code=options.trust_remote_code)
-        caches = {role: EncodeCache(e, batch_size=options.encode_batch_size,
-                                    progress=f"encoding ({role})" if progress else None)
-                  for role, e in embedders.items()}
+        embedders = _open(candidate, against, options, threads)
+        caches = _caches(embedders, options, progress)
         sts_rows = [StsRow(s.name, s.spec, s.kind, len(s.pairs), sts_score(caches["candidate"], s),
                            sts_score(caches["source"], s)) for s in sts_sets]
         index = options.index if options.index.threads is not None else replace(options.index, threads=threads)
@@ -114,22 +179,12 @@ def verify(
                                        evaluate(caches["source"], data, index)) for spec, data in retrieval_sets]
         vocabulary = _pruned_vocabulary(embedders, sts_sets, retrieval_sets)
         texts = _latency_texts(sts_sets, options.latency_texts, options.seed)
-        cand_lat, src_lat = measure([embedders["candidate"], embedders["source"]], texts, options.batch_sizes,
-                                    rounds=options.latency_rounds, progress="latency" if progress else None)
-    notes: list[str] = []
-    latency_rows = [LatencyRow(bs, cand_lat[bs], src_lat[bs]) for bs in options.batch_sizes]
-    if any(s.smoke for s in sts_sets) or BUILTIN in options.retrieval:
-        notes.append(SMOKE_NOTE.format(n=len(load_sts(BUILTIN).pairs)))
-    if vocabulary is not None and not vocabulary["computed"]:
-        notes.append(f"the candidate's vocabulary was pruned, but its token coverage was not measured: "
-                     f"{vocabulary['reason']}")
-    for role, emb in embedders.items():
-        if emb.details.get("threads_applied") is False:
-            notes.append(f"the {role} ONNX runtime did not accept a thread count: its latency used the runtime's default")
+        latency_rows, setup = _latency(embedders, texts, options, threads, progress)
+        _time_loads(embedders, candidate, against, options, threads)
+    notes = _notes(embedders, sts_sets, options, vocabulary, latency_rows, thresholds)
     return VerifyReport(
         candidate=embedders["candidate"].info(), source=embedders["source"].info(), threads=threads, sts=sts_rows,
-        latency=latency_rows, latency_texts=len(texts), latency_rounds=options.latency_rounds,
-        retrieval=retrieval_rows, thresholds=thresholds, notes=notes, seconds=time.perf_counter() - start,
-        vocabulary=vocabulary,
+        latency=latency_rows, latency_setup=setup, retrieval=retrieval_rows, thresholds=thresholds, notes=notes,
+        seconds=time.perf_counter() - start, vocabulary=vocabulary, source_cache=caches["source"].info(),
     )
 

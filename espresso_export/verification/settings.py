@@ -46,7 +46,10 @@ class VerifySettings:
     threads: Optional[int] = setting(None, min=1, help=MEASURE_THREADS_HELP)
     latency_texts: int = setting(128, min=1, help="Texts timed per batch size and round (a fixed sample of the STS "
                                                   "sentences).")
-    latency_rounds: int = setting(3, min=1, help="Timed rounds, alternating the models.")
+    latency_rounds: int = setting(3, min=1, help="Timed rounds at least, per batch size (a round: every latency "
+                                                 "text once through each model, taking turns batch by batch).")
+    latency_budget: float = setting(20.0, min=0, help="Then more rounds, up to this many seconds per batch size, "
+                                                      "until the speed-up's 95% CI is within +-3%.")
     min_retention: Optional[float] = setting(None, help="Gate: candidate/source Spearman on every STS set must be at "
                                                         "least this.")
     max_latency_ratio: Optional[float] = setting(None, help="Gate: candidate/source p50 ms per batch must be at most "
@@ -54,6 +57,9 @@ class VerifySettings:
     min_retrieval_retention: Optional[float] = setting(None, help="Gate: candidate/source MRR@10 on every retrieval "
                                                                   "set must be at least this.")
     batch_size: int = setting(64, min=1, help="Sentences per forward pass.")
+    cache: bool = setting(True, help="Keep the source's embeddings under $ESPRESSO_CACHE (default "
+                                     "~/.cache/espresso-export), keyed by its files, the texts and the batch size, "
+                                     "and reuse them on the next run.")
     seed: int = seed_setting()
     trust_remote_code: bool = trust_remote_code_setting()
 
@@ -77,7 +83,8 @@ class VerifySettings:
             sts_limit=self.sts_limit, retrieval=tuple(self.retrieval), retrieval_min_score=self.relevant_score,
             index=IndexOptions(kind=self.index, nlist=self.nlist, nprobe=self.nprobe),
             batch_sizes=tuple(self.batch_sizes), threads=self.threads or threads, latency_texts=self.latency_texts,
-            latency_rounds=self.latency_rounds, encode_batch_size=self.batch_size,
+            latency_rounds=self.latency_rounds, latency_budget=self.latency_budget, cache=self.cache,
+            encode_batch_size=self.batch_size,
             trust_remote_code=self.trust_remote_code, seed=self.seed)
         thresholds = Thresholds(min_retention=self.min_retention, max_latency_ratio=self.max_latency_ratio,
                                 min_retrieval_retention=self.min_retrieval_retention)

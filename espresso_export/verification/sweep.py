@@ -258,7 +258,7 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, outp
     start = time.perf_counter()
     head, select, depths, dims = _check(options)
     if output is not None:
-        check_output(output, overwrite=overwrite)
+        check_output(output, overwrite=overwrite, inputs=[source, list(options.sts or ()), options.calibration])
     sets, cal, cal_label = _inputs(options, head, dims)
     threads = options.threads or default_threads()
     timings: dict[str, float] = {}
@@ -302,7 +302,7 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, outp
 def _write(result: SweepResult, output: str | os.PathLike, overwrite: bool) -> None:
     from espresso_export.verification.plots import plot_sweep
 
-    with atomic_output(output, overwrite=overwrite) as tmp:
+    with atomic_output(output, overwrite=overwrite, inputs=[result.source]) as tmp:
         result.output = Path(output).expanduser().resolve()
         write_text_atomic(tmp / "sweep.csv", result.to_csv())
         write_text_atomic(tmp / "sweep.json", json.dumps(result.to_dict(), indent=2) + "\n")

@@ -34,8 +34,9 @@ The code follows the phases of a run, one module each: :mod:`.args` (the argumen
 """
 
 from espresso_export.core.types import Loss, ProjectionInit
+from espresso_export.model.cache import default_cache_dir
 from espresso_export.model.post import renormalized
-from espresso_export.training.distill.cache import CACHE_FORMAT, default_cache_dir
+from espresso_export.training.distill.cache import CACHE_FORMAT
 from espresso_export.training.distill.corpus import add_pair_sentences, prepare_corpus
 from espresso_export.training.distill.run import distill
 from espresso_export.training.distill.student import HEAL_LR, HPD_LR, PAIR_LR, STUDENT_PCA_SAMPLES, init_projection

@@ -1,14 +1,14 @@
-"""The on-disk teacher cache of ``distill``: where it lives, its keys, and how its files are written.
+"""The on-disk teacher cache of ``distill``: its format and how its files are written (the root, keys and
+atomic writes are shared with ``verify``: :mod:`espresso_export.model.cache`).
 
 Files appear atomically (written under a temporary name owned by the writing process, then renamed), so an
 interrupted run never leaves a half-written array that a later run would trust, and the temp files of a killed
-run are removed by the next one (:mod:`espresso_export.core.tempfiles`). Under ``torchrun`` every rank fills its share of the same
-memory-mapped ``.npy`` file (:func:`shared_memmaps`).
+run are removed by the next one (:mod:`espresso_export.core.tempfiles`). Under ``torchrun`` every rank fills its
+share of the same memory-mapped ``.npy`` file (:func:`shared_memmaps`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,33 +16,11 @@ from pathlib import Path
 import numpy as np
 
 from espresso_export.core.tempfiles import owner_tag, temp_name
+from espresso_export.model.cache import atomic_file
 from espresso_export.shrinking.heads import PCAFit
 from espresso_export.training import distributed
 
 CACHE_FORMAT = 1
-
-
-def default_cache_dir() -> Path:
-    env = os.environ.get("ESPRESSO_CACHE")
-    if env:
-        return Path(env).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "espresso-export"
-
-
-def cache_key(*parts) -> str:
-    """A short hex key of ``parts`` (their ``str``), for cache file and folder names."""
-    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:20]
-
-
-def atomic_file(path: Path, writer) -> None:
-    """``writer(tmp)`` writes the file under a temp name owned by this process, renamed to ``path`` when done."""
-    tmp = temp_name(path)
-    try:
-        writer(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 @contextmanager

@@ -108,7 +108,8 @@ def run(args: DistillArgs) -> DistillResult:
     """:func:`distill` on its arguments as one object: the phases in order."""
     start = time.perf_counter()
     a, dist = resolve(args)
-    run_dir = prepare_run(a.output, a.run_dir, resume=a.resume, overwrite=a.overwrite)
+    run_dir = prepare_run(a.output, a.run_dir, resume=a.resume, overwrite=a.overwrite,
+                          inputs=[a.teacher, a.student, a.corpus, a.pairs, a.eval_sts, a.cache_dir])
     data = load_corpus(a)
     models = load_models(a, len(data.sentences))
     targets = teacher_targets(models.teacher, data.sentences, dim=a.dim, pca_samples=a.pca_samples, seed=a.seed,

@@ -21,12 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
+from espresso_export.core import signals
 from espresso_export.core.batching import windows
 from espresso_export.core.errors import ValidationError
-from espresso_export.core import signals
 from espresso_export.core.progress import track
 from espresso_export.core.tempfiles import clean_stale
 from espresso_export.data import sentences_sha256
+from espresso_export.model.cache import cache_key, default_cache_dir
 from espresso_export.model.checkpoint import Checkpoint
 from espresso_export.model.embed import apply_post, encode_layers
 from espresso_export.model.layout import write_text_atomic
@@ -36,8 +37,6 @@ from espresso_export.training import distributed
 from espresso_export.training.distill.cache import (
     CACHE_FORMAT,
     atomic_file,
-    cache_key,
-    default_cache_dir,
     load_pca,
     pca_arrays,
     pca_from_arrays,

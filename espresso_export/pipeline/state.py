@@ -1,0 +1,88 @@
+"""The run folder's state (``run.json``) and the checks made before a recipe runs.
+
+``run.json`` records each finished step: its settings, a fingerprint of the files and folders it read, its
+status and summary. ``run --resume`` keeps a step only when its settings and its inputs are unchanged. The file
+is written atomically (temp file and rename) after every step; a state file that cannot be read is an error,
+never an empty state (which would run every step again over the finished outputs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+from espresso_export.core.errors import OutputExistsError, ValidationError
+from espresso_export.model.layout import is_within, local_paths, write_text_atomic
+from espresso_export.pipeline.recipes import Recipe, Step, step_fields
+
+STATE_FILE = "run.json"
+INPUT_KINDS = ("model", "data", "file")  # path settings a step reads (a cache "dir" is written, not an input)
+
+
+def read_state(folder: Path) -> dict:
+    """The state of a previous run in ``folder`` (``{}`` when there is none); an unreadable one is refused."""
+    path = folder / STATE_FILE
+    if not path.exists():
+        return {}
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ValidationError(f"cannot resume: the run state {path} is unreadable ({reason}); delete it to run "
+                              "every step again, or pass --overwrite instead of --resume") from None
+    if not isinstance(state, dict) or not isinstance(state.get("steps", []), list):
+        raise ValidationError(f"cannot resume: the run state {path} is not a run.json written by espresso-export; "
+                              "delete it to run every step again, or pass --overwrite instead of --resume")
+    return state
+
+
+def write_state(folder: Path, state: dict) -> None:
+    write_text_atomic(folder / STATE_FILE, json.dumps(state, indent=2) + "\n")
+
+
+def step_paths(step: Step) -> list:
+    """The files, folders and models a step's settings name (``teacher``, ``corpus``, ``sts``, ...)."""
+    return [getattr(step.config, f.name) for f in step_fields(type(step.config)) if f.spec.path in INPUT_KINDS]
+
+
+def fingerprint(inputs: Iterable) -> dict[str, str]:
+    """Local path -> a digest of the names, sizes and modification times of the files under it.
+
+    Hub ids and ``builtin`` are not local and are compared through the settings. Sizes and times, not contents:
+    a 400 MB model is not read again on every resume, and editing or replacing a file changes its time."""
+    out: dict[str, str] = {}
+    for path in local_paths(list(inputs)):
+        h = hashlib.sha256()
+        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+        for f in files:
+            st = f.stat()
+            h.update(f"{f.relative_to(path).as_posix()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        out[str(path)] = h.hexdigest()[:20]
+    return out
+
+
+def check_run_folder(recipe: Recipe, *, resume: bool, overwrite: bool) -> None:
+    """Before anything runs: the run folder's state, and no input in a folder the run replaces."""
+    if resume and overwrite:
+        raise ValidationError("--resume and --overwrite exclude each other")
+    folder = recipe.run_folder
+    if folder.exists() and not folder.is_dir():
+        raise OutputExistsError(f"run folder {folder} exists and is a file")
+    if folder.is_dir() and any(folder.iterdir()) and not (resume or overwrite):
+        raise OutputExistsError(f"run folder {folder} already exists; pass --resume to keep the finished steps or "
+                                "--overwrite to run every step again")
+    step_folders = [recipe.folder(s) for s in recipe.steps]
+    for path in local_paths([recipe.source, *(step_paths(s) for s in recipe.steps)]):
+        if path == folder:
+            raise ValidationError(f"the run folder {folder} is an input of the recipe; choose another -o")
+        inside = next((f for f in step_folders if is_within(path, f)), None)
+        if inside is not None:
+            raise ValidationError(f"the recipe reads {path}, inside the step folder {inside} that the run writes; "
+                                  "move it out of the run folder or choose another -o")
+    if resume:
+        read_state(folder)  # a corrupt state file is refused before any step runs
+
+
+__all__ = ["STATE_FILE", "check_run_folder", "fingerprint", "read_state", "step_paths", "write_state"]

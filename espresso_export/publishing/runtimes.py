@@ -1,0 +1,138 @@
+"""The card's "Load it with" section: one snippet per runtime for the layout every runtime loads.
+
+Each snippet is generated here, from the staged repository's facts, and the tests run each one (with the
+repository id replaced by the staged folder) in an environment that has that runtime and not espresso-export:
+what the card says is what was run. A snippet binds ``embeddings`` (one row per text of
+:data:`~espresso_export.publishing.usage.EXAMPLE_TEXTS`) so the tests can compare it with PyTorch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from espresso_export.publishing.facts import ModelFacts
+from espresso_export.publishing.usage import EXAMPLE_TEXTS, transformers_snippet
+from espresso_export.runtime import EMBEDDING_OUTPUT, TOKEN_OUTPUT
+
+FP32_FILE = "onnx/model.onnx"
+INT8_FILE = "onnx/model_quantized.onnx"
+_DTYPE = {FP32_FILE: "fp32", INT8_FILE: "q8", "onnx/model_fp16.onnx": "fp16"}  # transformers.js names
+
+
+@dataclass(frozen=True)
+class Runtime:
+    name: str
+    output: str  # which graph output it reads
+    language: str
+    install: str
+
+
+RUNTIMES = {
+    "sentence-transformers": Runtime("sentence-transformers (`backend=\"onnx\"`)", f"`{TOKEN_OUTPUT}`, pooled and "
+                                     "projected by the repository's own Pooling/Dense/Normalize modules", "python",
+                                     'pip install "sentence-transformers[onnx]"'),
+    "optimum": Runtime("optimum `ORTModelForFeatureExtraction`", f"`{TOKEN_OUTPUT}`, pooled and projected as "
+                       "written out in the snippet", "python", "pip install optimum-onnx"),
+    "fastembed": Runtime("fastembed (`add_custom_model`)", f"the first output, `{EMBEDDING_OUTPUT}` (pooling off)",
+                         "python", "pip install fastembed"),
+    "transformers.js": Runtime("transformers.js (browser, Node)", f"`{EMBEDDING_OUTPUT}` (call the model; the "
+                               "feature-extraction pipeline would pool `last_hidden_state` without the head)",
+                               "js", "npm install @huggingface/transformers"),
+    "espresso-export": Runtime("espresso-export `OnnxEncoder` (no torch)", f"`{EMBEDDING_OUTPUT}`", "python",
+                               'pip install "espresso-export[onnx]"'),
+}
+
+
+def onnx_files(facts: ModelFacts) -> list[str]:
+    return facts.onnx.repo_paths if facts.onnx else []
+
+
+def cpu_file(facts: ModelFacts) -> str:
+    """The graph a CPU user should load: our int8 when the export has it, else fp32."""
+    return INT8_FILE if INT8_FILE in onnx_files(facts) else FP32_FILE
+
+
+def snippet(runtime: str, facts: ModelFacts, repo_id: str, file: str | None = None) -> str:
+    """The code that loads ``repo_id`` with ``runtime`` on graph ``file`` (default: :func:`cpu_file`)."""
+    file = file or cpu_file(facts)
+    return _SNIPPETS[runtime](facts, repo_id, file)
+
+
+def _sentence_transformers(facts: ModelFacts, repo_id: str, file: str) -> str:
+    kwargs = "" if file == FP32_FILE else f', model_kwargs={{"file_name": "{file}"}}'
+    return "\n".join([
+        "from sentence_transformers import SentenceTransformer", "",
+        f'model = SentenceTransformer("{repo_id}", backend="onnx"{kwargs})',
+        f"embeddings = model.encode({EXAMPLE_TEXTS})",
+        f"print(embeddings.shape)  # (2, {facts.output_dim})"])
+
+
+def _fastembed(facts: ModelFacts, repo_id: str, file: str) -> str:
+    name = f"{repo_id}:{file.rsplit('/', 1)[-1]}"  # one registered name per graph
+    return "\n".join([
+        "import numpy as np",
+        "from fastembed import TextEmbedding",
+        "from fastembed.common.model_description import ModelSource, PoolingType",
+        "from huggingface_hub import snapshot_download", "",
+        "# the graph pools, projects and normalises itself: fastembed takes its first output as it is",
+        f'TextEmbedding.add_custom_model(model="{name}", pooling=PoolingType.DISABLED, normalization=False,',
+        (f'                               sources=ModelSource(hf="{repo_id}"), dim={facts.output_dim}, '
+        f'model_file="{file}")'),
+        f'model = TextEmbedding(model_name="{name}", specific_model_path=snapshot_download("{repo_id}"))',
+        f"embeddings = np.array(list(model.embed({EXAMPLE_TEXTS})))",
+        "print(embeddings.shape)"])
+
+
+def _transformers_js(facts: ModelFacts, repo_id: str, file: str) -> str:
+    return "\n".join([
+        'import { AutoModel, AutoTokenizer } from "@huggingface/transformers";', "",
+        f'const tokenizer = await AutoTokenizer.from_pretrained("{repo_id}");',
+        (f'const model = await AutoModel.from_pretrained("{repo_id}", {{ dtype: "{_DTYPE.get(file, "fp32")}" }});'
+        f"  // {file}"),
+        f"const inputs = tokenizer({EXAMPLE_TEXTS}, {{ padding: true, truncation: true }});",
+        f"const {{ {EMBEDDING_OUTPUT} }} = await model(inputs);",
+        f"const embeddings = {EMBEDDING_OUTPUT}.tolist();  // unit vectors, {facts.output_dim}-d",
+        "console.log(JSON.stringify(embeddings));"])
+
+
+def _espresso(facts: ModelFacts, repo_id: str, file: str) -> str:
+    return "\n".join([
+        "from huggingface_hub import snapshot_download",
+        "from espresso_export.runtime import OnnxEncoder", "",
+        f'encoder = OnnxEncoder(snapshot_download("{repo_id}"), "{file}")',
+        f"embeddings = encoder.encode({EXAMPLE_TEXTS})",
+        f"print(embeddings.shape)  # (2, {facts.output_dim})"])
+
+
+_SNIPPETS = {
+    "sentence-transformers": _sentence_transformers,
+    "optimum": lambda facts, repo_id, file: transformers_snippet(facts, repo_id, onnx_file=file),
+    "fastembed": _fastembed,
+    "transformers.js": _transformers_js,
+    "espresso-export": _espresso,
+}
+
+
+def _table(facts: ModelFacts) -> list[str]:
+    rows = ["| runtime | file (any `onnx/model*.onnx` loads) | output |", "|---|---|---|"]
+    rows += [f"| {r.name} | `{cpu_file(facts)}` | {r.output} |" for r in RUNTIMES.values()]
+    rows.append(f"| text-embeddings-inference (ONNX backend) | `{FP32_FILE}` | `{EMBEDDING_OUTPUT}` |")
+    return rows
+
+
+def load_it_with_section(facts: ModelFacts, repo_id: str) -> list[str]:
+    """Markdown: which file and output each runtime uses, and the code (each snippet is run by a test)."""
+    lines = ["## Load it with", "",
+             (f"The repository holds the ONNX graphs under `onnx/` ({', '.join(f'`{f}`' for f in onnx_files(facts))}; "
+             f"`{INT8_FILE}` is espresso-export's int8, validated against PyTorch, for CPUs). Each graph outputs "
+             f"`{EMBEDDING_OUTPUT}` (the finished {facts.output_dim}-d unit vector) first and `{TOKEN_OUTPUT}` "
+             "second, and takes exactly the tokenizer's outputs, so these runtimes load the repository as it is:"), ""]
+    lines += _table(facts) + [""]
+    for key, runtime in RUNTIMES.items():
+        lines += [f"### {runtime.name}", "", f"`{runtime.install}`", "", f"```{runtime.language}",
+                  snippet(key, facts, repo_id), "```", ""]
+    lines += ["### text-embeddings-inference", "",
+              (f"TEI's ONNX backend (its CPU images) opens `{FP32_FILE}`, reads `config.json` and uses the "
+              f"`{EMBEDDING_OUTPUT}` output: `text-embeddings-router --model-id {repo_id}`. "
+              "(Checked by file and output names only: TEI was not run.)"), ""]
+    return lines

@@ -1,0 +1,133 @@
+"""verify's latency measurement: a noisy clock is flagged, a quiet one is not; the table at 80 columns."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from espresso_export.verification.embedders import open_embedder
+from espresso_export.verification.latency import BatchTiming, Plan, fixed_threads, median_ci, time_batch_size
+from espresso_export.verification.latency_report import LatencyRow, LatencySetup, latency_dict
+
+DATA = Path(__file__).parent / "data"
+TEXTS = ["a short one", "a somewhat longer sentence to embed", "three words here", "and the last of four"]
+
+
+class StepClock:
+    """A clock that advances by the next step on every reading: what a timed call measures is that step."""
+
+    def __init__(self, steps) -> None:
+        self.steps, self.now = iter(steps), 0.0
+
+    def __call__(self) -> float:
+        self.now += next(self.steps)
+        return self.now
+
+
+def quiet_steps():
+    while True:
+        yield 0.010
+
+
+def noisy_steps(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    while True:  # log-normal jitter and a 30x spike now and then: another process taking the core
+        yield 0.010 * rng.lognormal(0.0, 0.6) * (30.0 if rng.random() < 0.08 else 1.0)
+
+
+@pytest.fixture(scope="module")
+def two_models(tiny_bert):
+    with fixed_threads(1):
+        yield [open_embedder(tiny_bert, threads=1), open_embedder(tiny_bert, threads=1)]
+
+
+def timed(models, steps, *, load=0.0, budget=1.0) -> BatchTiming:
+    with fixed_threads(1):
+        return time_batch_size(models, TEXTS, 2, Plan(min_rounds=3, budget_s=budget, warmup=1, max_rounds=12),
+                               clock=StepClock(steps), load=lambda: load, cores=2)
+
+
+def test_noisy_clock_is_flagged_in_the_row_and_the_json(two_models):
+    timing = timed(two_models, noisy_steps())
+    assert timing.rounds > 3  # the ratio's CI stayed loose: rounds were added until the budget ran out
+    row = LatencyRow.of(timing)
+    assert not row.reliable
+    assert any("spread" in r for r in row.reasons) and any("p95/p50 of repeated batches" in r for r in row.reasons)
+    data = latency_dict([row], LatencySetup(threads=1, torch_threads=1, texts=len(TEXTS), min_rounds=3, budget_s=1))
+    assert data["reliable"] is False and data["batches"][0]["reliable"] is False
+    assert data["warnings"] and data["warnings"][0].startswith("batch 2: ")
+    assert data["batches"][0]["reasons"] == list(row.reasons)
+
+
+def test_quiet_clock_gives_no_warning_and_stops_early(two_models):
+    timing = timed(two_models, quiet_steps())
+    assert timing.rounds == 3  # the CI is tight at once: no more rounds than asked
+    row = LatencyRow.of(timing)
+    assert row.reliable and row.reasons == ()
+    assert row.speedup == pytest.approx(1.0) and row.speedup_ci == pytest.approx((1.0, 1.0))
+    assert row.candidate.p50_ms == pytest.approx(10.0) and row.candidate.spread == pytest.approx(0.0)
+
+
+def test_load_average_above_the_cores_is_flagged(two_models):
+    row = LatencyRow.of(timed(two_models, quiet_steps(), load=3.5))
+    assert row.reasons == ("1-min load average 3.5 above 2 cores (other processes compete)",)
+
+
+def test_too_few_rounds_is_flagged(two_models):
+    with fixed_threads(1):
+        timing = time_batch_size(two_models, TEXTS, 4, Plan(min_rounds=1, warmup=0), clock=StepClock(quiet_steps()),
+                                 load=lambda: None, cores=2)
+    assert timing.rounds == 1
+    assert LatencyRow.of(timing).reasons == ("1 round(s): too few to know the spread (needs 3)",)
+
+
+def test_median_ci_is_the_binomial_order_statistic_interval():
+    assert median_ci([3.0, 1.0, 2.0]) == (1.0, 3.0)  # fewer than 6 values: min and max
+    values = list(range(1, 21))  # n = 20: the 95% interval is the 6th to the 15th value
+    assert median_ci(values) == (6, 15)
+
+
+def _timing(batch_size: int, cand_ms: list[float], src_ms: list[float], load: float) -> BatchTiming:
+    seconds = np.array([[[c / 1000.0] * 4 for c in cand_ms], [[s / 1000.0] * 4 for s in src_ms]])
+    return BatchTiming(batch_size, seconds, load, 2, 2)
+
+
+def fixed_report():
+    """A report with fixed numbers: one reliable batch size, one measured under load."""
+    from espresso_export.verification.report import StsRow, Thresholds, VerifyReport
+
+    model = {"kind": "pytorch", "path": None, "load_seconds_runs": [0.1, 0.1, 0.1]}
+    cand = {**model, "spec": "minilm-L3-d128", "dim": 128, "n_params": 12_345_678, "disk_bytes": 49_000_000,
+            "bytes_per_vector": 512, "load_seconds": 0.11}
+    src = {**model, "spec": "sentence-transformers/all-MiniLM-L6-v2", "dim": 384, "n_params": 22_713_216, "disk_bytes": 91_000_000,
+           "bytes_per_vector": 1536, "load_seconds": 0.16}
+    rows = [LatencyRow.of(_timing(1, [4.1, 4.2, 4.3, 4.2, 4.2], [20.1, 20.5, 20.3, 20.2, 20.4], 0.4)),
+            LatencyRow.of(_timing(32, [40.0, 90.0, 42.0, 41.0, 140.0], [200.0, 210.0, 600.0, 205.0, 199.0], 3.2))]
+    setup = LatencySetup(threads=2, torch_threads=2, texts=128, min_rounds=3, budget_s=20.0)
+    sts = [StsRow("sts-test.csv", "sts-test.csv", "file", 1379, 69.72, 82.03)]
+    return VerifyReport(candidate=cand, source=src, threads=2, sts=sts, latency=rows, latency_setup=setup,
+                        retrieval=[], thresholds=Thresholds(min_retention=0.8), notes=[],
+                        source_cache={"used": True, "folder": "/c", "reused_texts": 1379 * 2, "encoded_texts": 0})
+
+
+def test_verify_tables_fit_80_columns_as_stored():
+    from rich.console import Console
+
+    out = io.StringIO()
+    fixed_report().print(Console(file=out, width=80, color_system=None, legacy_windows=False))
+    text = out.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert text == (DATA / "verify_tables_80.txt").read_text(encoding="utf-8")
+
+
+def test_unreliable_ratio_is_marked_in_table_markdown_and_json():
+    report = fixed_report()
+    data = report.to_dict()["latency"]
+    assert [b["reliable"] for b in data["batches"]] == [True, False] and data["reliable"] is False
+    assert "1-min load average 3.2 above 2 cores" in data["warnings"][0]
+    markdown = report.to_markdown()
+    assert "x? |" in markdown and "? not reliable, batch 32: " in markdown
+    assert report.to_dict()["source_cache"]["reused_texts"] == 2758
