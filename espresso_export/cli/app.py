@@ -1,7 +1,7 @@
 """Entry point: the Typer app, the exit-code map and Ctrl-C handling.
 
 Exit codes (shared by every command): 0 ok, 1 runtime failure, 2 usage or
-validation error, 3 failed quality gate, 130 interrupted.
+validation error, 3 failed quality gate, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from espresso_export import __version__
-from espresso_export.core.errors import EXIT_INTERRUPTED, EXIT_RUNTIME, EXIT_USAGE, EspressoError
+from espresso_export.core import signals
+from espresso_export.core.errors import EXIT_RUNTIME, EXIT_USAGE, EspressoError
 
 
 def _bare_switches(params) -> None:
@@ -49,7 +50,8 @@ app = typer.Typer(
     cls=_Group,
     name="espresso-export",
     help="Turn a sentence-embedding checkpoint into a small, fast, verified model.\n\n"
-    "Exit codes: 0 ok, 1 runtime failure, 2 usage/validation error, 3 failed quality gate, 130 interrupted.",
+    "Exit codes: 0 ok, 1 runtime failure, 2 usage/validation error, 3 failed quality gate, 130 interrupted, "
+    "143 terminated (SIGTERM).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -145,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or os.environ.get("ESPRESSO_DEBUG") == "1"
-    with quiet_libraries(debug):
+    with quiet_libraries(debug), signals.signals_raise():  # SIGTERM unwinds like Ctrl-C: temps removed
         code = _run(args, debug)
     if argv is None:
         sys.exit(code)
@@ -158,9 +160,11 @@ def _run(args: list[str], debug: bool) -> int:
     usage_errors, aborts, exits = _cli_exceptions()
     try:
         return _invoke(args, exits)
-    except (KeyboardInterrupt, *aborts):
-        _say("[yellow]interrupted:[/]", INTERRUPTED_NOTE)
-        return EXIT_INTERRUPTED
+    except (KeyboardInterrupt, *aborts) as e:
+        if isinstance(e, KeyboardInterrupt):
+            signals.record(signals.signum_of(e))
+        _say(f"[yellow]{signals.describe()}:[/]", INTERRUPTED_NOTE)
+        return signals.exit_code()  # 130 after Ctrl-C, 143 after SIGTERM
     except usage_errors as e:
         _say("[bold red]error:[/]", _usage_line(e))
         return EXIT_USAGE if e.exit_code == 2 else e.exit_code

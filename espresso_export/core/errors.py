@@ -11,6 +11,7 @@ code   meaning
 2      usage or validation error (bad option, bad input)
 3      a quality gate failed (``verify``)
 130    interrupted (Ctrl-C)
+143    terminated (SIGTERM: ``docker stop``, Kubernetes, SLURM)
 =====  =====================================================
 """
 
@@ -104,3 +105,4 @@ EXIT_RUNTIME = 1
 EXIT_USAGE = 2
 EXIT_GATE = 3
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports it (core/signals.py)

@@ -13,6 +13,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from espresso_export.core.tempfiles import temp_name
+
 # what a model's embeddings depend on besides its weights: configs, tokenizer, vocabulary, head weights
 FINGERPRINT_SUFFIXES = (".json", ".txt", ".model", ".safetensors", ".onnx", ".onnx_data", ".data")
 NOT_FINGERPRINTED = ("espresso.json", "README.md")  # provenance and docs change no vector
@@ -54,8 +56,9 @@ def folder_fingerprint(folder: Path, skip: Callable[[Path], bool] = lambda p: Fa
 
 
 def atomic_file(path: Path, writer: Callable[[Path], None]) -> None:
-    """Call ``writer(tmp)`` on a temporary sibling of ``path``, then rename it into place."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    """Call ``writer(tmp)`` on a temporary sibling of ``path`` owned by this process (removed by a later run if this
+    one is killed: :mod:`espresso_export.core.tempfiles`), then rename it into place."""
+    tmp = temp_name(path)
     try:
         writer(tmp)
         os.replace(tmp, path)

@@ -13,7 +13,9 @@ transformer at its root, so both ``SentenceTransformer(OUT)`` and
       espresso.json                                      provenance
 
 Every writer assembles its folder in a temp directory beside the target and
-renames it into place at the end, so a crash or Ctrl-C leaves nothing half-written.
+renames it into place at the end, so a crash, Ctrl-C or SIGTERM leaves nothing half-written. The temp names
+carry their owner process (:mod:`espresso_export.core.tempfiles`): the next command writing beside them
+removes those of killed runs (SIGKILL).
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ import json
 import os
 import shutil
 import tempfile
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from espresso_export.model.checkpoint import PROVENANCE_FILE, Checkpoint, DenseLayer, Normalize, PostModule
 from espresso_export.core.errors import OutputExistsError, RuntimeFailure, ValidationError, write_failure
+from espresso_export.core.tempfiles import OLD, clean_stale, temp_name
 from espresso_export.core.types import Pooling
 
 ST_TYPES = {
@@ -60,6 +62,7 @@ def check_output(target: str | os.PathLike, *, overwrite: bool, inputs: Sequence
                                   "choose another -o")
         if overwrite and is_within(src, target):
             raise ValidationError(f"--overwrite of {target} would delete the input {src}")
+    clean_stale(target.parent)  # temp folders of killed runs (their owner process is gone)
     if target.exists():
         if not target.is_dir():
             raise OutputExistsError(f"output {target} exists and is a file")
@@ -90,31 +93,38 @@ def _existing_ancestor(path: Path) -> Path:
 def atomic_output(target: str | os.PathLike, *, overwrite: bool, inputs: Sequence[str | os.PathLike] = ()) -> Iterator[Path]:
     """Yield a temp folder beside ``target``; on success rename it to ``target``.
 
-    On any exception (Ctrl-C included) the temp folder is removed and an
-    existing ``target`` is left untouched.
+    On any exception (Ctrl-C and SIGTERM included) the temp folder is removed and an
+    existing ``target`` is left untouched; after SIGKILL the next command writing beside it removes the temp
+    folder (:func:`check_output`), or renames an existing ``target`` back if the kill came between the renames.
     """
     target = check_output(target, overwrite=overwrite, inputs=inputs)
+    old = temp_name(target, OLD)  # an existing target waits here while the new one is renamed in
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=temp_name(target, unique=False).name + "-", dir=target.parent))
     except OSError as e:
         raise _write_error(target, e) from e
     try:
         yield tmp
         apply_umask(tmp)
         if target.exists():
-            old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
             os.rename(target, old)
-            os.rename(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, target)
-    except OSError as e:
+        os.rename(tmp, target)
+    except BaseException as e:
+        if old.exists() and not target.exists():
+            os.rename(old, target)  # stopped between the two renames: the previous output goes back
         shutil.rmtree(tmp, ignore_errors=True)
-        raise _write_error(target, e) from e
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise _write_error(target, e) from e
         raise
+    if old.exists():
+        trash = temp_name(target)  # a tmp name: a later run removes it if this process dies while deleting
+        os.rename(old, trash)
+        try:
+            shutil.rmtree(trash, ignore_errors=True)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM just now: the output is in place; finish the cleanup
+            shutil.rmtree(trash, ignore_errors=True)
+            raise
 
 
 def current_umask() -> int:
@@ -160,7 +170,8 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
         raise ValidationError(f"{path} is a folder; expected a file path")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+        clean_stale(path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=temp_name(path, unique=False).name + "-", dir=path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(text)

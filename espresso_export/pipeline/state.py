@@ -70,13 +70,6 @@ def check_run_folder(recipe: Recipe, *, resume: bool, overwrite: bool) -> None:
     folder = recipe.run_folder
     if folder.exists() and not folder.is_dir():
         raise OutputExistsError(f"run folder {folder} exists and is a file")
-    if folder.is_dir() and any(folder.iterdir()) and not (folder / STATE_FILE).is_file():
-        # a model folder, a checkout, anything else: --resume would write into it, --overwrite replace its files
-        raise ValidationError(f"{folder} is not a run folder (no {STATE_FILE}) and is not empty; give `run` a new "
-                              "or empty folder with -o (default: runs/NAME)")
-    if folder.is_dir() and any(folder.iterdir()) and not (resume or overwrite):
-        raise OutputExistsError(f"run folder {folder} already exists; pass --resume to keep the finished steps or "
-                                "--overwrite to run every step again")
     step_folders = [recipe.folder(s) for s in recipe.steps]
     for path in local_paths([recipe.source, *(step_paths(s) for s in recipe.steps)]):
         if path == folder:
@@ -85,6 +78,13 @@ def check_run_folder(recipe: Recipe, *, resume: bool, overwrite: bool) -> None:
         if inside is not None:
             raise ValidationError(f"the recipe reads {path}, inside the step folder {inside} that the run writes; "
                                   "move it out of the run folder or choose another -o")
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / STATE_FILE).is_file():
+        # a model folder, a checkout, anything else: --resume would write into it, --overwrite replace its files
+        raise ValidationError(f"{folder} is not a run folder (no {STATE_FILE}) and is not empty; give `run` a new "
+                              "or empty folder with -o (default: runs/NAME)")
+    if folder.is_dir() and any(folder.iterdir()) and not (resume or overwrite):
+        raise OutputExistsError(f"run folder {folder} already exists; pass --resume to keep the finished steps or "
+                                "--overwrite to run every step again")
     if resume:
         read_state(folder)  # a corrupt state file is refused before any step runs
 

@@ -14,7 +14,7 @@ does the rest:
   equals the single-process step on the same batch; only rank 0 shows
   progress, evaluates and writes; checkpoints do not depend on the world size;
 * evaluation after every epoch (and before the first) keeping the best weights;
-* a checkpoint every N steps, at every epoch end and on Ctrl-C (:mod:`.interrupt`), that
+* a checkpoint every N steps, at every epoch end and on Ctrl-C or SIGTERM (:mod:`.interrupt`), that
   ``resume=True`` continues from *exactly* (:mod:`.resume`, which also describes the run folder).
 
 The names trainers use (``TrainingTask``, ``TrainConfig``, ``prepare_run``, ``write_trained``, ...) are
@@ -36,7 +36,7 @@ import numpy as np
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.progress import Bar
 from espresso_export.training import distributed
-from espresso_export.training.interrupt import TrainingInterrupted, sigint_flag
+from espresso_export.training.interrupt import TrainingInterrupted, interrupted, stop_flag
 from espresso_export.training.rundir import remove_run_files
 from espresso_export.training.resume import (
     BEST_DIR, CHECKPOINT_DIR, load_checkpoint, read_checkpoint_meta, restore_best_weights, save_best, save_checkpoint,
@@ -222,9 +222,8 @@ class Trainer:
             on_step(self.step)
         if (self._stop_any if self.ddp is not None else flag["stop"]):
             where = self.save()
-            raise TrainingInterrupted(
-                f"interrupted at step {self.step}/{self.total}; resumable checkpoint saved in {where.parent} "
-                "(run the same command with --resume to continue)")
+            raise interrupted(f"at step {self.step}/{self.total}; resumable checkpoint saved in {where.parent} "
+                              "(run the same command with --resume to continue)", flag.get("signum"))
         if self.config.checkpoint_every and self.step % self.config.checkpoint_every == 0 and self.step < self.total:
             self.save()
 
@@ -253,7 +252,7 @@ class Trainer:
         unit = self.task.item_unit
         bar = Bar(progress if self.dist.main else None, self.total, done=self.step,
                   fields=((LOSS_LABEL, f"{LOSS_LABEL} {{}}"), (f"{unit}/s", f"{{}} {unit}/s")))
-        with sigint_flag(repeat_interrupts=not self.dist.enabled) as flag, bar:
+        with stop_flag(repeat_interrupts=not self.dist.enabled) as flag, bar:
             if self.step == 0 and self.initial_score is None:
                 self.initial_score = self._evaluate(bar, "before training")
             for m in self.modules.values():

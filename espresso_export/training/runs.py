@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from espresso_export.core.errors import ValidationError
+from espresso_export.core.tempfiles import clean_stale
 from espresso_export.model.layout import atomic_output
 from espresso_export.training import distributed
 from espresso_export.training.resume import read_checkpoint_meta
@@ -49,6 +50,7 @@ def prepare_run(output, run_dir, *, resume: bool, overwrite: bool, inputs=()) ->
     if output is not None and is_within(run_dir.resolve(), Path(output).expanduser().resolve()):
         raise ValidationError(f"--run-dir {run_dir} is the output folder or inside it; give a folder beside it")
     dist.on_main(lambda: check_run_dir(run_dir, resume=resume, overwrite=overwrite), what="checking the run folder")
+    dist.on_main(lambda: clean_stale(run_dir) and None, what="removing temp files of killed runs")
     return run_dir
 
 

@@ -1,9 +1,10 @@
 """The on-disk teacher cache of ``distill``: its format and how its files are written (the root, keys and
 atomic writes are shared with ``verify``: :mod:`espresso_export.model.cache`).
 
-Files appear atomically (written under a temporary name, then renamed), so an interrupted run never leaves a
-half-written array that a later run would trust. Under ``torchrun`` every rank fills its share of the same
-memory-mapped ``.npy`` file (:func:`shared_memmaps`).
+Files appear atomically (written under a temporary name owned by the writing process, then renamed), so an
+interrupted run never leaves a half-written array that a later run would trust, and the temp files of a killed
+run are removed by the next one (:mod:`espresso_export.core.tempfiles`). Under ``torchrun`` every rank fills its
+share of the same memory-mapped ``.npy`` file (:func:`shared_memmaps`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from espresso_export.core.tempfiles import owner_tag, temp_name
 from espresso_export.model.cache import atomic_file
 from espresso_export.shrinking.heads import PCAFit
 from espresso_export.training import distributed
@@ -28,8 +30,9 @@ def shared_memmaps(files: dict, n: int, what: str):
 
     Yields ``(arrays, start, stop)``: this rank writes rows ``start:stop``. One process writes all rows."""
     dist = distributed.current()
-    token = dist.broadcast_json(str(os.getpid()), what=what)  # one temp name per file, shared by the ranks
-    tmps = {k: p.with_name(f".{p.name}.tmp-{token}") for k, (p, _, _) in files.items()}
+    # one temp name per file, shared by the ranks and owned by rank 0 (which creates, renames or removes it)
+    token = dist.broadcast_json(owner_tag(), what=what)
+    tmps = {k: temp_name(p, tag=token, unique=False) for k, (p, _, _) in files.items()}
     arrays: dict = {}
     try:
         if dist.main:

@@ -97,8 +97,9 @@ def distill(
     Writes a sentence-transformers folder to ``output`` (Pooling, Normalize, Dense
     projection, Normalize) with provenance; ``output=None`` writes nothing and
     leaves the trained task in ``result.task``. Raises
-    :class:`~espresso_export.training.TrainingInterrupted` on Ctrl-C after saving
-    a checkpoint that ``resume=True`` continues exactly.
+    :class:`~espresso_export.training.TrainingInterrupted` on Ctrl-C or SIGTERM after saving
+    a checkpoint that ``resume=True`` continues exactly (or, in the teacher pass, keeping its finished chunks
+    for the next call).
     """
     s = resolve_settings(DistillSettings, settings, kwargs, call="distill")
     return run(DistillArgs(teacher=teacher, output=output, resume=resume, run_dir=run_dir, overwrite=overwrite,

@@ -4,11 +4,15 @@ One forward pass of the frozen teacher over the corpus writes its unit-normalise
 (``embeddings.npy``) and, for layer targets, its pooled state after each wanted layer (``layer-<i>.npy``).
 A PCA fitted on ``pca_samples`` of the embeddings gives the targets ``h_t = W_t (e_t - mean)``
 (``targets-<key>.npy``, with the PCA beside it). Under ``torchrun`` each rank embeds and projects its
-contiguous share; rank 0 fits the PCA and broadcasts it.
+contiguous share; rank 0 fits the PCA and broadcasts it. The pass keeps each finished chunk in ``parts/``
+until it is done: a pass stopped by Ctrl-C, SIGTERM or SIGKILL continues from there when run again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import json
 import os
 import time
 from collections.abc import Sequence
@@ -17,30 +21,35 @@ from pathlib import Path
 
 import numpy as np
 
+from espresso_export.core import signals
 from espresso_export.core.batching import windows
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.progress import track
+from espresso_export.core.tempfiles import clean_stale
 from espresso_export.data import sentences_sha256
 from espresso_export.model.cache import cache_key, default_cache_dir
 from espresso_export.model.checkpoint import Checkpoint
 from espresso_export.model.embed import apply_post, encode_layers
-from espresso_export.model.layout import write_json
+from espresso_export.model.layout import write_text_atomic
 from espresso_export.model.post import renormalized
 from espresso_export.shrinking.heads import PCAFit, fit_pca
 from espresso_export.training import distributed
 from espresso_export.training.distill.cache import (
     CACHE_FORMAT,
+    atomic_file,
     load_pca,
     pca_arrays,
     pca_from_arrays,
     save_pca,
     shared_memmaps,
 )
+from espresso_export.training.interrupt import interrupted
 
 # Sentences per teacher pass chunk: bounds the memory of the pooled layer states. Batches are length-sorted
 # within a chunk, and batch composition decides the float rounding, so this also fixes the cached bytes.
 TEACHER_CHUNK = 2048
 PROJECT_CHUNK = 65536  # rows per step when projecting the embeddings onto the PCA
+PARTS_DIR = "parts"  # the finished chunks of a teacher pass, until the whole pass is done
 
 
 @dataclass
@@ -51,34 +60,101 @@ class TeacherTargets:
     folder: Path
     reused: bool  # targets came from the cache (no teacher pass, no PCA)
     seconds: float
+    resumed: int = 0  # sentences whose teacher outputs a stopped earlier pass had written (parts/)
+
+
+def _part_files(folder: Path, files: dict, rng: range) -> dict[str, Path]:
+    """The files of one chunk of the teacher pass: ``parts/<array>.<start>-<stop>.npy``."""
+    return {k: folder / PARTS_DIR / f"{path.stem}.{rng.start}-{rng.stop}.npy" for k, (path, _, _) in files.items()}
+
+
+def _load_chunk(parts: dict[str, Path], files: dict, rows: int) -> dict | None:
+    """The arrays of a chunk that an earlier, stopped pass finished, or None when one is missing or unreadable."""
+    out = {}
+    for k, p in parts.items():
+        try:
+            a = np.load(p)
+        except (OSError, ValueError):  # missing, or removed by a concurrent run that just finished
+            return None
+        if a.shape != (rows, files[k][1]) or a.dtype != files[k][2]:
+            return None
+        out[k] = a
+    return out
+
+
+def _write_npy(tmp: Path, array: np.ndarray) -> None:
+    with open(tmp, "wb") as fh:  # a file object: np.save would append ".npy" to a temp name
+        np.save(fh, array)
+
+
+def _save_chunk(parts: dict[str, Path], chunk: dict) -> None:
+    for k, p in parts.items():
+        atomic_file(p, functools.partial(_write_npy, array=chunk[k]))
+
+
+def _encode_chunk(teacher: Checkpoint, texts: list[str], wanted: list[int], need_final: bool,
+                  layers: Sequence[int], batch_size: int) -> dict:
+    import torch
+
+    pooled = encode_layers(teacher, texts, wanted, batch_size=batch_size)
+    chunk = {}
+    if need_final:  # the post modules run on the whole chunk at once (part of the cached bytes)
+        with torch.inference_mode():
+            chunk["final"] = apply_post(torch.from_numpy(pooled[teacher.depth]), renormalized(teacher.post)).numpy()
+    for i in layers:
+        chunk[i] = pooled[i + 1].astype(np.float16)
+    return chunk
 
 
 def _teacher_pass(teacher: Checkpoint, sentences: Sequence[str], folder: Path, need_final: bool,
-                  layers: Sequence[int], batch_size: int, progress: bool) -> None:
+                  layers: Sequence[int], batch_size: int, progress: bool) -> int:
     """One forward pass of the teacher over the corpus, writing embeddings.npy and layer-<i>.npy.
 
-    Under torchrun every rank embeds its contiguous share of the corpus into the same files."""
-    import torch
-
-    depth = teacher.depth
-    post = renormalized(teacher.post)
+    Each chunk is also kept in ``parts/`` until the whole pass is done, so a pass stopped by Ctrl-C, SIGTERM
+    or SIGKILL continues where it stopped (the chunk boundaries, hence the bytes, are the same). Returns how
+    many sentences came from such an earlier pass. Under torchrun every rank embeds its contiguous share of
+    the corpus into the same files."""
     files = {}
     if need_final:
         files["final"] = (folder / "embeddings.npy", teacher.output_dim, np.float32)
     for i in layers:
         files[i] = (folder / f"layer-{i}.npy", teacher.hidden_size, np.float16)
-    wanted = sorted({depth} | {i + 1 for i in layers})  # encode_layers counts depth, 1-based
-    with shared_memmaps(files, len(sentences), "the teacher pass") as (arrays, start, stop):
-        chunks = windows(start, stop, TEACHER_CHUNK)
-        for rng in track(chunks, description="teacher targets" if progress else None, total_items=stop - start,
-                         count=len):
-            pooled = encode_layers(teacher, [sentences[i] for i in rng], wanted, batch_size=batch_size)
-            if need_final:  # the post modules run on the whole chunk at once (part of the cached bytes)
-                with torch.inference_mode():
-                    final = apply_post(torch.from_numpy(pooled[depth]), post).numpy()
-                arrays["final"][rng.start : rng.stop] = final
-            for i in layers:
-                arrays[i][rng.start : rng.stop] = pooled[i + 1].astype(np.float16)
+    wanted = sorted({teacher.depth} | {i + 1 for i in layers})  # encode_layers counts depth, 1-based
+    (folder / PARTS_DIR).mkdir(exist_ok=True)
+    kept = done = 0
+    share = len(sentences)
+    try:
+        with shared_memmaps(files, len(sentences), "the teacher pass") as (arrays, start, stop):
+            share, chunks = stop - start, windows(start, stop, TEACHER_CHUNK)
+            for rng in track(chunks, description="teacher targets" if progress else None,
+                             total_items=stop - start, count=len):
+                parts = _part_files(folder, files, rng)
+                chunk = _load_chunk(parts, files, len(rng))
+                if chunk is None:
+                    chunk = _encode_chunk(teacher, [sentences[i] for i in rng], wanted, need_final, layers,
+                                          batch_size)
+                    _save_chunk(parts, chunk)
+                else:
+                    kept += len(rng)
+                for k, a in chunk.items():
+                    arrays[k][rng.start : rng.stop] = a
+                done += len(rng)
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: the finished chunks stay for the next run
+        raise interrupted(f"in the teacher pass after {done} of {share} sentences; the finished chunks are "
+                          f"kept in {folder / PARTS_DIR}: run the same command again to continue",
+                          signals.signum_of(e)) from e
+    if distributed.current().main:  # every chunk is in the final files now
+        _remove_parts(folder, files)
+    return kept
+
+
+def _remove_parts(folder: Path, files: dict) -> None:
+    stems = tuple(f"{path.stem}." for path, _, _ in files.values())
+    for p in (folder / PARTS_DIR).glob("*.npy"):
+        if p.name.startswith(stems):
+            p.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        (folder / PARTS_DIR).rmdir()  # empty unless parts of other layers wait for their own run
 
 
 def _pca_size(width: int, n: int, dim: int, pca_samples: int) -> int:
@@ -100,6 +176,9 @@ def _cache_folder(teacher: Checkpoint, teacher_sha: str, corpus_sha: str, cache_
     folder = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     folder = folder / f"teacher-{key}"
     folder.mkdir(parents=True, exist_ok=True)
+    if distributed.current().main:  # temp files of killed runs (their owner process is gone)
+        clean_stale(folder)
+        clean_stale(folder / PARTS_DIR)
     distributed.current().check_shared(folder, purpose="the teacher cache (--cache-dir)")
     return folder
 
@@ -149,12 +228,13 @@ def teacher_targets(
     } if dist.main else None, what="the teacher cache")
     reused, missing = todo["reused"], todo["missing"]
     need_final = not reused and todo["need_final"]
+    resumed = 0
     if need_final or missing:
-        _teacher_pass(teacher, sentences, folder, need_final, missing, batch_size, progress)
+        resumed = _teacher_pass(teacher, sentences, folder, need_final, missing, batch_size, progress)
     if dist.main:
-        write_json(folder / "meta.json", {"format": CACHE_FORMAT, "teacher": teacher.source,
-                                          "teacher_sha256": teacher_sha, "corpus_sha256": corpus_sha,
-                                          "sentences": len(sentences)})
+        write_text_atomic(folder / "meta.json", json.dumps({
+            "format": CACHE_FORMAT, "teacher": teacher.source, "teacher_sha256": teacher_sha,
+            "corpus_sha256": corpus_sha, "sentences": len(sentences)}, indent=2) + "\n")
     if reused:
         pca = load_pca(pca_file)
     else:
@@ -164,5 +244,5 @@ def teacher_targets(
     return TeacherTargets(
         targets=np.load(targets_file, mmap_mode="r"), pca=pca,
         layers={i: np.load(folder / f"layer-{i}.npy", mmap_mode="r") for i in layers},
-        folder=folder, reused=reused, seconds=time.perf_counter() - start,
+        folder=folder, reused=reused, seconds=time.perf_counter() - start, resumed=resumed,
     )

@@ -1,0 +1,106 @@
+"""SIGINT (Ctrl-C) and SIGTERM (``docker stop``, Kubernetes, SLURM, ``kill``): one way to stop, for every command.
+
+Both signals take the path Ctrl-C always took: the exception unwinds the command, every temporary output is
+removed on the way out (``atomic_output``), and training saves a resumable checkpoint first
+(:func:`stop_flag`). The exit code says which signal stopped the run, as a shell reports a killed process:
+``128 + signal number``, so 130 after Ctrl-C and 143 after SIGTERM.
+
+* :func:`signals_raise` (the CLI, around every command): SIGINT raises :class:`KeyboardInterrupt`, SIGTERM
+  :class:`Terminated` (a ``KeyboardInterrupt``, so code that cleans up on Ctrl-C also cleans up on SIGTERM).
+* :func:`stop_flag` (the training loop): the first signal only sets a flag, so the loop finishes its step,
+  saves and stops; a second one interrupts at once.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_last: dict[str, int | None] = {"signum": None}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises :class:`KeyboardInterrupt`."""
+
+
+def exit_code(signum: int | None = None) -> int:
+    """``128 + signal``: 130 for Ctrl-C (also when no signal was seen, e.g. a KeyboardInterrupt raised by hand),
+    143 for SIGTERM."""
+    signum = signum or _last["signum"] or signal.SIGINT
+    return 128 + int(signum)
+
+
+def describe(signum: int | None = None) -> str:
+    """``"interrupted"`` (Ctrl-C) or ``"terminated (SIGTERM)"``: how a message names the stop."""
+    signum = signum or _last["signum"] or signal.SIGINT
+    return "terminated (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
+
+
+def signum_of(e: BaseException) -> int:
+    """The signal a KeyboardInterrupt stands for: SIGTERM for :class:`Terminated`, else SIGINT."""
+    return signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT
+
+
+def record(signum: int) -> None:
+    _last["signum"] = signum
+
+
+def raise_for(signum: int) -> None:
+    """Raise what ``signum`` raises: :class:`Terminated` for SIGTERM, :class:`KeyboardInterrupt` otherwise."""
+    record(signum)
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+@contextmanager
+def _handlers(handler) -> Iterator[bool]:
+    """Install ``handler`` for SIGINT and SIGTERM, restoring the previous ones on exit; yields whether it could
+    (only the main thread may install handlers)."""
+    previous = {}
+    try:
+        for s in STOP_SIGNALS:
+            previous[s] = signal.signal(s, handler)
+    except ValueError:  # not the main thread: signals behave as they did
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+@contextmanager
+def signals_raise() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt and SIGTERM raises :class:`Terminated` while inside (the CLI's scope)."""
+    _last["signum"] = None
+
+    def handler(signum, frame):
+        raise_for(signum)
+
+    with _handlers(handler):
+        yield
+
+
+@contextmanager
+def stop_flag(repeat_interrupts: bool = True) -> Iterator[dict]:
+    """The first SIGINT or SIGTERM sets ``flag["stop"]`` (and ``flag["signum"]``); a second one raises.
+
+    Under torchrun a single Ctrl-C reaches each worker twice (from the terminal and forwarded by the agent),
+    so there (``repeat_interrupts=False``) every signal only sets the flag: the ranks agree on the step to stop
+    after, rank 0 saves, all exit."""
+    flag: dict = {"stop": False, "signum": None}
+
+    def handler(signum, frame):
+        record(signum)
+        if flag["stop"] and repeat_interrupts:
+            raise_for(signum)
+        flag["stop"], flag["signum"] = True, signum
+
+    with _handlers(handler):
+        yield flag
+
+
+__all__ = ["STOP_SIGNALS", "Terminated", "describe", "exit_code", "raise_for", "record", "signals_raise",
+           "signum_of", "stop_flag"]

@@ -1,0 +1,126 @@
+"""Temporary names beside an output, tagged with the process that owns them, and the removal of stale ones.
+
+Every output is assembled under a hidden sibling name and renamed into place (``model/layout.py``:
+``atomic_output``, ``write_text_atomic``; the teacher cache of ``distill``). A process that is killed
+(SIGKILL, the OOM killer, a power cut) cannot remove its temporary files, so their names say who owns them::
+
+    .OUT.tmp-<pid>-<machine>-<boot>-<random>    a folder or file being written
+    .OUT.old-<pid>-<machine>-<boot>-<random>    the previous OUT, moved aside by --overwrite for a moment
+
+``machine`` is a hash of the host name and the PID namespace (another container or another computer on a
+shared filesystem has another one), ``boot`` a hash of the kernel's boot id. :func:`clean_stale` removes a
+tagged entry only when its owner is certainly gone: same machine and boot, and no process with that PID
+(``os.kill(pid, 0)``); or same machine and an earlier boot. Entries of other machines and untagged names
+(older releases) are left alone. A stale ``.old`` whose ``OUT`` is missing (killed between the two renames)
+is renamed back to ``OUT``: the previous output returns instead of being deleted.
+
+No library tags temporary names with a liveness-checkable owner (``tempfile`` names are random), hence this
+module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import socket
+import uuid
+from functools import lru_cache
+from pathlib import Path
+
+TMP, OLD = "tmp", "old"
+_TAGGED = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)-(?P<machine>[0-9a-f]{8})-(?P<boot>[0-9a-f]{8})"
+                     r"(?:-[^/]*)?$")
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="ascii").strip()
+    except OSError:
+        return ""
+
+
+@lru_cache(maxsize=1)
+def _machine_and_boot() -> tuple[str, str]:
+    try:
+        pid_ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        pid_ns = ""
+    return _short_hash(f"{socket.gethostname()}\x1f{pid_ns}"), _short_hash(_read("/proc/sys/kernel/random/boot_id"))
+
+
+def owner_tag(pid: int | None = None) -> str:
+    """``<pid>-<machine>-<boot>`` of this process (or of ``pid`` on this machine)."""
+    machine, boot = _machine_and_boot()
+    return f"{os.getpid() if pid is None else pid}-{machine}-{boot}"
+
+
+def temp_name(target: str | os.PathLike, kind: str = TMP, tag: str | None = None, *, unique: bool = True) -> Path:
+    """The hidden sibling of ``target`` owned by this process (``tag``: another owner's :func:`owner_tag`)."""
+    target = Path(target)
+    suffix = f"-{uuid.uuid4().hex[:8]}" if unique else ""
+    return target.with_name(f".{target.name}.{kind}-{tag or owner_tag()}{suffix}")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    except OSError:
+        return True  # cannot tell: keep the file
+    return True
+
+
+def owner_gone(pid: int, machine: str, boot: str) -> bool:
+    """Whether the process that tagged a name is certainly not running (see the module docstring)."""
+    my_machine, my_boot = _machine_and_boot()
+    if machine != my_machine:
+        return False  # another container or computer: its processes are not ours to see
+    if boot != my_boot:
+        return True  # this machine rebooted since
+    return pid != os.getpid() and not _pid_alive(pid)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def clean_stale(folder: str | os.PathLike) -> list[Path]:
+    """Remove the tagged temporary entries in ``folder`` whose owner is gone; returns what it removed or restored.
+
+    A stale ``.OUT.old-*`` is renamed back to ``OUT`` when ``OUT`` is missing, else removed."""
+    folder = Path(folder)
+    done: list[Path] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:  # missing or unreadable: nothing of ours to clean
+        return done
+    for entry in sorted(entries, key=lambda e: e.name):
+        m = _TAGGED.match(entry.name)
+        if m is None or not owner_gone(int(m["pid"]), m["machine"], m["boot"]):
+            continue
+        path = Path(entry.path)
+        target = folder / m["name"]
+        try:
+            if m["kind"] == OLD and not os.path.lexists(target):
+                os.rename(path, target)  # killed between the two renames of an --overwrite: put it back
+            else:
+                _remove(path)
+        except OSError:
+            continue  # e.g. a read-only folder: leave it, the command itself reports what it cannot write
+        done.append(path)
+    return done
+
+
+__all__ = ["OLD", "TMP", "clean_stale", "owner_gone", "owner_tag", "temp_name"]

@@ -1,0 +1,310 @@
+"""Signals and kills: SIGTERM is handled like Ctrl-C, temp files of killed runs are removed by the next run,
+a stopped teacher pass continues from its chunks, and shrink, export, distill and ``run`` stopped by SIGINT,
+SIGTERM or SIGKILL at random points never show a partial output and resume to the same bytes
+(:mod:`faults` describes the harness)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from faults import TEMP_NAME, Chain, Child, newer, run_to_end, temps, tree
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+SEED = 16
+WORDS = ["the", "a", "dog", "cat", "man", "woman", "child", "car", "house", "tree", "runs", "walks", "eats", "sleeps",
+         "big", "small", "red", "blue", "green", "happy", "sad", "fast", "slow", "today", "city", "river", "music",
+         "food", "water", "book", "school", "computer", "phone", "play", "guitar", "piano", "football"]
+
+
+@pytest.fixture(scope="module")
+def big_corpus(tmp_path_factory) -> Path:
+    """4200 distinct sentences: three chunks of the teacher pass (2048 sentences each)."""
+    rng = random.Random(SEED)
+    sentences: set[str] = set()
+    while len(sentences) < 4200:
+        sentences.add(" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 14))))
+    path = tmp_path_factory.mktemp("corpus") / "big.txt"
+    path.write_text("\n".join(sorted(sentences)) + "\n", encoding="utf-8")
+    return path
+
+
+# --- temp names: owned, and removed once their owner is gone ----------------------------------------------------
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_temps_of_killed_runs_are_removed_at_start_and_others_kept(tiny_bert, tmp_path):
+    from espresso_export.core.tempfiles import owner_tag, temp_name
+    from espresso_export.model.layout import atomic_output, check_output
+
+    out = tmp_path / "out"
+    dead, alive = owner_tag(_dead_pid()), owner_tag(os.getppid())
+    pid, machine, boot = dead.split("-")
+    stale_dir = temp_name(out, tag=dead)
+    stale_file = temp_name(tmp_path / "report.json", tag=dead)
+    rebooted = temp_name(out, tag=f"{os.getppid()}-{machine}-{'0' * 8}")  # this machine before a reboot
+    live = temp_name(out, tag=alive)
+    foreign = temp_name(out, tag=f"{pid}-{'f' * 8}-{boot}")  # another container or computer: not ours to judge
+    untagged = tmp_path / ".out.tmp-k2j4h5x9"  # an older release's name: owner unknown
+    for d in (stale_dir, rebooted, live, foreign, untagged):
+        (d / "sub").mkdir(parents=True)
+        (d / "sub" / "model.safetensors").write_bytes(b"partial")
+    stale_file.write_text("{")
+    check_output(out, overwrite=False)  # what every command runs before any work
+    assert not stale_dir.exists() and not stale_file.exists() and not rebooted.exists()
+    assert live.exists() and foreign.exists() and untagged.exists()
+
+    # killed between the two renames of --overwrite: the previous output is put back, not deleted
+    previous = temp_name(tmp_path / "model", "old", tag=dead)
+    previous.mkdir()
+    (previous / "weights").write_bytes(b"the user's model")
+    check_output(tmp_path / "other", overwrite=False)
+    assert (tmp_path / "model" / "weights").read_bytes() == b"the user's model" and not previous.exists()
+    # ... and removed when the new output made it into place
+    again = temp_name(tmp_path / "model", "old", tag=dead)
+    again.mkdir()
+    with atomic_output(tmp_path / "model", overwrite=True) as tmp:
+        (tmp / "weights").write_bytes(b"new")
+    assert not again.exists() and (tmp_path / "model" / "weights").read_bytes() == b"new"
+    assert sorted(p.name for p in temps(tmp_path)) == sorted(p.name for p in (live, foreign, untagged))
+
+
+def test_ctrl_c_between_the_two_renames_of_an_overwrite_keeps_the_previous_output(tmp_path, monkeypatch):
+    from espresso_export.model import layout
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "weights").write_bytes(b"previous")
+    renames = []
+    real_rename = os.rename
+
+    def rename_then_ctrl_c(src, dst):  # the OS call itself: Ctrl-C lands right after the first rename
+        real_rename(src, dst)
+        renames.append(dst)
+        if len(renames) == 1:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(layout.os, "rename", rename_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt), layout.atomic_output(out, overwrite=True) as tmp:
+        (tmp / "weights").write_bytes(b"new")
+    monkeypatch.undo()
+    assert (out / "weights").read_bytes() == b"previous" and not temps(tmp_path)
+
+
+# --- the teacher pass continues where it stopped ----------------------------------------------------------------
+
+def test_teacher_pass_stopped_mid_way_continues_from_its_chunks_with_the_same_bytes(tiny_bert, big_corpus, tmp_path):
+    from espresso_export.data import read_corpus
+    from espresso_export.model.checkpoint import load
+    from espresso_export.training.distill import TEACHER_CHUNK, teacher_targets
+    from espresso_export.training.loop import TrainingInterrupted
+
+    sentences = read_corpus([big_corpus]).sentences
+    kw = {"dim": 8, "pca_samples": 500, "layers": [1]}
+    full = teacher_targets(load(tiny_bert), sentences, cache_dir=tmp_path / "a", **kw)
+    parts = [tmp_path / "b" / full.folder.name / "parts"]
+
+    finished = threading.Event()
+
+    def ctrl_c_after_the_first_chunk():
+        while not finished.is_set():
+            if len(list(parts[0].glob("*.0-2048.npy"))) == 2:  # both arrays of the first chunk are kept
+                signal.raise_signal(signal.SIGINT)  # delivered to the main thread, as a real Ctrl-C
+                return
+            time.sleep(0.002)
+
+    watcher = threading.Thread(target=ctrl_c_after_the_first_chunk)
+    watcher.start()
+    try:
+        with pytest.raises(TrainingInterrupted, match=r"teacher pass after \d+ of 4200 sentences") as stopped:
+            teacher_targets(load(tiny_bert), sentences, cache_dir=tmp_path / "b", **kw)
+    finally:
+        finished.set()
+        watcher.join()
+    assert stopped.value.exit_code == 130
+    assert not (parts[0].parent / "embeddings.npy").exists() and not temps(tmp_path)
+    resumed = teacher_targets(load(tiny_bert), sentences, cache_dir=tmp_path / "b", **kw)
+    assert resumed.resumed == TEACHER_CHUNK and full.resumed == 0
+    for name in ("embeddings.npy", "layer-1.npy", next(full.folder.glob("targets-*.npy")).name):
+        assert tree(full.folder)[name] == tree(resumed.folder)[name], name
+    assert not parts[0].exists()  # the chunks are removed once the pass is whole
+    np.testing.assert_array_equal(np.asarray(full.targets), np.asarray(resumed.targets))
+
+
+# --- the CLI under signals --------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cli(tiny_bert, calibration_file, big_corpus, tmp_path_factory):
+    """The commands under test, their uninterrupted outputs (tree of sha256) and durations.
+
+    One in-process ``run`` first imports everything, so each forked child (faults.Child) starts warm."""
+    from espresso_export.cli.app import main
+
+    root = tmp_path_factory.mktemp("cli")
+    logs = root / "logs"
+    logs.mkdir()
+    recipe = root / "r.yaml"
+    recipe.write_text(
+        f"source: {tiny_bert}\nsteps:\n"
+        f"  - shrink: {{layers: 2, dim: 8, calibration: {calibration_file}}}\n"
+        f"  - distill: {{corpus: [{calibration_file}], epochs: 2, batch_size: 32, heldout: 0, checkpoint_every: 3, "
+        f"cache_dir: {root / 'work' / 'run-cache'}}}\n"
+        f"  - export: {{}}\n", encoding="utf-8")
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["run", str(recipe), "-o", str(root / "warm-up")]) == 0
+    work = root / "work"
+    work.mkdir(exist_ok=True)
+    c = {"root": work, "logs": logs, "recipe": recipe, "teacher": tiny_bert}
+    c["shrink"] = ["shrink", tiny_bert, "--layers", "2", "--dim", "8", "--calibration", calibration_file]
+    c["export"] = ["export", work / "s"]
+    c["distill"] = ["distill", "--teacher", tiny_bert, "--student-layers", "2", "--dim", "8", "--corpus", big_corpus,
+                    "--batch-size", "32", "--max-steps", "40", "--checkpoint-every", "4", "--heldout", "0",
+                    "--pca-samples", "300", "--cache-dir", work / "cache"]
+    c["run"] = ["run", recipe]
+    refs = {}
+    for name, out in (("shrink", work / "s"), ("export", work / "e"), ("distill", work / "d"), ("run", work / "run")):
+        seconds = run_to_end([*c[name], "-o", out], logs / f"{name}-reference.log")
+        refs[name] = (tree(out), seconds)
+    c["refs"] = refs
+    return c
+
+
+def _reset(*paths: Path) -> None:
+    for p in paths:
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def test_sigterm_during_training_saves_a_checkpoint_exits_143_and_resumes_exactly(cli):
+    work, logs = cli["root"], cli["logs"]
+    out = work / "term"
+    argv = [*cli["distill"], "-o", out]
+    child = Child(argv, logs / "term.log")
+    deadline = time.monotonic() + 300
+    while not (out.parent / "term.run" / "checkpoint" / "trainer.json").is_file() and child.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    os.kill(child.pid, signal.SIGTERM)  # what docker stop, Kubernetes and SLURM send
+    assert child.wait() == 143, child.text()[-3000:]
+    text = child.text()
+    assert "terminated (SIGTERM) at step" in text and "--resume" in text, text[-2000:]
+    assert not out.exists() and not temps(work)
+    step = json.loads((work / "term.run" / "checkpoint" / "trainer.json").read_text())["step"]
+    assert 0 < step < 40
+    run_to_end([*argv, "--resume"], logs / "term-resume.log")
+    assert tree(out) == cli["refs"]["distill"][0], "a resumed run differs from an uninterrupted one"
+    _reset(out, work / "term.run")
+
+
+def _steps_complete(reference: dict):
+    """``run``: a step folder is visible only whole (the distill step's run folder holds its checkpoints; a
+    killed step's hidden temp folder is checked by the next run)."""
+    def check(before, after):
+        tops = {k.split("/")[0] for k in after or {}}
+        for top in (t for t in tops if not t.endswith(".run") and not TEMP_NAME.match(t)):
+            mine = {k: v for k, v in after.items() if k.startswith(top + "/")}
+            assert mine == {k: v for k, v in reference.items() if k.startswith(top + "/")}, f"{top} is partial"
+    return check
+
+
+def _chains(cli, fresh: bool = False) -> list[Chain]:
+    work, logs, refs = cli["root"], cli["logs"], cli["refs"]
+    s, e, d, r = work / "s", work / "e", work / "d", work / "run"
+
+    def fresh_or_overwrite(cmd, out):
+        return lambda: [*cli[cmd], "-o", out, *(["--overwrite"] if out.exists() else [])]
+
+    def temp_folder_appears(out):
+        def temp_folder_appears(since):
+            return newer(f".{out.name}.tmp-*", out.parent, since)
+        return temp_folder_appears
+
+    def teacher_chunk_written(since):
+        return any(newer("*.npy", p, since) for p in (work / "cache").glob("teacher-*/parts"))
+
+    def checkpoint_saved(since):
+        return newer("checkpoint", work / "d.run", since)
+
+    def distill_step_checkpoint_saved(since):
+        return newer("checkpoint", r / "2-distill.run", since)
+
+    def resume_if_checkpoint():
+        return [*cli["distill"], "-o", d, "--overwrite", *(["--resume"] if (work / "d.run" / "checkpoint").is_dir()
+                                                            else [])]
+
+    def run_or_resume():
+        return [*cli["run"], "-o", r, *(["--resume"] if r.exists() else [])]
+
+    # a fresh interpreter spends most of its time importing: draw the delays past that
+    common = {"root": work, "logs": logs, "fresh": fresh, "window": (0.5, 0.95) if fresh else (0.05, 0.6)}
+    # a resumed distill skips the teacher pass (cached) and the steps done: shorter delays stop it again
+    distill_window = (0.5, 0.8) if fresh else (0.02, 0.35)
+    return [
+        Chain("shrink", fresh_or_overwrite("shrink", s), s, reference=refs["shrink"][0], seconds=refs["shrink"][1],
+              waypoints=[temp_folder_appears(s)], **common),
+        Chain("shrink --overwrite", fresh_or_overwrite("shrink", s), s, reference=refs["shrink"][0],
+              seconds=refs["shrink"][1], **common),
+        Chain("export", fresh_or_overwrite("export", e), e, reference=refs["export"][0], seconds=refs["export"][1],
+              waypoints=[temp_folder_appears(e)], **common),
+        Chain("export --overwrite", fresh_or_overwrite("export", e), e, reference=refs["export"][0],
+              seconds=refs["export"][1], **common),
+        Chain("distill --overwrite", resume_if_checkpoint, d, reference=refs["distill"][0],
+              seconds=refs["distill"][1], waypoints=[teacher_chunk_written, checkpoint_saved],
+              **{**common, "window": distill_window}),
+        Chain("run", run_or_resume, r, reference=refs["run"][0], seconds=refs["run"][1],
+              waypoints=[distill_step_checkpoint_saved, temp_folder_appears(r / "3-export")],
+              check_visible=_steps_complete(refs["run"][0]), **common),
+    ]
+
+
+def _prepare(chain: Chain, cli) -> None:
+    """Fresh chains start from nothing; ``--overwrite`` chains over an existing output (another model)."""
+    work = cli["root"]
+    _reset(chain.output, Path(str(chain.output) + ".run"), work / "cache", work / "run-cache")
+    if chain.name.endswith("--overwrite"):
+        shutil.copytree(cli["teacher"], chain.output)
+
+
+def _inject(cli, attempts: dict[str, int], fresh: bool = False) -> list[str]:
+    rng = random.Random(SEED)
+    points: list[str] = []
+    for chain in _chains(cli, fresh):
+        if fresh:  # the delays are drawn against a fresh interpreter's duration
+            _prepare(chain, cli)
+            chain.seconds = run_to_end(chain.argv(), cli["logs"] / f"{chain.name}-fresh.log", fresh=True)
+        _prepare(chain, cli)
+        points += chain.run(rng, attempts[chain.name])
+    print(f"\n{len(points)} interruption points:\n  " + "\n  ".join(points))
+    return points
+
+
+def test_signals_at_random_points_leave_no_partial_output_and_resume_to_the_same_bytes(cli):
+    attempts = {"shrink": 3, "shrink --overwrite": 3, "export": 3, "export --overwrite": 3,
+                "distill --overwrite": 6, "run": 4}
+    points = _inject(cli, attempts)
+    assert len(points) >= 12  # some draws land after a short command finished; those count as finished runs
+    assert {p.split(", ")[1].split()[0] for p in points} == {"SIGINT", "SIGTERM", "SIGKILL"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fresh,per_chain", [(False, 12), (True, 2)], ids=["forked-many-points", "fresh-interpreters"])
+def test_signals_at_many_more_points(cli, fresh, per_chain):
+    points = _inject(cli, dict.fromkeys(("shrink", "shrink --overwrite", "export", "export --overwrite",
+                                         "distill --overwrite", "run"), per_chain), fresh=fresh)
+    assert len(points) >= 3 * per_chain
