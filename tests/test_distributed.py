@@ -59,7 +59,7 @@ def torchrun(nproc: int, args: list[str], timeout: float = 180) -> subprocess.Co
 def distill_args(tiny_bert, corpus, out: Path, cache: Path, *extra: str, epochs: int = 2) -> list[str]:
     return ["distill", "--teacher", str(tiny_bert), "--student-layers", "2", "--dim", "8", "--corpus", str(corpus),
             "--batch-size", "32", "--lr", "1e-3", "--epochs", str(epochs), "--heldout", "0", "--threads", "1",
-            "--seed", "3", "-o", str(out), "--cache-dir", str(cache), *extra]
+            "--seed", "3", "--max-seq-len", "128", "-o", str(out), "--cache-dir", str(cache), *extra]
 
 
 def weights(folder: Path) -> dict[str, np.ndarray]:

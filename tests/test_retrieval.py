@@ -13,6 +13,7 @@ from espresso_export.data import RetrievalSet, StsPairs, read_retrieval, retriev
 from espresso_export.core.errors import NotFoundError, ValidationError
 from espresso_export.core.types import IndexKind
 from espresso_export.verification.embedders import EncodeCache, Embedder
+from espresso_export.verification.latency_report import LatencySetup
 from espresso_export.core.metrics import ndcg_at_k, ranking_scores, recall_at_k, top_k_by_cosine
 from espresso_export.verification.report import RetrievalRow, Thresholds, VerifyReport
 from espresso_export.verification.retrieval import IndexOptions, RetrievalScores, evaluate, load_retrieval, search
@@ -159,7 +160,7 @@ def _retrieval_scores(mrr: float, ndcg: float) -> RetrievalScores:
 def test_retrieval_gate_is_on_ndcg_at_10():
     """MRR@10 retention 1.0 but nDCG@10 retention 0.5: the gate at 0.9 fails, naming nDCG@10."""
     row = RetrievalRow("set", "spec", "flat", _retrieval_scores(0.8, 0.3), _retrieval_scores(0.8, 0.6))
-    report = VerifyReport(candidate={}, source={}, threads=1, sts=[], latency=[], latency_texts=0, latency_rounds=0,
+    report = VerifyReport(candidate={}, source={}, threads=1, sts=[], latency=[], latency_setup=LatencySetup(threads=1),
                           retrieval=[row], thresholds=Thresholds(min_retrieval_retention=0.9))
     (check,) = report.checks
     assert check.name == "nDCG@10 retention on set" and check.value == pytest.approx(0.5) and not check.passed
