@@ -147,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or os.environ.get("ESPRESSO_DEBUG") == "1"
+    signals.record(None)  # a stop signal is counted from here (main may run more than once in a process)
     with quiet_libraries(debug), signals.signals_raise():  # SIGTERM unwinds like Ctrl-C: temps removed
         code = _run(args, debug)
     if argv is None:
@@ -171,6 +172,10 @@ def _run(args: list[str], debug: bool) -> int:
     except Exception as e:  # ours: one line and its code; anything else: one line, exit 1; traceback with --debug
         if debug:
             err_console().print_exception()
+        if signals.received() is not None:  # a library turned the KeyboardInterrupt into its own error (e.g.
+            # transformers' lazy import: "Could not import module 'BertModel'"): it was still the user's stop
+            _say(f"[yellow]{signals.describe()}:[/]", INTERRUPTED_NOTE)
+            return signals.exit_code()
         known = e if isinstance(e, EspressoError) else _os_failure(e)
         if known is not None:
             _say("[bold red]error:[/]", known.message)

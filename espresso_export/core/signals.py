@@ -43,8 +43,13 @@ def signum_of(e: BaseException) -> int:
     return signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT
 
 
-def record(signum: int) -> None:
+def record(signum: int | None) -> None:
     _last["signum"] = signum
+
+
+def received() -> int | None:
+    """The stop signal this process received since the last ``record(None)`` (None: none)."""
+    return _last["signum"]
 
 
 def raise_for(signum: int) -> None:

@@ -99,12 +99,15 @@ def atomic_output(target: str | os.PathLike, *, overwrite: bool, inputs: Sequenc
     """
     target = check_output(target, overwrite=overwrite, inputs=inputs)
     old = temp_name(target, OLD)  # an existing target waits here while the new one is renamed in
+    # the name is chosen before the folder exists and created inside the try, so a signal landing just after the
+    # mkdir (tempfile.mkdtemp returns too late to be cleaned up) still removes it
+    tmp = temp_name(target)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=temp_name(target, unique=False).name + "-", dir=target.parent))
-    except OSError as e:
-        raise _write_error(target, e) from e
-    try:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.mkdir(tmp, 0o700)
+        except OSError as e:
+            raise _write_error(target, e) from e
         yield tmp
         apply_umask(tmp)
         if target.exists():
