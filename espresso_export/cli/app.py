@@ -172,7 +172,7 @@ def _run(args: list[str], debug: bool) -> int:
     except Exception as e:  # ours: one line and its code; anything else: one line, exit 1; traceback with --debug
         if debug:
             err_console().print_exception()
-        if signals.received() is not None:  # a library turned the KeyboardInterrupt into its own error (e.g.
+        if signals.received() is not None and not isinstance(e, EspressoError):  # a library turned the KeyboardInterrupt into its own error (e.g.
             # transformers' lazy import: "Could not import module 'BertModel'"): it was still the user's stop
             _say(f"[yellow]{signals.describe()}:[/]", INTERRUPTED_NOTE)
             return signals.exit_code()
