@@ -56,7 +56,7 @@ def test_minilm_export_fp32_and_int8_pass_validation(minilm_export):
     scheme = files["onnx/model_quantized.onnx"]["int8"]
     fp32_matmuls = scheme.get("fp32_fallback", scheme.get("weight_only_int8"))
     assert scheme["matmuls_quantized"] + len(fp32_matmuls) == 3 * 6 and scheme["embedding_tables_quantized"] == 3
-    assert scheme["weight_bits"] == (8 if info["cpu"]["isa"] in ("avx512_vnni", "avx_vnni") else 7)
+    assert scheme["weight_bits"] == 7 and scheme["portable"]  # the default file is exact on every CPU and in wasm
     assert scheme["kept_fp32"]  # the PCA head stays fp32
     assert files["onnx/model_quantized.onnx"]["bytes"] < files["onnx/model.onnx"]["bytes"] / 3
     assert (out / "tokenizer.json").is_file() and (out / "config.json").is_file()

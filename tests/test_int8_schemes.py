@@ -116,3 +116,14 @@ def test_timing_and_scheme_options_validate():
         ExportOptions(timing_batches="0")
     with pytest.raises(ValidationError, match="int8-scheme"):
         ExportOptions(int8_scheme="static")
+
+
+def test_portable_weights_are_7_bit_even_on_vnni(fp32_export):
+    """The default (--int8-weights portable): an exported file is served on other CPUs and in onnxruntime-web,
+    whose kernels saturate on 8-bit weights, so the VNNI machine writes 7-bit weights unless asked."""
+    feeds = _calibration_feeds(fp32_export, ExportOptions(calibration_samples=32))
+    dst = fp32_export.parent / "portable.onnx"
+    report = write_int8(fp32_export / "onnx" / "model.onnx", dst, feeds, scheme="dynamic", alpha=0.5,
+                        external_threshold=2_000_000_000, cpu=VNNI, portable=True)
+    assert report["weight_bits"] == 7 and report["reduce_range"] and report["portable"]
+    assert ExportOptions().int8_weights == "portable"

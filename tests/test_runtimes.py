@@ -217,6 +217,9 @@ def test_browser_page_embeds_and_ranks_like_python(minilm_export, tmp_path, dtyp
     assert len(sentences) >= 24 and sorted(page["ranking"]) == sorted(sentences)
     python_scores = dict(zip(sentences, encoder.encode(sentences) @ encoder.encode(query)))
     shown = [python_scores[s] for s in page["ranking"]]
-    assert all(a >= b - TIE for a, b in itertools.pairwise(shown)), "the page ranks differently from Python"
+    tie = TIE
+    worst = max((b - a for a, b in itertools.pairwise(shown)), default=0.0)
+    print(f"browser page {file}: largest score inversion in its ranking {worst:.2e} (allowed {tie:g})")
+    assert worst <= tie, "the page ranks differently from Python"
     assert shot.stat().st_size > 10_000
     shutil.copy(shot, tmp_path / f"page-{dtype}.png")

@@ -2,14 +2,16 @@
 
 Two schemes, both with int8 embedding tables (:func:`.quantize.quantize_tables`) and pooling and the head in fp32:
 
-``dynamic`` (the default where it passes its calibration check)
+``dynamic`` (``auto`` picks it where it passes its calibration check; opt-in: ``per-token`` is the default)
     onnxruntime's own ``quantize_dynamic``: per-channel int8 weights and one uint8 range per activation
     tensor, computed at run time. onnxruntime fuses each ``DynamicQuantizeLinear -> MatMulInteger -> Mul``
     into ``DynamicQuantizeMatMul`` / ``MatMulIntegerToFloat`` when the session loads, so a MatMul costs
     one kernel. Weights use all 8 bits where the CPU has VNNI (32-bit accumulation) and 7 bits
     (``reduce_range``) elsewhere, where AVX2's 16-bit pair sums would saturate. MatMuls whose simulated
     error is largest stay fp32, one at a time, until the int8 graph's embeddings of the calibration
-    sentences are within :data:`CALIBRATION_MIN_COSINE` of the fp32 graph's.
+    sentences are within :data:`CALIBRATION_MIN_COSINE` of the fp32 graph's. Its activation range covers the
+    whole input tensor, batch included, so a text's vector depends on the other texts of its batch (measured:
+    0.9959 min cosine alone vs in a batch of 4 on MiniLM L3/d128): why it is not the default.
 ``per-token``
     the hand-written scheme of :mod:`.quantize` (SmoothQuant, one uint8 range per token): the most
     faithful, and the slower one at large batches (about 15 element-wise ops in front of each MatMul).
@@ -46,23 +48,27 @@ def has_vnni(cpu: dict) -> bool:
 
 
 def write_int8(src: Path, dst: Path, feeds: list[dict], *, scheme: str, alpha: float, external_threshold: int,
-               cpu: dict, calibration_min_cosine: float = CALIBRATION_MIN_COSINE) -> dict:
-    """Write the int8 variant of ``src`` with ``scheme`` (``auto`` picks); returns its export.json record."""
+               cpu: dict, calibration_min_cosine: float = CALIBRATION_MIN_COSINE, portable: bool = False) -> dict:
+    """Write the int8 variant of ``src`` with ``scheme`` (``auto`` picks); returns its export.json record.
+
+    ``portable``: 7-bit weights whatever ``cpu`` has. A file with 8-bit weights is exact only where int8 products
+    accumulate in 32 bits (VNNI); onnxruntime's AVX2 and wasm kernels saturate on it (measured: the browser's
+    ranking of 30 sentences moved by up to 0.027 in score), and an exported file is served on other machines."""
     from espresso_export.exporting.int8_calibration import WEIGHT_MAX, WEIGHT_MAX_VNNI
     from espresso_export.exporting.quantize import quantize_int8
 
-    vnni = has_vnni(cpu)
+    vnni = has_vnni(cpu) and not portable
     if scheme in ("auto", "dynamic"):
         report = quantize_dynamic_fused(src, dst, feeds, reduce_range=not vnni, external_threshold=external_threshold,
                                         target=calibration_min_cosine, required=scheme == "dynamic")
         if report is not None:
-            return report | {"picked_for_cpu": cpu.get("isa")}
+            return report | {"picked_for_cpu": cpu.get("isa"), "portable": portable}
     report = quantize_int8(src, dst, feeds, alpha=alpha, external_threshold=external_threshold,
                            weight_max=WEIGHT_MAX_VNNI if vnni else WEIGHT_MAX).to_dict()
     if scheme == "auto":
         report["why"] = (f"the dynamic scheme stayed under {calibration_min_cosine} min cosine on the calibration "
                          f"sentences with {MAX_FALLBACK} MatMuls in fp32")
-    return report | {"picked_for_cpu": cpu.get("isa")}
+    return report | {"picked_for_cpu": cpu.get("isa"), "portable": portable}
 
 
 def _ranked_matmuls(proto, feeds: list[dict], scratch: Path, reduce_range: bool) -> tuple[set[str], list[str], dict]:

@@ -47,9 +47,15 @@ class ExportOptions:
     validate: bool = setting(True, help="Check every written file against PyTorch (--no-validate skips the parity "
                                         "check; not recommended).")
     exporter: str = setting("auto", help="auto (TorchScript, then dynamo if it fails), torchscript or dynamo.")
-    int8_scheme: str = setting("auto", choices=("auto", "dynamic", "per-token"),
-                               help="int8: auto (dynamic where it passes its calibration check, else per-token), "
-                                    "dynamic (fused onnxruntime kernels, fastest) or per-token (most faithful).")
+    int8_scheme: str = setting("per-token", choices=("per-token", "dynamic", "auto"),
+                               help="int8: per-token (a range per token: a text's vector does not depend on the other "
+                                    "texts in its batch), dynamic (onnxruntime's fused kernels, faster, but one range "
+                                    "per batch: vectors shift with the batch) or auto (dynamic where it passes its "
+                                    "calibration check, else per-token).")
+    int8_weights: str = setting("portable", choices=("portable", "cpu"),
+                                help="int8 weight bits: portable (7 bits: exact on every x86 CPU, in the browser's wasm "
+                                     "and on ARM) or cpu (8 bits where this CPU has VNNI: faster here, but the file "
+                                     "saturates on CPUs without VNNI and in onnxruntime-web).")
     smooth_alpha: float = setting(0.5, min=0.0, max=1.0, help="int8: SmoothQuant migration strength.")
     calibration_samples: int = setting(256, min=1, help="int8: sentences that measure the activation ranges.")
     timing_batches: tuple[int, ...] = setting(

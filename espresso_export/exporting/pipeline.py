@@ -176,7 +176,8 @@ def _int8_files(tmp: Path, work: Path, options: ExportOptions, external: bool) -
     for level, src, fused in sources:
         name = onnx_file_name(Quantize.INT8, level)
         report = write_int8(src, tmp / name, feeds, scheme=options.int8_scheme, alpha=options.smooth_alpha,
-                            external_threshold=options.external_data_threshold, cpu=int8_isa())
+                            external_threshold=options.external_data_threshold, cpu=int8_isa(),
+                            portable=options.int8_weights == "portable")
         files.append({"file": name, "quantization": "int8", "optimization": level.value, "fused": fused,
                       "int8": report, "external_data": (tmp / (name + ".data")).exists()})
     return files
