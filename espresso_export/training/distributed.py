@@ -129,13 +129,15 @@ class Dist:
             ) from e
 
     # -- batches -------------------------------------------------------------------------------------
-    def shard_bounds(self, n: int) -> list[tuple[int, int]]:
-        """Contiguous, deterministic ``[start, stop)`` of ``n`` items per rank (the first ``n % world`` get one more)."""
-        q, r = divmod(n, self.world)
+    def shard_bounds(self, n: int, align: int = 1) -> list[tuple[int, int]]:
+        """Contiguous, deterministic ``[start, stop)`` of ``n`` items per rank (the first ``n % world`` get one more).
+
+        With ``align`` the shares are whole blocks of ``align`` items (the last block may be shorter)."""
+        q, r = divmod(-(-n // align), self.world)
         bounds, start = [], 0
         for i in range(self.world):
             stop = start + q + (1 if i < r else 0)
-            bounds.append((start, stop))
+            bounds.append((min(n, start * align), min(n, stop * align)))
             start = stop
         return bounds
 

@@ -24,11 +24,14 @@ CACHE_FORMAT = 1
 
 
 @contextmanager
-def shared_memmaps(files: dict, n: int, what: str):
+def shared_memmaps(files: dict, n: int, what: str, align: int = 1):
     """``.npy`` memmaps of ``n`` rows (``files``: key -> (path, width, dtype)) filled by every rank, each its
     contiguous share of the rows, and renamed into place once all shares are written.
 
-    Yields ``(arrays, start, stop)``: this rank writes rows ``start:stop``. One process writes all rows."""
+    Yields ``(arrays, start, stop)``: this rank writes rows ``start:stop``. One process writes all rows.
+    Shares are whole blocks of ``align`` rows (the last may be shorter, a rank may get none): a pass that
+    works in blocks of ``align`` then sees the same blocks, hence writes the same bytes, on any number of
+    processes."""
     dist = distributed.current()
     # one temp name per file, shared by the ranks and owned by rank 0 (which creates, renames or removes it)
     token = dist.broadcast_json(owner_tag(), what=what)
@@ -40,7 +43,7 @@ def shared_memmaps(files: dict, n: int, what: str):
                 np.lib.format.open_memmap(tmps[k], mode="w+", dtype=dtype, shape=(n, width)).flush()
         dist.barrier(what)
         arrays.update({k: np.load(tmps[k], mmap_mode="r+") for k in files})
-        start, stop = dist.shard_bounds(n)[dist.rank]
+        start, stop = dist.shard_bounds(n, align)[dist.rank]
         yield arrays, start, stop
         for arr in arrays.values():
             arr.flush()

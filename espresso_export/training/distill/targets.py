@@ -3,9 +3,10 @@
 One forward pass of the frozen teacher over the corpus writes its unit-normalised embeddings
 (``embeddings.npy``) and, for layer targets, its pooled state after each wanted layer (``layer-<i>.npy``).
 A PCA fitted on ``pca_samples`` of the embeddings gives the targets ``h_t = W_t (e_t - mean)``
-(``targets-<key>.npy``, with the PCA beside it). Under ``torchrun`` each rank embeds and projects its
-contiguous share; rank 0 fits the PCA and broadcasts it. The pass keeps each finished chunk in ``parts/``
-until it is done: a pass stopped by Ctrl-C, SIGTERM or SIGKILL continues from there when run again.
+(``targets-<key>.npy``, with the PCA beside it). Under ``torchrun`` each rank embeds its contiguous share
+of whole chunks (the bytes one process writes) and projects its share; rank 0 fits the PCA and broadcasts
+it. The pass keeps each finished chunk in ``parts/`` until it is done: a pass stopped by Ctrl-C, SIGTERM or
+SIGKILL continues from there when run again.
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ from espresso_export.training.distill.cache import (
 from espresso_export.training.interrupt import interrupted
 
 # Sentences per teacher pass chunk: bounds the memory of the pooled layer states. Batches are length-sorted
-# within a chunk, and batch composition decides the float rounding, so this also fixes the cached bytes.
+# within a chunk, and batch composition decides the float rounding, so this also fixes the cached bytes: under
+# torchrun each rank takes whole chunks, so the bytes do not depend on the number of processes (a distill that
+# starts near its optimum, e.g. student and teacher truncating alike, amplifies even 1e-8 target differences).
 TEACHER_CHUNK = 2048
 PROJECT_CHUNK = 65536  # rows per step when projecting the embeddings onto the PCA
 PARTS_DIR = "parts"  # the finished chunks of a teacher pass, until the whole pass is done
@@ -113,7 +116,7 @@ def _teacher_pass(teacher: Checkpoint, sentences: Sequence[str], folder: Path, n
     Each chunk is also kept in ``parts/`` until the whole pass is done, so a pass stopped by Ctrl-C, SIGTERM
     or SIGKILL continues where it stopped (the chunk boundaries, hence the bytes, are the same). Returns how
     many sentences came from such an earlier pass. Under torchrun every rank embeds its contiguous share of
-    the corpus into the same files."""
+    whole chunks of the corpus into the same files."""
     files = {}
     if need_final:
         files["final"] = (folder / "embeddings.npy", teacher.output_dim, np.float32)
@@ -124,7 +127,8 @@ def _teacher_pass(teacher: Checkpoint, sentences: Sequence[str], folder: Path, n
     kept = done = 0
     share = len(sentences)
     try:
-        with shared_memmaps(files, len(sentences), "the teacher pass") as (arrays, start, stop):
+        shared = shared_memmaps(files, len(sentences), "the teacher pass", align=TEACHER_CHUNK)
+        with shared as (arrays, start, stop):
             share, chunks = stop - start, windows(start, stop, TEACHER_CHUNK)
             for rng in track(chunks, description="teacher targets" if progress else None,
                              total_items=stop - start, count=len):
