@@ -117,7 +117,9 @@ def test_teacher_pass_stopped_mid_way_continues_from_its_chunks_with_the_same_by
     from espresso_export.training.loop import TrainingInterrupted
 
     sentences = read_corpus([big_corpus]).sentences
-    kw = {"dim": 8, "pca_samples": 500, "layers": [1]}
+    # small batches make a chunk take long enough (hundreds of forwards) for the watcher thread to stop the pass
+    # inside the second chunk even on an idle, fast machine; the reference uses the same batches (same bytes)
+    kw = {"dim": 8, "pca_samples": 500, "layers": [1], "batch_size": 4}
     full = teacher_targets(load(tiny_bert), sentences, cache_dir=tmp_path / "a", **kw)
     parts = [tmp_path / "b" / full.folder.name / "parts"]
 
@@ -131,6 +133,8 @@ def test_teacher_pass_stopped_mid_way_continues_from_its_chunks_with_the_same_by
             time.sleep(0.002)
 
     watcher = threading.Thread(target=ctrl_c_after_the_first_chunk)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-4)  # the watcher gets the GIL often while the main thread encodes
     watcher.start()
     try:
         with pytest.raises(TrainingInterrupted, match=r"teacher pass after \d+ of 4200 sentences") as stopped:
@@ -138,6 +142,7 @@ def test_teacher_pass_stopped_mid_way_continues_from_its_chunks_with_the_same_by
     finally:
         finished.set()
         watcher.join()
+        sys.setswitchinterval(switch)
     assert stopped.value.exit_code == 130
     assert not (parts[0].parent / "embeddings.npy").exists() and not temps(tmp_path)
     resumed = teacher_targets(load(tiny_bert), sentences, cache_dir=tmp_path / "b", **kw)
