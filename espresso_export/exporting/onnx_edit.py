@@ -82,7 +82,7 @@ class GraphEditor:
 
 
 def head_nodes(graph) -> set[str]:
-    """Names of nodes that feed ``sentence_embedding`` but not ``token_embeddings``: pooling and head."""
+    """Names of nodes that feed ``sentence_embedding`` but not ``last_hidden_state``: pooling and head."""
     producer = {out: node for node in graph.node for out in node.output}
 
     def ancestors(output: str) -> set[str]:

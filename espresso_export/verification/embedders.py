@@ -53,10 +53,10 @@ class Embedder(ABC):
     def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
         """Float32 embeddings, shape ``(len(texts), dim)``, in the order of ``texts``."""
 
-    def fingerprint(self) -> str:
+    def fingerprint(self) -> str | None:
         """A hash of everything that decides this model's vectors: weights, tokenizer, configs, settings (what
-        the on-disk cache of :class:`EncodeCache` is keyed by; only models ``verify`` opens need one)."""
-        raise NotImplementedError(f"{type(self).__name__} has no fingerprint: its vectors cannot be cached")
+        the on-disk cache of :class:`EncodeCache` is keyed by). None: the vectors are not cached on disk."""
+        return None
 
     @property
     def bytes_per_vector(self) -> int:
@@ -227,7 +227,9 @@ class EncodeCache:
         from espresso_export.model.cache import cache_key
 
         if self._fingerprint is None:
-            self._fingerprint = self.embedder.fingerprint()
+            self._fingerprint = self.embedder.fingerprint() or ""
+        if not self._fingerprint:  # a model without a fingerprint: nothing on disk could be trusted to match it
+            return None, None
         key = cache_key(EMBEDDING_CACHE_FORMAT, self._fingerprint, sentences_sha256(texts), len(texts),
                         self.batch_size)
         path = self.store / f"embeddings-{key}.npy"
