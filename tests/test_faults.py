@@ -108,6 +108,32 @@ def test_ctrl_c_between_the_two_renames_of_an_overwrite_keeps_the_previous_outpu
     assert (out / "weights").read_bytes() == b"previous" and not temps(tmp_path)
 
 
+def test_ctrl_c_just_after_the_output_is_renamed_in_reports_it_written_whole(tiny_bert, tmp_path, monkeypatch,
+                                                                              capsys):
+    """The rename is the commit point: a stop after it leaves the new output whole, the previous one gone, no
+    temps, and the message names the output instead of claiming that nothing was written."""
+    from espresso_export.cli.app import main
+    from espresso_export.model import layout
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "weights").write_bytes(b"previous")
+    real_rename = os.rename
+
+    def rename_then_ctrl_c(src, dst):
+        real_rename(src, dst)
+        if Path(dst) == out:  # the new output just went into place
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(layout.os, "rename", rename_then_ctrl_c)
+    code = main(["shrink", str(tiny_bert), "--layers", "1", "-o", str(out), "--overwrite"])
+    monkeypatch.undo()
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 130
+    assert not (out / "weights").exists() and (out / "model.safetensors").is_file() and not temps(tmp_path)
+    assert f"stopped after {out} was written whole" in err and "nothing written" not in err
+
+
 # --- the teacher pass continues where it stopped ----------------------------------------------------------------
 
 def test_teacher_pass_stopped_mid_way_continues_from_its_chunks_with_the_same_bytes(tiny_bert, big_corpus, tmp_path):

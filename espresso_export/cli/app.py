@@ -144,10 +144,12 @@ def _usage_line(e) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and map every outcome to an exit code."""
     from espresso_export.core.console import quiet_libraries
+    from espresso_export.core.tempfiles import forget_written
 
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or os.environ.get("ESPRESSO_DEBUG") == "1"
     signals.record(None)  # a stop signal is counted from here (main may run more than once in a process)
+    forget_written()
     with quiet_libraries(debug), signals.signals_raise():  # SIGTERM unwinds like Ctrl-C: temps removed
         code = _run(args, debug)
     if argv is None:
@@ -164,7 +166,7 @@ def _run(args: list[str], debug: bool) -> int:
     except (KeyboardInterrupt, *aborts) as e:
         if isinstance(e, KeyboardInterrupt):
             signals.record(signals.signum_of(e))
-        _say(f"[yellow]{signals.describe()}:[/]", INTERRUPTED_NOTE)
+        _say(f"[yellow]{signals.describe()}:[/]", _interrupted_note())
         return signals.exit_code()  # 130 after Ctrl-C, 143 after SIGTERM
     except usage_errors as e:
         _say("[bold red]error:[/]", _usage_line(e))
@@ -174,7 +176,7 @@ def _run(args: list[str], debug: bool) -> int:
             err_console().print_exception()
         if signals.received() is not None and not isinstance(e, EspressoError):  # a library turned the KeyboardInterrupt into its own error (e.g.
             # transformers' lazy import: "Could not import module 'BertModel'"): it was still the user's stop
-            _say(f"[yellow]{signals.describe()}:[/]", INTERRUPTED_NOTE)
+            _say(f"[yellow]{signals.describe()}:[/]", _interrupted_note())
             return signals.exit_code()
         known = e if isinstance(e, EspressoError) else _os_failure(e)
         if known is not None:
@@ -184,6 +186,18 @@ def _run(args: list[str], debug: bool) -> int:
         _say("[bold red]error:[/]", f"{e.__class__.__name__}: {first}",
              "" if debug else " (run with --debug for the traceback)")
         return EXIT_RUNTIME
+
+
+def _interrupted_note() -> str:
+    """What a stop left: nothing, or the outputs that were renamed into place whole before it came."""
+    from espresso_export.core.tempfiles import written
+
+    done = written()
+    if not done:
+        return INTERRUPTED_NOTE
+    names = ", ".join(str(p) for p in done)
+    return (f"stopped after {names} {'was' if len(done) == 1 else 'were'} written whole; nothing else written "
+            "(existing outputs are unchanged)")
 
 
 def _os_failure(e: Exception) -> EspressoError | None:

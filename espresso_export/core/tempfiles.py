@@ -123,4 +123,24 @@ def clean_stale(folder: str | os.PathLike) -> list[Path]:
     return done
 
 
-__all__ = ["OLD", "TMP", "clean_stale", "owner_gone", "owner_tag", "temp_name"]
+_written: list[Path] = []  # outputs this process renamed into place (for the message after a stop)
+
+
+def note_written(path: str | os.PathLike) -> None:
+    """Record that ``path`` is now in place whole: a stop after this point is reported with it."""
+    path = Path(path)
+    if path not in _written:
+        _written.append(path)
+
+
+def written() -> list[Path]:
+    """The outputs renamed into place since the last :func:`forget_written`."""
+    return list(_written)
+
+
+def forget_written() -> None:
+    _written.clear()
+
+
+__all__ = ["OLD", "TMP", "clean_stale", "forget_written", "note_written", "owner_gone", "owner_tag", "temp_name",
+           "written"]

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from espresso_export.model.checkpoint import PROVENANCE_FILE, Checkpoint, DenseLayer, Normalize, PostModule
 from espresso_export.core.errors import OutputExistsError, RuntimeFailure, ValidationError, write_failure
-from espresso_export.core.tempfiles import OLD, clean_stale, temp_name
+from espresso_export.core.tempfiles import OLD, clean_stale, note_written, temp_name
 from espresso_export.core.types import Pooling
 
 ST_TYPES = {
@@ -102,6 +102,7 @@ def atomic_output(target: str | os.PathLike, *, overwrite: bool, inputs: Sequenc
     # the name is chosen before the folder exists and created inside the try, so a signal landing just after the
     # mkdir (tempfile.mkdtemp returns too late to be cleaned up) still removes it
     tmp = temp_name(target)
+    renaming = False
     try:
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -112,8 +113,14 @@ def atomic_output(target: str | os.PathLike, *, overwrite: bool, inputs: Sequenc
         apply_umask(tmp)
         if target.exists():
             os.rename(target, old)
+        renaming = True
         os.rename(tmp, target)
+        note_written(target)
     except BaseException as e:
+        if renaming and not os.path.lexists(tmp):  # stopped just after the rename: the new output is whole
+            note_written(target)
+            shutil.rmtree(old, ignore_errors=True)  # the previous output, replaced as in a finished run
+            raise
         if old.exists() and not target.exists():
             os.rename(old, target)  # stopped between the two renames: the previous output goes back
         shutil.rmtree(tmp, ignore_errors=True)
@@ -180,7 +187,10 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
                 fh.write(text)
             os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes it owner-only: the mode open() would give
             os.replace(tmp, path)
+            note_written(path)
         except BaseException:
+            if not os.path.lexists(tmp):  # stopped just after the replace: the new file is whole
+                note_written(path)
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError as e:
