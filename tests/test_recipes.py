@@ -103,6 +103,20 @@ def test_wrong_type_names_key_line_and_expected_type(tmp_path, line, message):
         load_recipe(write(tmp_path, BASIC.replace("      layers: 2", line)))
 
 
+@pytest.mark.parametrize("value, expected", [
+    ("none", ()), ("null", ()), ("[]", ()), ('"1,8"', (1, 8)), ("[4]", (4,)),
+])
+def test_a_setting_takes_its_command_line_form_in_a_recipe(tmp_path, value, expected):
+    """`timing_batches: none` (the CLI's word) and YAML null both turn the export's timing off."""
+    recipe = load_recipe(write(tmp_path, BASIC.replace("quantize: int8", f"quantize: int8\n      timing_batches: {value}")))
+    assert recipe.steps[1].config.timing_batches == expected
+
+
+def test_a_bad_command_line_form_names_the_line(tmp_path):
+    with pytest.raises(ValidationError, match=r"r\.yaml:8: export\.timing_batches must be a list of integers, got '1, x'"):
+        load_recipe(write(tmp_path, BASIC.replace("quantize: int8", 'quantize: int8\n      timing_batches: "1, x"')))
+
+
 def test_wrong_enum_value_lists_the_choices(tmp_path):
     with pytest.raises(ValidationError, match=r"r\.yaml:7: export\.quantize must be one of none, int8, fp16, got 'int4'"):
         load_recipe(write(tmp_path, BASIC.replace("quantize: int8", "quantize: int4")))
