@@ -17,6 +17,7 @@ Fidelity: min cosine to the cut in PyTorch over every distinct STS-B validation 
 made on) and over every distinct STS-B test sentence (reported, never used to choose), STS-B test Spearman.
 
     ESPRESSO_SHARED_DATA=/work/shared/data PYTHONPATH=$PWD python benchmarks/int8.py --json benchmarks/results/int8.json
+    python benchmarks/int8.py --model mpnet --json benchmarks/results/int8-mpnet-L4-d128.json
 """
 
 from __future__ import annotations
@@ -43,8 +44,16 @@ VARIANTS = {  # extra file -> (label, scheme, cpu: None = this machine)
 PEER_FILE = "bench_peer_int8.onnx"
 
 
-def prepare() -> tuple[Path, Path, Path]:
-    from _models import minilm
+MODELS = {  # --model: (source loader name, cut name, layers, dim)
+    "minilm": ("minilm", "minilm-L3-d128", 3, 128),
+    # the cut of recipes/mpnet-L4-d128.yaml before healing: the same graph shape and so the same speed; its int8
+    # fidelity is measured against its own fp32 cut
+    "mpnet": ("mpnet", "mpnet-L4-d128", 4, 128),
+}
+
+
+def prepare(model: str = "minilm") -> tuple[Path, Path, Path]:
+    import _models
 
     from espresso_export import export, shrink
     from espresso_export.core.cpu import int8_isa
@@ -52,10 +61,11 @@ def prepare() -> tuple[Path, Path, Path]:
     from espresso_export.exporting.options import ExportOptions
     from espresso_export.exporting.pipeline import _calibration_feeds
 
-    source = minilm()
-    cut, folder = OUT / "minilm-L3-d128", OUT / "minilm-L3-d128-int8"
+    loader, name, layers, dim = MODELS[model]
+    source = getattr(_models, loader)()
+    cut, folder = OUT / name, OUT / f"{name}-int8"
     if not (cut / "model.safetensors").is_file():
-        shrink(source, cut, layers=3, dim=128, overwrite=True)
+        shrink(source, cut, layers=layers, dim=dim, overwrite=True)
     if not (folder / "bench_done").is_file():
         export(cut, folder, quantize="int8", optimize="O2", timing_batches=(), overwrite=True)
         info = json.loads((folder / "export.json").read_text())
@@ -111,7 +121,7 @@ def configs(source: Path, cut: Path, folder: Path, threads: int) -> dict:
     from espresso_export.runtime import OnnxEncoder, read_export_info
 
     src, ct = load(source), load(cut)
-    out = {"source PyTorch (all-MiniLM-L6-v2)": lambda t, b: encode(src, t, batch_size=b),
+    out = {f"source PyTorch ({source.name})": lambda t, b: encode(src, t, batch_size=b),
            "cut PyTorch": lambda t, b: encode(ct, t, batch_size=b)}
     labels = {"onnx/model.onnx": "our fp32 graph", "onnx/model_O2.onnx": "our fp32 graph O2",
               "onnx/model_quantized.onnx": "int8 default on this CPU", "onnx/model_quantized_O2.onnx": "int8 default, O2",
@@ -186,6 +196,7 @@ def table(result: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", choices=sorted(MODELS), default="minilm")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--sentences", type=int, default=256, help="timed at batch 8, 32, 128")
     parser.add_argument("--batch1-sentences", type=int, default=64)
@@ -200,11 +211,11 @@ def main() -> None:
     from espresso_export.core.cpu import int8_isa
     from espresso_export.data import read_sts
 
-    source, cut, folder = prepare()
+    source, cut, folder = prepare(args.model)
     pairs = read_sts(stsb("test"))
     texts = list(dict.fromkeys(pairs.sentence1 + pairs.sentence2))[: args.sentences]
     one = texts[: args.batch1_sentences]
-    result = {"cpu": int8_isa(), "batches": BATCHES, "rounds": args.rounds, "sentences": len(texts),
+    result = {"model": args.model, "cpu": int8_isa(), "batches": BATCHES, "rounds": args.rounds, "sentences": len(texts),
               "batch1_sentences": len(one), "speed": {}, "load_average_before": os.getloadavg()}
     for threads in [int(t) for t in args.threads.split(",")]:
         torch.set_num_threads(threads)
