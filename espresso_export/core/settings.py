@@ -72,6 +72,17 @@ class Field:
     def required(self) -> bool:
         return self.default is MISSING
 
+    def parse_cli_form(self, value: Any) -> Any:
+        """A value given in its command-line form ("1,32", "none"; YAML null where the command line says "none"),
+        parsed as the command line parses it; anything else is returned as it is (the type check reports it)."""
+        if self.spec.parse is None or self.spec.cli_type is not str or not (value is None or isinstance(value, str)):
+            return value
+        try:
+            parsed = self.spec.parse("none" if value is None else value)
+        except ValidationError:
+            return value
+        return list(parsed) if isinstance(parsed, tuple) else parsed  # a sequence's form in YAML and JSON
+
     @property
     def flags(self) -> tuple[str, ...]:
         return self.spec.flags or ("--" + self.name.replace("_", "-"),)

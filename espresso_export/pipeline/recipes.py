@@ -202,7 +202,7 @@ def _build_step(kind: str, raw: Any, path: tuple, origin: _Origin) -> Any:
             try:
                 out = coerce(value, f.type, from_cli=origin.from_cli((*path, key)))
             except Mismatch:
-                out = coerce(_parse_cli_form(f, value), f.type, from_cli=origin.from_cli((*path, key)))
+                out = coerce(f.parse_cli_form(value), f.type, from_cli=origin.from_cli((*path, key)))
         except Mismatch:
             raise ValidationError(f"{at}: {kind}.{key} must be {type_name(f.type)}, got {shown(value)}") from None
         if f.spec.choices is not None and out not in f.spec.choices:
@@ -222,18 +222,6 @@ def _build_step(kind: str, raw: Any, path: tuple, origin: _Origin) -> Any:
         return cls(**values)
     except ValidationError as e:  # a check across keys (the settings class's own): say where the step is
         raise ValidationError(f"{origin.at(path)}: {kind}: {e.message}") from None
-
-
-def _parse_cli_form(f, value: Any) -> Any:
-    """A setting given in its command-line form ("1,32", "none"; YAML null where the command line says "none"),
-    parsed as the command line parses it; anything else is returned as it is (the type check reports it)."""
-    if f.spec.parse is None or f.spec.cli_type is not str or not (value is None or isinstance(value, str)):
-        return value
-    try:
-        parsed = f.spec.parse("none" if value is None else value)
-    except ValidationError:
-        return value
-    return list(parsed) if isinstance(parsed, tuple) else parsed  # YAML's form of a sequence
 
 
 def _check_steps(steps: list[Step], file: str) -> None:
