@@ -101,8 +101,9 @@ def python_docs_paragraphs() -> list[str]:
     root = CACHE / "python-doc"
     if not root.is_dir():
         found = subprocess.run(["apt-cache", "search", "--names-only", r"^python3\.[0-9]+-doc$"], capture_output=True,
-                               text=True, check=False).stdout.split()
-        names = sorted((n for n in found if n.endswith("-doc")), key=lambda n: int(n.split(".")[1].split("-")[0]))
+                               text=True, check=False).stdout.splitlines()  # "name - description" a line
+        names = sorted((line.split(" - ")[0].strip() for line in found if " - " in line),
+                       key=lambda n: int(n.split(".")[1].split("-")[0]))
         if not names:
             sys.exit("the unseen arm needs Debian's python3.X-doc package (apt-get download); none found")
         with tempfile.TemporaryDirectory() as tmp:
