@@ -309,8 +309,11 @@ _BROKEN = False  # a collective failed: leave the group to die with the process 
 
 
 def _teardown() -> None:
+    import gc
+
     import torch.distributed as td
 
+    gc.collect()  # objects in reference cycles that hold gloo work go now, while the interpreter is whole
     if not _BROKEN and td.is_initialized():
         td.destroy_process_group()
 

@@ -23,6 +23,7 @@ importable from here.
 
 from __future__ import annotations
 
+import gc
 import math
 import random
 import time
@@ -252,13 +253,20 @@ class Trainer:
         unit = self.task.item_unit
         bar = Bar(progress if self.dist.main else None, self.total, done=self.step,
                   fields=((LOSS_LABEL, f"{LOSS_LABEL} {{}}"), (f"{unit}/s", f"{{}} {unit}/s")))
-        with stop_flag(repeat_interrupts=not self.dist.enabled) as flag, bar:
-            if self.step == 0 and self.initial_score is None:
-                self.initial_score = self._evaluate(bar, "before training")
-            for m in self.modules.values():
-                m.train()
-            while self.step < self.total:
-                self._run_epoch(bar, flag, pace, on_step)
+        try:
+            with stop_flag(repeat_interrupts=not self.dist.enabled) as flag, bar:
+                if self.step == 0 and self.initial_score is None:
+                    self.initial_score = self._evaluate(bar, "before training")
+                for m in self.modules.values():
+                    m.train()
+                while self.step < self.total:
+                    self._run_epoch(bar, flag, pace, on_step)
+        finally:
+            # the wrapper's forward refers back to this trainer (a cycle): left to the garbage collector, its
+            # gloo work could be freed after the interpreter began to finalize, which aborts the process
+            # (SIGABRT, "terminate called without an active exception") after a finished run
+            self.ddp = None
+            gc.collect()
         seconds = time.perf_counter() - pace.start
         self.restore_best()
         for m in self.modules.values():
