@@ -381,3 +381,25 @@ def test_one_named_loss_in_the_bar_the_epoch_line_the_table_and_the_json(tiny_be
     assert "final_loss" not in result["train"]
     assert f"{result['train']['epoch_mean_loss']:.4g}" == table[-1]
     assert result["eval"]["history"][-1]["loss"] == pytest.approx(result["train"]["epoch_mean_loss"], abs=1e-6)
+
+
+def test_the_in_batch_ranking_term_against_a_hand_computed_example():
+    """KL(teacher || student) of each row's softmax over its cosines to the other rows, temperature 1:
+    row 0: teacher p = (1, e^0.7071)/(1 + e^0.7071) = (0.33024, 0.66976), student the reverse:
+    KL = (0.66976 - 0.33024) * 0.70711 = 0.24008; row 1: teacher (0.33024, 0.66976), student (0.5, 0.5):
+    0.05882; row 2: teacher (0.5, 0.5), student (0.33024, 0.66976): 0.06122; mean 0.12004."""
+    from espresso_export.training.distill.tasks import rank_kl
+
+    teacher = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    student = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+    assert float(rank_kl(student, teacher, temperature=1.0)) == pytest.approx(0.12004, abs=2e-5)
+    # cosines only: row scale does not matter; a student that ranks like the teacher scores 0
+    assert float(rank_kl(student * torch.tensor([[3.0], [0.5], [2.0]]), teacher, temperature=1.0)) == \
+        pytest.approx(0.12004, abs=2e-5)
+    assert float(rank_kl(teacher * 7.0, teacher)) == pytest.approx(0.0, abs=1e-6)
+    assert float(rank_kl(student[:1], teacher[:1])) == 0.0  # one text ranks nothing
+    # the default temperature (0.05) sharpens it; the gradient reaches the student
+    x = student.clone().requires_grad_(True)
+    value = rank_kl(x, teacher)
+    value.backward()
+    assert float(value.detach()) > 0.12004 and torch.isfinite(x.grad).all() and float(x.grad.abs().sum()) > 0

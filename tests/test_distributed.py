@@ -111,6 +111,23 @@ def test_two_gloo_processes_train_the_weights_one_process_trains(one_and_two, ti
     assert sorted(p.name for p in tmp.iterdir() if p.name.startswith("two")) == ["two"]  # run folder removed
 
 
+def test_the_in_batch_ranking_loss_trains_the_same_weights_on_two_processes(one_and_two, tiny_bert, calibration_file):
+    """``rank+mse`` couples a batch's texts: the ranks gather the global batch, so 2 processes train what 1 does
+    (the teacher cache of the fixture's runs is reused: same teacher, corpus and settings)."""
+    tmp, _ = one_and_two
+    extra = ("--loss", "rank+mse", "--json")
+    assert main(distill_args(tiny_bert, calibration_file, tmp / "rank1", tmp / "cache1", *extra, epochs=1)) == 0
+    two = torchrun(2, distill_args(tiny_bert, calibration_file, tmp / "rank2", tmp / "cache2", *extra, epochs=1))
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert json.loads(two.stdout)["train"]["steps"] == 10
+    a, b = weights(tmp / "rank1"), weights(tmp / "rank2")
+    assert_same_weights(a, b, atol=2e-4)
+    # ... and the ranking term is in the gradient: the same epoch with mse alone ends elsewhere
+    assert main(distill_args(tiny_bert, calibration_file, tmp / "mse1", tmp / "cache1", "--json", epochs=1)) == 0
+    mse_only = weights(tmp / "mse1")
+    assert max(float(np.abs(a[k] - mse_only[k]).max()) for k in a) > 20 * 2e-4
+
+
 def test_the_sharded_teacher_cache_equals_the_single_process_cache(one_and_two):
     from safetensors.numpy import load_file
 

@@ -60,10 +60,17 @@ class Loss(str, Enum):
     COSINE_MSE = "cosine+mse"
     PAIR = "pair"  # on related sentence pairs: the student's cosine of each pair matches the teacher's (PCA) cosine
     PAIR_MSE = "pair+mse"
+    # in-batch ranking: each text's similarity distribution over the batch's other texts matches the teacher's
+    RANK_MSE = "rank+mse"
 
     @property
     def on_pairs(self) -> bool:
         return self in (Loss.PAIR, Loss.PAIR_MSE)
+
+    @property
+    def in_batch(self) -> bool:
+        """The loss couples the texts of a batch (several processes gather the batch's vectors)."""
+        return self is Loss.RANK_MSE
 
 
 class ProjectionInit(str, Enum):

@@ -1,9 +1,10 @@
 """Phase 4 of ``distill``: the training objectives, as :class:`~espresso_export.training.loop.TrainingTask`.
 
 :class:`HealTask` pulls the projected student ``h_s`` towards the teacher's PCA targets ``h_t`` (relative MSE,
-optionally + cosine), and with layer targets each student layer's pooled state towards the teacher's pooled
-state after the matching layer (standardised per dimension). :class:`PairHealTask` instead pulls the student's
-cosine of each related pair towards the cosine of the teacher's targets.
+optionally + cosine, or + the in-batch ranking term :func:`rank_kl`), and with layer targets each student
+layer's pooled state towards the teacher's pooled state after the matching layer (standardised per dimension).
+:class:`PairHealTask` instead pulls the student's cosine of each related pair towards the cosine of the
+teacher's targets.
 """
 
 from __future__ import annotations
@@ -19,6 +20,33 @@ from espresso_export.model.embed import apply_post, encode_batches, model_inputs
 from espresso_export.model.post import DenseLayer, renormalized, with_head
 from espresso_export.training.distill.targets import TeacherTargets
 from espresso_export.training.loop import TrainingTask
+
+
+# The ranking term's softmax temperature on cosines: 1/20, the scale sentence-transformers'
+# MultipleNegativesRankingLoss uses, so a cosine gap of 0.05 is a factor e in probability.
+RANK_TEMPERATURE = 0.05
+
+
+def rank_kl(h_s, h_t, temperature: float = RANK_TEMPERATURE):
+    """Mean over the rows of KL(teacher || student) between softmaxes of each row's cosines to the other rows.
+
+    In-batch relational distillation: the student learns how the teacher ranks the batch's other texts against
+    each text (what retrieval uses), not only where each vector lies. Written here because no library ships
+    this loss over precomputed teacher targets; 0 for a batch of one text."""
+    import torch
+    import torch.nn.functional as F
+
+    n = h_s.shape[0]
+    if n < 2:
+        return h_s.sum() * 0.0
+    eye = torch.eye(n, dtype=torch.bool, device=h_s.device)
+
+    def log_probs(h):
+        v = F.normalize(h.float(), dim=1)
+        return F.log_softmax((v @ v.T / temperature).masked_fill(eye, -1e4), dim=1)  # a row never ranks itself
+
+    log_t, log_s = log_probs(h_t), log_probs(h_s)
+    return (log_t.exp() * (log_t - log_s)).sum(1).mean()
 
 
 class HealTask(TrainingTask):
@@ -87,11 +115,36 @@ class HealTask(TrainingTask):
         return h, states
 
     def loss(self, batch: Sequence[int]):
+        idx = np.sort(self.items[np.asarray(batch)])
+        h_s, states, h_t = self._train_forward(idx, hidden=bool(self.layer_map))
+        loss = self._pointwise(idx, h_s, states, h_t)
+        if self.loss_kind.in_batch:
+            loss = loss + rank_kl(h_s, h_t)
+        return loss
+
+    def shard_loss(self, batch: Sequence[int], part: Sequence[int], dist):
+        """The ranking term couples a batch's texts: each rank forwards its slice, gathers the other slices'
+        ``h_s`` (as constants) and computes the term over the whole global batch, so the ranks' gradients sum
+        to the single-process gradient (the per-text terms keep the default share)."""
+        if not self.loss_kind.in_batch:
+            return super().shard_loss(batch, part, dist)
+        import torch
+
+        parts = [np.sort(self.items[np.asarray(batch[a:b], dtype=np.int64)]) for a, b in dist.shard_bounds(len(batch))]
+        mine = parts[dist.rank]
+        idx = mine if len(mine) else np.sort(self.items[np.asarray(batch[:1])])  # an empty slice forwards a dummy
+        h_s, states, h_t = self._train_forward(idx, hidden=bool(self.layer_map))
+        point = self._pointwise(idx, h_s, states, h_t) * (len(mine) / len(batch))
+        joined = torch.cat(dist.gather_rows(h_s[: len(mine)], [len(p) for p in parts]))
+        targets = torch.from_numpy(np.asarray(self.targets.targets[np.concatenate(parts)], dtype=np.float32))
+        rank = rank_kl(joined, targets.to(joined.device))
+        return point + rank - rank.detach() * (1 - 1 / dist.world)  # value: a 1/world share; gradient: this rank's
+
+    def _pointwise(self, idx: np.ndarray, h_s, states, h_t):
+        """The loss terms that are means over the texts ``idx`` (MSE, cosine, layer targets)."""
         import torch
         import torch.nn.functional as F
 
-        idx = np.sort(self.items[np.asarray(batch)])
-        h_s, states, h_t = self._train_forward(idx, hidden=bool(self.layer_map))
         loss = self._mse(h_s, h_t)
         if self.loss_kind is Loss.COSINE_MSE:
             loss = loss + (1 - F.cosine_similarity(h_s, h_t, dim=1)).mean()
