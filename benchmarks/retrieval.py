@@ -166,7 +166,7 @@ def heal_arm(arm: str, teacher: Path, args, work: Path) -> dict:
     healed = distill(str(teacher), work / "healed", student_layers=args.layers, dim=args.dim, corpus=corpus,
                      max_sentences=args.sentences, eval_sts=str(dev_third(work)), epochs=args.epochs, batch_size=32,
                      lr=1e-3, max_seq_len=args.max_seq_len, threads=args.threads, cache_dir=work / "cache",
-                     heldout=256, seed=0, progress=True)
+                     heldout=256, seed=0, loss=args.loss, progress=True)
     timings["distill"] = time.perf_counter() - start
     exported = export(work / "healed", work / "onnx", quantize="int8", optimize="O2")
     timings["export"] = time.perf_counter() - start - timings["distill"]
@@ -200,6 +200,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--max-seq-len", type=int, default=None, help="default: chosen from the corpus")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--loss", default="mse", help="distill's --loss (mse, cosine+mse, rank+mse)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args()
     if not (DBPEDIA / "corpus.jsonl").is_file():
@@ -210,7 +211,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix=f"retrieval-{arm}-") as tmp:
             result = reference_arm(teacher, args) if arm == "reference" else heal_arm(arm, teacher, args, Path(tmp))
         result["settings"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-        path = args.out / f"retrieval-{arm}-{args.teacher}-L{args.layers}-d{args.dim}.json"
+        loss = "" if args.loss == "mse" or arm == "reference" else f"-{args.loss.replace('+', '')}"
+        path = args.out / f"retrieval-{arm}-{args.teacher}-L{args.layers}-d{args.dim}{loss}.json"
         path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         print(json.dumps({"arm": arm, "results": result["results"], "seconds": result["seconds"]}, indent=2))
         print(f"written: {path}")

@@ -160,6 +160,25 @@ def test_bad_inputs_are_refused_with_a_clear_reason(tiny_models, tiny_bert, corp
 
 # --- corpus and augmentation ---------------------------------------------------------------------------
 
+def test_a_beir_collection_is_read_for_healing_as_verify_embeds_its_documents(tmp_path):
+    from espresso_export.data import read_retrieval
+
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text(
+        '{"_id": "d1", "title": "Espresso", "text": "A coffee brewed under pressure."}\n'
+        '{"_id": "d2", "title": "", "text": "Untitled text."}\n'
+        '{"_id": "d3", "text": "No title field."}\n', encoding="utf-8")
+    (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "what is espresso"}\n', encoding="utf-8")
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n", encoding="utf-8")
+    expected = ["Espresso A coffee brewed under pressure.", "Untitled text.", "No title field."]
+    assert read_retrieval(beir).docs == expected
+    for field in (None, "text"):  # auto or named: the title goes in front of the text
+        assert read_corpus([beir / "corpus.jsonl"], field=field).sentences == expected
+    (tmp_path / "qa.jsonl").write_text('{"title": "T", "query": "a question"}\n', encoding="utf-8")
+    assert read_corpus([tmp_path / "qa.jsonl"]).sentences == ["a question"]  # only a text field takes the title
+
+
 def test_corpus_readers_dedupe_drop_empty_and_count(tmp_path, shared_data):
     (tmp_path / "a.txt").write_text("one\n\ntwo\none\n  \n")
     (tmp_path / "b.jsonl").write_text('{"body": "two"}\n{"body": "three"}\n{"body": ""}\n')

@@ -1,7 +1,7 @@
 """Sentences: distillation corpora, calibration sets and vocabulary-pruning corpora, read one way.
 
-A spec is a file (``.txt`` one text a line; ``.jsonl`` a text field; ``.csv``/``.tsv``
-a column; STS-B files both sentences of every pair; ``.parquet`` a column;
+A spec is a file (``.txt`` one text a line; ``.jsonl`` a text field, with a record's ``title`` in front of
+its ``text`` as retrieval embeds BEIR documents; ``.csv``/``.tsv`` a column; STS-B files both sentences of every pair; ``.parquet`` a column;
 gzip for any but parquet), ``builtin`` (the shipped calibration corpus) or a
 Hub dataset (:mod:`espresso_export.data.hub`). :func:`read_corpus` merges
 specs with per-source counts; :func:`read_sentences` reads one (``shrink
@@ -18,7 +18,7 @@ from pathlib import Path
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.extras import require
 from espresso_export.data.files import (
-    BUILTIN, base_suffix, builtin_resource, jsonl_objects, open_text, sniff_delimiter, table_rows,
+    BUILTIN, base_suffix, builtin_resource, jsonl_objects, open_text, sniff_delimiter, table_rows, titled,
 )
 from espresso_export.data.hub import HubDataset, hub_dataset, hub_files, hub_split
 from espresso_export.data.sts import is_stsb, stsb_rows
@@ -71,8 +71,8 @@ def _jsonl_texts(path: Path, text: str, field: str | None) -> list[str]:
         key = field or next((k for k in TEXT_FIELDS if k in obj), None)
         if key is None or key not in obj:
             raise ValidationError(f"{where}: no {field or ' or '.join(TEXT_FIELDS)!r} field")
-        value = obj[key]
-        items.append("" if value is None else str(value))
+        value = "" if obj[key] is None else str(obj[key])
+        items.append(titled(obj, value) if key == "text" and "title" in obj else value)
     return items
 
 
@@ -118,7 +118,8 @@ def _parquet_texts(path: Path, column: str | None) -> list[str]:
 def corpus_texts(path: str | Path, *, field: str | None = None, column: str | None = None) -> tuple[str, list[str]]:
     """``(kind, texts)`` of one corpus file, raw: empty and repeated texts are kept.
 
-    txt: one text a line; jsonl: ``field`` (default: the first of text, sentence, ...);
+    txt: one text a line; jsonl: ``field`` (default: the first of text, sentence, ...; a ``text`` with a ``title``
+    in its record is read as "title text", as retrieval embeds a BEIR document);
     csv/tsv: ``column`` (header name or 0-based index); STS-B files: both sentences of every pair.
     """
     path = Path(path).expanduser()

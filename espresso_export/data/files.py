@@ -81,6 +81,14 @@ def jsonl_objects(path: Path, text: str):
         yield where, obj
 
 
+def titled(obj: dict, text: str) -> str:
+    """``text`` of a jsonl record with its ``title`` in front (BEIR's corpus.jsonl), as retrieval embeds a document:
+    healing on a collection then sees the documents as verify and search encode them."""
+    text = text.strip()
+    title = str(obj.get("title") or "").strip()
+    return f"{title} {text}".strip() if title else text
+
+
 def parse_score(value: str, where: str) -> float:
     """A similarity or relevance score; not a number (or NaN) is an error naming ``where``."""
     try:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from espresso_export.core.errors import NotFoundError, ValidationError
 from espresso_export.core.metrics import ranking_scores
-from espresso_export.data.files import jsonl_objects, open_text, parse_score
+from espresso_export.data.files import jsonl_objects, open_text, parse_score, titled
 from espresso_export.data.sts import StsPairs
 
 
@@ -50,9 +50,7 @@ def _beir_texts(path: Path, *, with_title: bool) -> tuple[list[str], list[str]]:
         if key in seen:
             raise ValidationError(f"{where}: duplicate _id {key!r}")
         seen.add(key)
-        text = str(obj["text"]).strip()
-        title = str(obj.get("title") or "").strip() if with_title else ""
-        text = f"{title} {text}".strip() if title else text
+        text = titled(obj, str(obj["text"])) if with_title else str(obj["text"]).strip()
         if not text:
             raise ValidationError(f"{where}: empty text for _id {key!r}")
         ids.append(key)

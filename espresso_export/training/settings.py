@@ -67,7 +67,8 @@ class DistillSettings(TrainerSettings):
         None, flags=("--student-layers", "-l"), cli_type=Optional[str], parse=parse_layers,
         help="Cut the student (default: the teacher) to L layers (4) or to these 0-based layers (0,2,4).")
     select: Select = select_setting()
-    corpus_field: Optional[str] = setting(None, help="jsonl field with the text.")
+    corpus_field: Optional[str] = setting(None, help="jsonl field with the text (a record's title, if it has one, "
+                                                     "goes in front of its text, as verify embeds BEIR documents).")
     corpus_column: Optional[str] = setting(None, help="csv/tsv column (header name or 0-based index) with the text.")
     max_sentences: Optional[int] = setting(None, min=1, help="Use at most this many corpus sentences (see --sample).")
     sample: CorpusSample = setting(CorpusSample.RANDOM, help="How --max-sentences picks: random (a seeded subset of "
