@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from espresso_export.cli.app import main
 from espresso_export.verification.embedders import EncodeCache, open_embedder
 from espresso_export.verification.retrieval import evaluate, load_retrieval
+from espresso_export.verification.sweep_result import SweepResult
 
 FAST = ["--threads", "1", "--latency-texts", "8", "--latency-rounds", "1", "--latency-batch-size", "8"]
 
@@ -25,13 +27,17 @@ def test_sweep_on_retrieval_scores_points_by_ndcg(tiny_bert, calibration_file, t
     assert target["kind"] == "retrieval" and target["queries"] > 10 and target["metric"] == "nDCG@10 x100"
     # the source's score is what verify's faiss retrieval measures: nDCG@10 x100 of the full model
     source = evaluate(EncodeCache(open_embedder(str(tiny_bert))), load_retrieval("builtin"))
-    assert report["source"]["spearman"] == pytest.approx(100 * source.ndcg_at_10, abs=1e-3)
+    assert report["source"]["ndcg_at_10"] == pytest.approx(100 * source.ndcg_at_10, abs=1e-3)
+    assert "spearman" not in report["source"]  # the key names what it holds
     assert {(p["layers"], p["dim"]) for p in report["points"]} == {(2, 16), (2, 32), (4, 16), (4, 32)}
     for p in report["points"]:
-        assert 0 <= p["spearman"] <= 100
-        assert p["retention"] == pytest.approx(p["spearman"] / report["source"]["spearman"], abs=1e-3)
+        assert 0 <= p["ndcg_at_10"] <= 100 and "spearman" not in p
+        assert p["retention"] == pytest.approx(p["ndcg_at_10"] / report["source"]["ndcg_at_10"], abs=1e-3)
     assert (out / "sweep.png").stat().st_size > 10_000
     assert "nDCG@10" in capsys.readouterr().out  # the table's score column
+    rows = list(csv.DictReader((out / "sweep.csv").open()))
+    assert "ndcg_at_10" in rows[0] and "spearman" not in rows[0]
+    assert SweepResult.from_dict(report).to_dict()["points"] == report["points"]  # a saved sweep re-reads whole
 
 
 def test_sweep_metric_retrieval_needs_a_set(tiny_bert, tmp_path, capsys):

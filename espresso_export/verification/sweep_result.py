@@ -56,7 +56,8 @@ class SweepResult:
     latency: dict
     target_retention: float
     points: list[SweepPoint]
-    metric: SweepMetric = SweepMetric.STS  # "spearman" of the points and the source: this metric's score x100
+    metric: SweepMetric = SweepMetric.STS  # ``spearman`` of the points and the source holds this metric's score x100
+    # (the JSON and CSV name it :attr:`score_key`)
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     output: Path | None = None
@@ -88,6 +89,11 @@ class SweepResult:
     def metric_label(self) -> str:
         return f"{self.metric_name} x100"
 
+    @property
+    def score_key(self) -> str:
+        """The JSON and CSV key of the score: named for what it holds (``spearman`` or ``ndcg_at_10``, x100)."""
+        return "ndcg_at_10" if self.metric is SweepMetric.RETRIEVAL else "spearman"
+
     def shrink_command(self, point: SweepPoint) -> str:
         if self.select_auto:  # shrink's own default picks the same layers
             layers, select = str(point.layers), ""
@@ -104,6 +110,7 @@ class SweepResult:
             if d[key] is not None:
                 d[key] = round(d[key], 4)
         d["per_set"] = {k: round(v, 4) for k, v in p.per_set.items()}
+        d[self.score_key] = d.pop("spearman")
         return d
 
     def to_dict(self) -> dict:
@@ -113,7 +120,7 @@ class SweepResult:
         return {
             "espresso_version": __version__,
             "source": {"id": self.source, "depth": self.source_depth, "dim": self.source_dim,
-                       "spearman": round(self.source_spearman, 4),
+                       self.score_key: round(self.source_spearman, 4),
                        "per_set": {k: round(v, 4) for k, v in self.source_per_set.items()},
                        "sentences_per_s": round(self.source_sentences_per_s, 4),
                        "p50_ms": round(self.source_p50_ms, 4), "params": self.source_params},
@@ -130,15 +137,22 @@ class SweepResult:
     def from_dict(cls, d: dict) -> SweepResult:
         """Rebuild a result from its ``sweep.json`` (to re-plot or compare sweeps without re-running them)."""
         src = d["source"]
+        key = "ndcg_at_10" if d.get("metric") == SweepMetric.RETRIEVAL.value else "spearman"
         fields_ = {f for f in SweepPoint.__dataclass_fields__}
+
+        def point(p: dict) -> SweepPoint:
+            return SweepPoint(spearman=p.get(key, p.get("spearman")),
+                              **{k: v for k, v in p.items() if k in fields_ and k != "spearman"})
+
         return cls(
-            source=src["id"], source_depth=src["depth"], source_dim=src["dim"], source_spearman=src["spearman"],
+            source=src["id"], source_depth=src["depth"], source_dim=src["dim"],
+            source_spearman=src.get(key, src.get("spearman")),
             source_per_set=src["per_set"], source_sentences_per_s=src["sentences_per_s"], source_p50_ms=src["p50_ms"],
             source_params=src["params"], head=Head(d["head"]), select=Select(d["select"]), select_auto=d.get("select_auto", False), sts_sets=d["sts"],
             calibration=d["calibration"], threads=d["threads"], latency=d["latency"],
             target_retention=d["target_retention"],
             metric=SweepMetric(d.get("metric", "sts")),
-            points=[SweepPoint(**{k: v for k, v in p.items() if k in fields_}) for p in d["points"]],
+            points=[point(p) for p in d["points"]],
             timings=d.get("timings_seconds", {}), notes=d.get("notes", []),
             output=Path(d["output"]) if d.get("output") else None,
         )
@@ -149,11 +163,12 @@ class SweepResult:
     def to_csv(self) -> str:
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(self.CSV_COLUMNS)
+        columns = [self.score_key if c == "spearman" else c for c in self.CSV_COLUMNS]
+        writer.writerow(columns)
         for p in self.points:
             d = self.point_dict(p)
             d["kept"] = " ".join(map(str, p.kept))
-            writer.writerow(["" if d[c] is None else d[c] for c in self.CSV_COLUMNS])
+            writer.writerow(["" if d[c] is None else d[c] for c in columns])
         return buf.getvalue()
 
 
