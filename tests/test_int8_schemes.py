@@ -84,9 +84,12 @@ def test_export_times_files_and_recommends_the_fastest_that_passed(tiny_bert, tm
     assert info["default_file"] == result.default_file == timing["recommended"]
     assert [f["file"] for f in info["files"] if f["recommended"]] == [timing["recommended"]]
     assert OnnxEncoder(tmp_path / "onnx").file == timing["recommended"]
-    best = max(files, key=lambda n: files[n]["speed"]["sentences_per_second"]["1"]
-               * files[n]["speed"]["sentences_per_second"]["4"])
-    assert timing["recommended"] == best  # all passed validation, so the fastest (geometric mean) wins
+    # all passed validation: the file asked for (int8, optimised) unless another is faster in every round
+    spread = {n: f["speed"]["spread"] for n, f in files.items()}
+    preferred = "onnx/model_quantized_O1.onnx"
+    clear = [n for n in files if n != preferred and all(spread[n][b][0] > spread[preferred][b][1] for b in ("1", "4"))]
+    speed = {n: f["speed"]["sentences_per_second"] for n, f in files.items()}
+    assert timing["recommended"] == (max(clear, key=lambda n: speed[n]["1"] * speed[n]["4"]) if clear else preferred)
     assert set(files["onnx/model_O1.onnx"]["speed"]["vs_unoptimized"]) == {"1", "4"}
     int8 = files["onnx/model_quantized.onnx"]["speed"]
     assert int8["faster_than_fp32"] == all(r > 1 for r in int8["vs_fp32"].values())
@@ -98,6 +101,26 @@ def test_export_times_files_and_recommends_the_fastest_that_passed(tiny_bert, tm
     card_row = onnx_speed(info)  # the model card's summary row
     assert f"recommended `onnx/{timing['recommended']}`" in card_row
     assert all(note in card_row for note in timing["notes"]) and "sent/s at batch 4" in card_row
+
+
+def test_the_recommendation_moves_only_for_a_file_faster_in_every_round():
+    from espresso_export.exporting.timing import recommend
+
+    names = ["onnx/model.onnx", "onnx/model_quantized.onnx", "onnx/model_quantized_O2.onnx"]
+    rates = {  # sentences/s per batch size, one entry per interleaved round
+        "onnx/model.onnx": {1: [100, 104, 98], 32: [200, 210, 190]},
+        "onnx/model_quantized.onnx": {1: [150, 190, 160], 32: [300, 330, 310]},
+        "onnx/model_quantized_O2.onnx": {1: [140, 185, 150], 32: [290, 335, 300]},
+    }
+    # int8 O2 asked for: the unoptimised int8 is faster on the best rounds but the rounds overlap: no flip
+    assert recommend(rates, names, "onnx/model_quantized_O2.onnx") == "onnx/model_quantized_O2.onnx"
+    # an int8 file slower than fp32 in every round at every batch size gives way to fp32
+    slow = {**rates, "onnx/model_quantized_O2.onnx": {1: [60, 70, 65], 32: [150, 160, 170]}}
+    assert recommend(slow, names, "onnx/model_quantized_O2.onnx") == "onnx/model_quantized.onnx"
+    assert recommend(slow, names[::2], "onnx/model_quantized_O2.onnx") == "onnx/model.onnx"
+    # faster at batch 32 only: not clear at every batch size, so the file asked for stays
+    mixed = {**slow, "onnx/model.onnx": {1: [50, 55, 52], 32: [400, 410, 405]}}
+    assert recommend(mixed, names[::2], "onnx/model_quantized_O2.onnx") == "onnx/model_quantized_O2.onnx"
 
 
 def test_timing_off_keeps_the_static_default(tiny_bert, tmp_path):

@@ -60,8 +60,9 @@ class ExportOptions:
     calibration_samples: int = setting(256, min=1, help="int8: sentences that measure the activation ranges.")
     timing_batches: tuple[int, ...] = setting(
         (1, 32), cli_type=str, parse=parse_batches, metavar="1,32",
-        help="Time every written file at these batch sizes on the probe sentences and recommend the fastest that "
-             "passed (none: no timing; the default file is then int8, optimised first).")
+        help="Time every written file at these batch sizes on the probe sentences; the default file (int8, "
+             "optimised first) gives way only to a file that passed and is faster in every round (none: no "
+             "timing).")
     min_cosine: dict[str, float] = setting(default_factory=dict, cli=False,
                                            help="Stricter or looser parity gates per precision, e.g. {int8: 0.995}.")
     trust_remote_code: bool = setting(False, recipe=False, help="Allow model code from the checkpoint's repository (off by "

@@ -142,14 +142,10 @@ def _manifest(ckpt: Checkpoint, graph: GraphInfo, options: ExportOptions, files:
 
 def default_file(files: list[dict]) -> str:
     """The file a CPU user should load: the one the timing recommends, else int8 (optimised first), else fp32."""
+    from espresso_export.exporting.timing import static_default
+
     timed = [f["file"] for f in files if f.get("recommended")]
-    if timed:
-        return timed[0]
-
-    def rank(f: dict) -> tuple:
-        return ({"int8": 0, "none": 1}.get(f["quantization"], 2), f["optimization"] == "none")
-
-    return min(files, key=rank)["file"]
+    return timed[0] if timed else static_default(files)["file"]
 
 
 def _calibration_feeds(folder: Path, options: ExportOptions) -> list[dict]:
@@ -252,7 +248,7 @@ def _timed(tmp: Path, files: list[dict], options: ExportOptions, result: ExportR
     timing = time_files(tmp, files, pairs.sentence1 + pairs.sentence2, options.timing_batches)
     result.hints += timing["notes"]
     if timing["recommended"]:
-        result.hints.append(f"fastest file that passed: {timing['recommended']} (measured at batch "
+        result.hints.append(f"recommended file: {timing['recommended']} (measured at batch "
                             f"{', '.join(map(str, options.timing_batches))}; export.json 'timing')")
     return timing
 

@@ -4,7 +4,8 @@ Graph optimisation and int8 are not faster everywhere: on a 2-core AVX-512 VNNI 
 made all-MiniLM-L6-v2 L3/d128 10-15% slower, and the per-token int8 scheme was slower than fp32 at batch
 32. So the export times every file it wrote on the STS probe sentences, interleaved (file after file, a
 few rounds, the best round kept: on a shared machine the least disturbed one), at the batch sizes asked
-for, and recommends the fastest file that passed validation. Each file records its speed relative to
+for, and recommends the file asked for unless another that passed validation is faster in every round
+(:func:`recommend`), so the default does not flip with the noise. Each file records its speed relative to
 its unoptimised sibling (``vs_unoptimized``) and, for int8/fp16, to the fp32 graph (``vs_fp32``); a
 ratio under 1 is reported as slower, not hidden.
 """
@@ -82,13 +83,33 @@ def time_files(folder: Path, files: list[dict], texts: list[str], batches: tuple
             speed["faster_than_fp32"] = all(v > 1.0 for v in r.values())
             notes += _notes(name, BASE_FILE, r, "not faster than")
         f["speed"] = speed
-    passed = [n for n in names if by_name[n].get("validation", {}).get("passed", True)]
-    recommended = max(passed, key=lambda n: _score(best, n), default=None) if passed else None
+    passed = [f for f in files if f.get("validation", {}).get("passed", True)]
+    recommended = recommend(rates, [f["file"] for f in passed], static_default(passed)["file"]) if passed else None
     for f in files:
         f["recommended"] = f["file"] == recommended
     return {"batches": list(batches), "sentences": len(texts), "rounds": TIMING_ROUNDS, "kept": "best round",
-            "threads": os.cpu_count(), "recommended": recommended, "notes": notes,
-            "rule": "the fastest file that passed validation (geometric mean over the batch sizes)"}
+            "threads": os.cpu_count(), "recommended": recommended, "notes": notes, "rule": RULE}
+
+
+RULE = ("the file asked for (int8 before fp32, optimised first) unless a file that passed validation is faster in "
+        "every round at every batch size; then the fastest such file (geometric mean of the best rounds)")
+
+
+def static_default(files: list[dict]) -> dict:
+    """The file the export prefers without timing: int8 before fp32 before fp16, the optimised graph first."""
+    return min(files, key=lambda f: ({"int8": 0, "none": 1}.get(f["quantization"], 2), f["optimization"] == "none"))
+
+
+def recommend(rates: dict[str, dict[int, list[float]]], names: list[str], preferred: str) -> str:
+    """``preferred``, unless another of ``names`` is clearly faster: its slowest round beats ``preferred``'s
+    fastest round at every batch size. Then the fastest of those (geometric mean of the best rounds).
+
+    Near-equal files would otherwise swap places from one run to the next on a shared machine, and the
+    default file would flip with the noise."""
+    best = {n: {b: max(v) for b, v in rates[n].items()} for n in names}
+    clear = [n for n in names if n != preferred
+             and all(min(rates[n][b]) > max(rates[preferred][b]) for b in rates[preferred])]
+    return max(clear, key=lambda n: _score(best, n)) if clear else preferred
 
 
 def _score(best: dict[str, dict[int, float]], name: str) -> float:

@@ -113,7 +113,8 @@ def onnx_speed(manifest: dict) -> str:
     timing = manifest.get("timing")
     if not timing or not timing.get("recommended"):
         return ""
-    parts = [f"recommended `onnx/{timing['recommended']}` (fastest that passed validation)"]
+    parts = [f"recommended `onnx/{timing['recommended']}` (passed validation; another file replaces the one asked "
+             "for only when it is faster in every timing round)"]
     for f in manifest.get("files", []):
         rates = (f.get("speed") or {}).get("sentences_per_second", {})
         vs = (f.get("speed") or {}).get("vs_fp32")
