@@ -18,6 +18,7 @@ made on) and over every distinct STS-B test sentence (reported, never used to ch
 
     ESPRESSO_SHARED_DATA=/work/shared/data PYTHONPATH=$PWD python benchmarks/int8.py --json benchmarks/results/int8.json
     python benchmarks/int8.py --model mpnet --json benchmarks/results/int8-mpnet-L4-d128.json
+    python benchmarks/int8.py --model mpnet --cut runs/mpnet-L4-d128/2-distill --json ...   # the healed cut
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ VARIANTS = {  # extra file -> (label, scheme, cpu: None = this machine)
     "bench_int8_per_token7.onnx": ("int8 per-token 7-bit (previous default)", "per-token", AVX2),
 }
 PEER_FILE = "bench_peer_int8.onnx"
+# onnxruntime's MatMulNBits with 8-bit weights and int8 compute (accuracy_level 4): one fused kernel per MatMul
+# whose activations are quantised per row and block, so a text's vector does not depend on its batch
+NBITS_FILES = {"bench_nbits8_b128.onnx": ("int8 MatMulNBits (8-bit, blocks of 128)", 128)}
 
 
 MODELS = {  # --model: (source loader name, cut name, layers, dim)
@@ -52,7 +56,7 @@ MODELS = {  # --model: (source loader name, cut name, layers, dim)
 }
 
 
-def prepare(model: str = "minilm") -> tuple[Path, Path, Path]:
+def prepare(model: str = "minilm", ready_cut: Path | None = None) -> tuple[Path, Path, Path]:
     import _models
 
     from espresso_export import export, shrink
@@ -64,7 +68,9 @@ def prepare(model: str = "minilm") -> tuple[Path, Path, Path]:
     loader, name, layers, dim = MODELS[model]
     source = getattr(_models, loader)()
     cut, folder = OUT / name, OUT / f"{name}-int8"
-    if not (cut / "model.safetensors").is_file():
+    if ready_cut is not None:  # e.g. a healed cut: benchmarked as it is
+        cut, folder = ready_cut, OUT / f"{name}-{ready_cut.name}-int8"
+    elif not (cut / "model.safetensors").is_file():
         shrink(source, cut, layers=layers, dim=dim, overwrite=True)
     if not (folder / "bench_done").is_file():
         export(cut, folder, quantize="int8", optimize="O2", timing_batches=(), overwrite=True)
@@ -78,7 +84,27 @@ def prepare(model: str = "minilm") -> tuple[Path, Path, Path]:
         info["files"].append({"file": PEER_FILE, "quantization": "int8", "optimization": "none"})
         (folder / "export.json").write_text(json.dumps(info, indent=1))
         (folder / "bench_done").write_text("")
+    info = json.loads((folder / "export.json").read_text())
+    for file, (_, block) in NBITS_FILES.items():
+        if not any(f["file"] == file for f in info["files"]):
+            _nbits(folder / "onnx" / "model.onnx", folder / file, block)
+            info["files"].append({"file": file, "quantization": "int8", "optimization": "none"})
+            (folder / "export.json").write_text(json.dumps(info, indent=1))
     return source, cut, folder
+
+
+def _nbits(src: Path, dst: Path, block: int) -> None:
+    """onnxruntime's MatMulNBits quantizer: symmetric 8-bit weights in blocks, int8 compute (accuracy_level 4)."""
+    import onnx
+    from onnxruntime.quantization import QuantFormat
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    config = DefaultWeightOnlyQuantConfig(block_size=block, is_symmetric=True, accuracy_level=4, bits=8,
+                                          quant_format=QuantFormat.QOperator)
+    quantizer = MatMulNBitsQuantizer(onnx.load(str(src)), bits=8, block_size=block, is_symmetric=True,
+                                     accuracy_level=4, algo_config=config)
+    quantizer.process()
+    quantizer.model.save_model_to_file(str(dst), use_external_data_format=False)
 
 
 def _peer(src: Path, dst: Path) -> None:
@@ -125,7 +151,8 @@ def configs(source: Path, cut: Path, folder: Path, threads: int) -> dict:
            "cut PyTorch": lambda t, b: encode(ct, t, batch_size=b)}
     labels = {"onnx/model.onnx": "our fp32 graph", "onnx/model_O2.onnx": "our fp32 graph O2",
               "onnx/model_quantized.onnx": "int8 default on this CPU", "onnx/model_quantized_O2.onnx": "int8 default, O2",
-              PEER_FILE: "peer: sentence-transformers avx512_vnni recipe"} | {k: v[0] for k, v in VARIANTS.items()}
+              PEER_FILE: "peer: sentence-transformers avx512_vnni recipe"} | {k: v[0] for k, v in VARIANTS.items()} \
+        | {k: v[0] for k, v in NBITS_FILES.items()}
     for f in read_export_info(folder)["files"]:
         out[labels[f["file"]]] = OnnxEncoder(folder, f["file"], threads=threads).encode
     try:
@@ -202,6 +229,8 @@ def main() -> None:
     parser.add_argument("--batch1-sentences", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--cut", type=Path, default=None,
+                        help="a ready cut folder of --model's source (e.g. healed by the recipe) instead of shrink's")
     args = parser.parse_args()
 
     import numpy as np
@@ -211,11 +240,11 @@ def main() -> None:
     from espresso_export.core.cpu import int8_isa
     from espresso_export.data import read_sts
 
-    source, cut, folder = prepare(args.model)
+    source, cut, folder = prepare(args.model, args.cut)
     pairs = read_sts(stsb("test"))
     texts = list(dict.fromkeys(pairs.sentence1 + pairs.sentence2))[: args.sentences]
     one = texts[: args.batch1_sentences]
-    result = {"model": args.model, "cpu": int8_isa(), "batches": BATCHES, "rounds": args.rounds, "sentences": len(texts),
+    result = {"model": args.model, "cut": str(cut), "cpu": int8_isa(), "batches": BATCHES, "rounds": args.rounds, "sentences": len(texts),
               "batch1_sentences": len(one), "speed": {}, "load_average_before": os.getloadavg()}
     for threads in [int(t) for t in args.threads.split(",")]:
         torch.set_num_threads(threads)

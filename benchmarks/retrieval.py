@@ -165,8 +165,9 @@ def heal_arm(arm: str, teacher: Path, args, work: Path) -> dict:
               f"{sentences_file(work)}:{1 - args.passage_share:g}"]
     healed = distill(str(teacher), work / "healed", student_layers=args.layers, dim=args.dim, corpus=corpus,
                      max_sentences=args.sentences, eval_sts=str(dev_third(work)), epochs=args.epochs, batch_size=32,
-                     lr=1e-3, max_seq_len=args.max_seq_len, threads=args.threads, cache_dir=work / "cache",
-                     heldout=256, seed=0, loss=args.loss, progress=True)
+                     lr=1e-3, max_seq_len=args.max_seq_len, threads=args.threads,
+                     cache_dir=args.cache_dir or work / "cache", heldout=256, seed=0, loss=args.loss,
+                     rank_temperature=args.rank_temperature, progress=True)
     timings["distill"] = time.perf_counter() - start
     exported = export(work / "healed", work / "onnx", quantize="int8", optimize="O2")
     timings["export"] = time.perf_counter() - start - timings["distill"]
@@ -201,6 +202,9 @@ def main() -> None:
     parser.add_argument("--max-seq-len", type=int, default=None, help="default: chosen from the corpus")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--loss", default="mse", help="distill's --loss (mse, cosine+mse, rank+mse)")
+    parser.add_argument("--rank-temperature", type=float, default=0.1, help="distill's --rank-temperature")
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="teacher targets cache kept between runs (default: a fresh one in the run's temp folder)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args()
     if not (DBPEDIA / "corpus.jsonl").is_file():
@@ -211,7 +215,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix=f"retrieval-{arm}-") as tmp:
             result = reference_arm(teacher, args) if arm == "reference" else heal_arm(arm, teacher, args, Path(tmp))
         result["settings"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-        loss = "" if args.loss == "mse" or arm == "reference" else f"-{args.loss.replace('+', '')}"
+        loss = "" if args.loss == "mse" or arm == "reference" else \
+            f"-{args.loss.replace('+', '')}" + (f"-t{args.rank_temperature:g}" if args.loss == "rank+mse" else "")
         path = args.out / f"retrieval-{arm}-{args.teacher}-L{args.layers}-d{args.dim}{loss}.json"
         path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         print(json.dumps({"arm": arm, "results": result["results"], "seconds": result["seconds"]}, indent=2))

@@ -38,6 +38,8 @@ def _identity(a: DistillArgs, corpus: CorpusSplit, models: Models, selection: Se
         "max_seq_len": a.max_seq_len, "dropout": a.dropout, "projection_init": a.projection_init.value,
         "heldout": n_held, **selection.identity(),
     }
+    if a.loss.in_batch:
+        identity["rank_temperature"] = a.rank_temperature
     if corpus.pair_rows is not None:
         identity["pairs"] = hashlib.sha256(corpus.pair_rows.tobytes()).hexdigest()[:20]
     return identity
@@ -46,6 +48,7 @@ def _identity(a: DistillArgs, corpus: CorpusSplit, models: Models, selection: Se
 def _task(a: DistillArgs, corpus: CorpusSplit, models: Models, targets: TeacherTargets, projection,
           selection: Selection) -> HealTask:
     kwargs = dict(loss=a.loss, layer_map=models.layer_map, layer_weight=a.layer_weight, max_seq_len=a.max_seq_len,
+                  rank_temperature=a.rank_temperature,
                   dropout=a.dropout, selection=selection, identity=_identity(a, corpus, models, selection),
                   items=corpus.items)
     if corpus.pair_rows is not None:

@@ -22,12 +22,7 @@ from espresso_export.training.distill.targets import TeacherTargets
 from espresso_export.training.loop import TrainingTask
 
 
-# The ranking term's softmax temperature on cosines: 1/20, the scale sentence-transformers'
-# MultipleNegativesRankingLoss uses, so a cosine gap of 0.05 is a factor e in probability.
-RANK_TEMPERATURE = 0.05
-
-
-def rank_kl(h_s, h_t, temperature: float = RANK_TEMPERATURE):
+def rank_kl(h_s, h_t, temperature: float):
     """Mean over the rows of KL(teacher || student) between softmaxes of each row's cosines to the other rows.
 
     In-batch relational distillation: the student learns how the teacher ranks the batch's other texts against
@@ -54,6 +49,7 @@ class HealTask(TrainingTask):
 
     def __init__(self, student: Checkpoint, projection, sentences: Sequence[str], targets: TeacherTargets, *,
                  loss: Loss = Loss.MSE, layer_map: dict[int, int] | None = None, layer_weight: float = 1.0,
+                 rank_temperature: float = 0.1,
                  max_seq_len: int = 128, dropout: bool = False, selection=None, identity: dict | None = None,
                  items: Sequence[int] | None = None):
         import torch
@@ -66,6 +62,7 @@ class HealTask(TrainingTask):
         self.loss_kind = Loss(loss)
         self.layer_map = dict(layer_map or {})  # student layer j (0-based) -> teacher layer index
         self.layer_weight = layer_weight
+        self.rank_temperature = rank_temperature
         self.max_seq_len = max_seq_len
         self.dropout = dropout
         self.selection = selection  # a Selection (the eval sets and the score), or None: no evaluation
@@ -119,7 +116,7 @@ class HealTask(TrainingTask):
         h_s, states, h_t = self._train_forward(idx, hidden=bool(self.layer_map))
         loss = self._pointwise(idx, h_s, states, h_t)
         if self.loss_kind.in_batch:
-            loss = loss + rank_kl(h_s, h_t)
+            loss = loss + rank_kl(h_s, h_t, self.rank_temperature)
         return loss
 
     def shard_loss(self, batch: Sequence[int], part: Sequence[int], dist):
@@ -137,7 +134,7 @@ class HealTask(TrainingTask):
         point = self._pointwise(idx, h_s, states, h_t) * (len(mine) / len(batch))
         joined = torch.cat(dist.gather_rows(h_s[: len(mine)], [len(p) for p in parts]))
         targets = torch.from_numpy(np.asarray(self.targets.targets[np.concatenate(parts)], dtype=np.float32))
-        rank = rank_kl(joined, targets.to(joined.device))
+        rank = rank_kl(joined, targets.to(joined.device), self.rank_temperature)
         return point + rank - rank.detach() * (1 - 1 / dist.world)  # value: a 1/world share; gradient: this rank's
 
     def _pointwise(self, idx: np.ndarray, h_s, states, h_t):

@@ -72,6 +72,7 @@ def _training_info(a: DistillArgs, corpus: CorpusSplit, models: Models, t: Train
             "training_pairs": None if pairs is None else int(len(pairs)), "lr": models.lr,
             "warmup": a.warmup, "weight_decay": a.weight_decay, "max_grad_norm": a.max_grad_norm,
             "max_seq_len": a.max_seq_len, "loss": a.loss.value,
+            "rank_temperature": a.rank_temperature if a.loss.in_batch else None,
             "layer_targets": {str(k): v for k, v in models.layer_map.items()},
             "layer_weight": a.layer_weight, "projection_init": a.projection_init.value, "dropout": a.dropout,
             "augment": list(a.augment), "seed": a.seed, "device": a.device, "processes": t.processes}
