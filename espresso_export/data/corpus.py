@@ -1,8 +1,8 @@
 """Sentences: distillation corpora, calibration sets and vocabulary-pruning corpora, read one way.
 
 A spec is a file (``.txt`` one text a line; ``.jsonl`` a text field, with a record's ``title`` in front of
-its ``text`` as retrieval embeds BEIR documents; ``.csv``/``.tsv`` a column; STS-B files both sentences of every pair; ``.parquet`` a column;
-gzip for any but parquet), ``builtin`` (the shipped calibration corpus) or a
+its ``text`` as retrieval embeds BEIR documents; ``.csv``/``.tsv`` a column; STS-B files both sentences of
+every pair; ``.parquet`` a column; gzip for any but parquet), ``builtin`` (the shipped calibration corpus) or a
 Hub dataset (:mod:`espresso_export.data.hub`). :func:`read_corpus` merges
 specs with per-source counts; :func:`read_sentences` reads one (``shrink
 --calibration``). Both keep the distinct non-empty stripped texts in order.

@@ -88,8 +88,9 @@ class DistillSettings(TrainerSettings):
                                        "percentile of the corpus's token lengths, rounded up to a multiple of 8 and "
                                        "capped at the student's max length.")
     loss: Optional[Loss] = setting(None, help="mse (HPD), cosine+mse, or rank+mse (+ each text's similarities to "
-                                              "the batch's other texts, softmax-matched to the teacher's; measured worse than mse for search); with "
-                                              "--pairs: pair or pair+mse. Default: pair with --pairs, else mse.")
+                                              "the batch's other texts, softmax-matched to the teacher's; measured "
+                                              "worse than mse for search); with --pairs: pair or pair+mse. "
+                                              "Default: pair with --pairs, else mse.")
     layer_targets: Optional[bool] = setting(None, help="Also match each student layer to its teacher layer (a cut "
                                                        "teacher only; off by default).")
     layer_weight: float = setting(1.0, min=0.0, help="Weight of the layer targets.")

@@ -38,6 +38,11 @@ class SweepPoint:
         return f"L{self.layers}/d{self.dim}"
 
 
+def score_key(metric: SweepMetric) -> str:
+    """The JSON and CSV key of a sweep's score: named for what it holds (``spearman`` or ``ndcg_at_10``, x100)."""
+    return "ndcg_at_10" if metric is SweepMetric.RETRIEVAL else "spearman"
+
+
 @dataclass
 class SweepResult:
     source: str
@@ -91,8 +96,7 @@ class SweepResult:
 
     @property
     def score_key(self) -> str:
-        """The JSON and CSV key of the score: named for what it holds (``spearman`` or ``ndcg_at_10``, x100)."""
-        return "ndcg_at_10" if self.metric is SweepMetric.RETRIEVAL else "spearman"
+        return score_key(self.metric)
 
     def shrink_command(self, point: SweepPoint) -> str:
         if self.select_auto:  # shrink's own default picks the same layers
@@ -137,7 +141,7 @@ class SweepResult:
     def from_dict(cls, d: dict) -> SweepResult:
         """Rebuild a result from its ``sweep.json`` (to re-plot or compare sweeps without re-running them)."""
         src = d["source"]
-        key = "ndcg_at_10" if d.get("metric") == SweepMetric.RETRIEVAL.value else "spearman"
+        key = score_key(SweepMetric(d.get("metric", "sts")))
         fields_ = {f for f in SweepPoint.__dataclass_fields__}
 
         def point(p: dict) -> SweepPoint:
