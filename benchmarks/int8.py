@@ -19,6 +19,7 @@ made on) and over every distinct STS-B test sentence (reported, never used to ch
     ESPRESSO_SHARED_DATA=/work/shared/data PYTHONPATH=$PWD python benchmarks/int8.py --json benchmarks/results/int8.json
     python benchmarks/int8.py --model mpnet --json benchmarks/results/int8-mpnet-L4-d128.json
     python benchmarks/int8.py --model mpnet --cut runs/mpnet-L4-d128/2-distill --json ...   # the healed cut
+    python benchmarks/int8.py --extra "per-token, v0.x kernel=old/onnx/model_quantized.onnx"  # an older file, same cut
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -56,7 +58,8 @@ MODELS = {  # --model: (source loader name, cut name, layers, dim)
 }
 
 
-def prepare(model: str = "minilm", ready_cut: Path | None = None) -> tuple[Path, Path, Path]:
+def prepare(model: str = "minilm", ready_cut: Path | None = None, extra: dict[str, Path] | None = None,
+            ) -> tuple[Path, Path, Path]:
     import _models
 
     from espresso_export import export, shrink
@@ -72,7 +75,8 @@ def prepare(model: str = "minilm", ready_cut: Path | None = None) -> tuple[Path,
         cut, folder = ready_cut, OUT / f"{name}-{ready_cut.name}-int8"
     elif not (cut / "model.safetensors").is_file():
         shrink(source, cut, layers=layers, dim=dim, overwrite=True)
-    if not (folder / "bench_done").is_file():
+    done = folder / "bench_done"  # holds the hash of the code that wrote the files: a change rewrites them
+    if not done.is_file() or done.read_text() != _exporting_code_hash():
         export(cut, folder, quantize="int8", optimize="O2", timing_batches=(), overwrite=True)
         info = json.loads((folder / "export.json").read_text())
         feeds = _calibration_feeds(folder, ExportOptions())
@@ -83,14 +87,29 @@ def prepare(model: str = "minilm", ready_cut: Path | None = None) -> tuple[Path,
         _peer(folder / "onnx" / "model.onnx", folder / PEER_FILE)
         info["files"].append({"file": PEER_FILE, "quantization": "int8", "optimization": "none"})
         (folder / "export.json").write_text(json.dumps(info, indent=1))
-        (folder / "bench_done").write_text("")
+        done.write_text(_exporting_code_hash())
     info = json.loads((folder / "export.json").read_text())
     for file, (_, block) in NBITS_FILES.items():
         if not any(f["file"] == file for f in info["files"]):
             _nbits(folder / "onnx" / "model.onnx", folder / file, block)
             info["files"].append({"file": file, "quantization": "int8", "optimization": "none"})
             (folder / "export.json").write_text(json.dumps(info, indent=1))
+    info["files"] = [f for f in info["files"] if "bench_label" not in f]  # --extra rows are this run's only
+    for k, (label, path) in enumerate((extra or {}).items()):
+        file = f"bench_extra_{k}.onnx"
+        shutil.copyfile(path, folder / file)
+        info["files"].append({"file": file, "quantization": "int8", "optimization": "none", "bench_label": label})
+    (folder / "export.json").write_text(json.dumps(info, indent=1))
     return source, cut, folder
+
+
+def _exporting_code_hash() -> str:
+    import hashlib
+
+    import espresso_export.exporting as exporting
+
+    files = sorted(Path(exporting.__file__).parent.glob("*.py"))
+    return hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:16]
 
 
 def _nbits(src: Path, dst: Path, block: int) -> None:
@@ -154,7 +173,7 @@ def configs(source: Path, cut: Path, folder: Path, threads: int) -> dict:
               PEER_FILE: "peer: sentence-transformers avx512_vnni recipe"} | {k: v[0] for k, v in VARIANTS.items()} \
         | {k: v[0] for k, v in NBITS_FILES.items()}
     for f in read_export_info(folder)["files"]:
-        out[labels[f["file"]]] = OnnxEncoder(folder, f["file"], threads=threads).encode
+        out[f.get("bench_label") or labels[f["file"]]] = OnnxEncoder(folder, f["file"], threads=threads).encode
     try:
         out["OpenVINO fp32 (model.onnx)"] = OpenVinoEncoder(folder, threads).encode
     except ImportError:
@@ -231,7 +250,15 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--cut", type=Path, default=None,
                         help="a ready cut folder of --model's source (e.g. healed by the recipe) instead of shrink's")
+    parser.add_argument("--extra", action="append", default=[], metavar="LABEL=FILE",
+                        help="also time this ONNX file of the same cut (e.g. written by an older version), repeatable")
     args = parser.parse_args()
+    extra = {}
+    for item in args.extra:
+        label, sep, path = item.rpartition("=")
+        if not sep or not Path(path).is_file():
+            parser.error(f"--extra {item}: expected LABEL=FILE with an existing file")
+        extra[label] = Path(path)
 
     import numpy as np
     import torch
@@ -240,7 +267,7 @@ def main() -> None:
     from espresso_export.core.cpu import int8_isa
     from espresso_export.data import read_sts
 
-    source, cut, folder = prepare(args.model, args.cut)
+    source, cut, folder = prepare(args.model, args.cut, extra)
     pairs = read_sts(stsb("test"))
     texts = list(dict.fromkeys(pairs.sentence1 + pairs.sentence2))[: args.sentences]
     one = texts[: args.batch1_sentences]

@@ -167,17 +167,25 @@ def heal_arm(arm: str, teacher: Path, args, work: Path) -> dict:
                      max_sentences=args.sentences, eval_sts=str(dev_third(work)), epochs=args.epochs, batch_size=32,
                      lr=1e-3, max_seq_len=args.max_seq_len, threads=args.threads,
                      cache_dir=args.cache_dir or work / "cache", heldout=256, seed=0, loss=args.loss,
-                     rank_temperature=args.rank_temperature, progress=True)
+                     rank_temperature=args.rank_temperature, max_steps=args.max_steps, progress=True)
     timings["distill"] = time.perf_counter() - start
-    exported = export(work / "healed", work / "onnx", quantize="int8", optimize="O2")
-    timings["export"] = time.perf_counter() - start - timings["distill"]
-    timings["wall_to_int8"] = time.perf_counter() - start  # what the 30-minute goal counts
-    rows = {"pytorch": measure(work / "healed", teacher, args), "int8": measure(work / "onnx", teacher, args)}
-    timings["verify"] = time.perf_counter() - start - timings["wall_to_int8"]
+    exported = None
+    if args.measure != "pytorch":
+        exported = export(work / "healed", work / "onnx", quantize="int8", optimize="O2")
+        timings["export"] = time.perf_counter() - start - timings["distill"]
+        timings["wall_to_int8"] = time.perf_counter() - start  # what the 30-minute goal counts
+    done = time.perf_counter()
+    rows = {}
+    if args.measure != "int8":
+        rows["pytorch"] = measure(work / "healed", teacher, args)
+    if exported is not None:
+        rows["int8"] = measure(work / "onnx", teacher, args)
+    timings["verify"] = time.perf_counter() - done
     return {
         "arm": arm, "teacher": str(teacher), "layers": healed.layers, "dim": args.dim, "corpus": healed.corpus,
         "train": {k: healed.train.get(k) for k in ("steps", "epochs", "seconds")}, "eval": healed.eval,
-        "heldout": healed.heldout, "export": {"default_file": exported.default_file, "files": exported.files},
+        "heldout": healed.heldout,
+        "export": exported and {"default_file": exported.default_file, "files": exported.files},
         "results": rows, "goal_met": {name: _goal(row) for name, row in rows.items()},
         "seconds": {k: round(v, 1) for k, v in timings.items()},
     }
@@ -190,21 +198,43 @@ def reference_arm(teacher: Path, args) -> dict:
             "seconds": {"verify": round(time.perf_counter() - start, 1)}}
 
 
+def _layers(text: str):
+    """``--layers``: a count, or comma-separated layer indices."""
+    return int(text) if "," not in text else [int(i) for i in text.split(",")]
+
+
+def result_name(arm: str, args) -> str:
+    """``retrieval-<arm>-<teacher>-L<layers>-d<dim>[-<loss>][-len<N>][-s<steps>].json``."""
+    if arm == "reference":
+        return f"retrieval-reference-{args.teacher}-L{args.layers}-d{args.dim}.json"
+    layers = args.layers if isinstance(args.layers, int) else "-".join(map(str, args.layers))
+    loss = "" if args.loss == "mse" else \
+        f"-{args.loss.replace('+', '')}" + (f"-t{args.rank_temperature:g}" if args.loss == "rank+mse" else "")
+    length = f"-len{args.max_seq_len}" if args.max_seq_len else ""
+    steps = f"-s{args.max_steps}" if args.max_steps else ""
+    return f"retrieval-{arm}-{args.teacher}-L{layers}-d{args.dim}{loss}{length}{steps}.json"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("arm", choices=(*ARMS, "all"))
     parser.add_argument("--teacher", choices=("mpnet", "minilm"), default="mpnet")
-    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--layers", type=_layers, default=4,
+                        help="a count (spread over the depth) or 0-based indices, e.g. 0,1,2,11")
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--sentences", type=int, default=20000, help="training texts (passages + sentences)")
     parser.add_argument("--passage-share", type=float, default=0.5)
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--max-steps", type=int, default=None,
+                        help="stop training after this many steps (ablations at a fixed budget)")
     parser.add_argument("--max-seq-len", type=int, default=None, help="default: chosen from the corpus")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--loss", default="mse", help="distill's --loss (mse, cosine+mse, rank+mse)")
     parser.add_argument("--rank-temperature", type=float, default=0.1, help="distill's --rank-temperature")
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="teacher targets cache kept between runs (default: a fresh one in the run's temp folder)")
+    parser.add_argument("--measure", choices=("both", "pytorch", "int8"), default="both",
+                        help="which healed model verify measures (pytorch skips the export)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args()
     if not (DBPEDIA / "corpus.jsonl").is_file():
@@ -215,9 +245,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix=f"retrieval-{arm}-") as tmp:
             result = reference_arm(teacher, args) if arm == "reference" else heal_arm(arm, teacher, args, Path(tmp))
         result["settings"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-        loss = "" if args.loss == "mse" or arm == "reference" else \
-            f"-{args.loss.replace('+', '')}" + (f"-t{args.rank_temperature:g}" if args.loss == "rank+mse" else "")
-        path = args.out / f"retrieval-{arm}-{args.teacher}-L{args.layers}-d{args.dim}{loss}.json"
+        path = args.out / result_name(arm, args)
         path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         print(json.dumps({"arm": arm, "results": result["results"], "seconds": result["seconds"]}, indent=2))
         print(f"written: {path}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from espresso_export import export
@@ -150,3 +151,47 @@ def test_portable_weights_are_7_bit_even_on_vnni(fp32_export):
                         external_threshold=2_000_000_000, cpu=VNNI, portable=True)
     assert report["weight_bits"] == 7 and report["reduce_range"] and report["portable"]
     assert ExportOptions().int8_weights == "portable"
+
+
+def _one_matmul_graph(w):
+    """x [batch, tokens, K] @ w, the smallest graph the per-token rewrite applies to."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "s", w.shape[0]])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "s", w.shape[1]])
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g", [x], [y],
+                              [numpy_helper.from_array(w, "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("weight_max", [63, 127])
+def test_per_token_kernel_computes_the_simulated_int8_product(weight_max):
+    """The fused graph (QuantizeLinear per token, MatMulIntegerToFloat, zero points undone by Mul + Sub) gives
+    what the calibration's numpy model of the scheme gives, a token's result does not depend on the other
+    tokens of the batch, and no rounding chain is left in front of the MatMul."""
+    import onnxruntime as ort
+
+    from espresso_export.exporting.int8_calibration import fake_int8
+    from espresso_export.exporting.onnx_edit import GraphEditor
+    from espresso_export.exporting.quantize import quantize_matmuls
+
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(48, 24)).astype(np.float32)
+    x = rng.normal(size=(3, 5, 48)).astype(np.float32)
+    x[0, 1] *= 40.0  # an outlier token: per-token scales keep it from flattening the others
+    x[2, 3] = np.abs(x[2, 3])  # a token with no negative value (zero point 0)
+    proto = _one_matmul_graph(w)
+    g = GraphEditor(proto)
+    assert quantize_matmuls(g, g.weight_matmuls(exclude=set()), weight_max=weight_max) == 1
+    g.drop_unused_initializers()
+    ops = Counter(n.op_type for n in proto.graph.node)
+    assert ops["MatMulIntegerToFloat"] == 1 and ops["QuantizeLinear"] == 1
+    assert not ops["MatMul"] and not ops["MatMulInteger"] and not ops["Clip"]
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {"x": x})[0]
+    want = fake_int8(x.reshape(-1, 48).astype(np.float64), w.astype(np.float64), weight_max).reshape(3, 5, 24)
+    assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+    alone = session.run(None, {"x": x[1:2]})[0]
+    np.testing.assert_array_equal(alone[0], got[1])
+    exact = x @ w  # and it is an int8 approximation of the fp32 product, not something else
+    assert 0 < np.abs(got - exact).max() < 0.05 * np.abs(exact).max()

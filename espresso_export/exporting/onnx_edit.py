@@ -47,6 +47,13 @@ class GraphEditor:
             self._shared[key] = self.add_init(f"espresso_q_{key}", value)
         return self._shared[key]
 
+    def use_domain(self, domain: str, version: int) -> None:
+        """Import an operator domain (e.g. onnxruntime's ``com.microsoft``) if the model does not yet."""
+        if not any(o.domain == domain for o in self.proto.opset_import):
+            from onnx import helper
+
+            self.proto.opset_import.append(helper.make_opsetid(domain, version))
+
     def reduce(self, op: str, x: str, out: str):
         from onnx import helper
 

@@ -7,14 +7,17 @@ onnxruntime's stock ``quantize_dynamic`` scales each activation tensor with
 one min/max for the whole batch. Transformer activations have a few tokens
 (and channels) far larger than the rest, so most values land in a handful of
 int8 steps; on all-mpnet-base-v2 cut to 4 layers with a PCA-128 head that gave
-a min cosine of 0.95-0.96 against fp32. The int8 scheme here keeps the same
-fast integer kernels (``MatMulInteger``) and changes what is scaled:
+a min cosine of 0.95-0.96 against fp32. The int8 scheme here keeps onnxruntime's
+fast integer kernel (``MatMulIntegerToFloat``: the integer product and its scaling
+back to fp32 in one kernel, which takes a scale per token) and changes what is scaled:
 
 1. **SmoothQuant** (alpha 0.5): per input channel ``j`` of each MatMul,
    ``s_j = max|x_j|^a / max|W_j|^(1-a)`` measured on calibration sentences;
    the graph computes ``(x / s) @ (s W)``, moving outlier channels into the weights.
 2. **Per-token activations**: each token's vector gets its own uint8 scale and
-   zero point, computed at run time (an outlier token no longer flattens the others).
+   zero point, computed at run time (an outlier token no longer flattens the others),
+   and is quantised by one ``QuantizeLinear``; the zero points are undone after the
+   product (``(q - z) W = q W - z colsum(W)``: a ``Mul`` and a ``Sub``).
 3. **Per-channel 7-bit weights**: symmetric, one scale per output column. 7 bits keep
    uint8 x int8 products from saturating the 16-bit sums of AVX2 CPUs without VNNI;
    where the export runs on a VNNI CPU (32-bit accumulation) all 8 bits are used.
@@ -49,6 +52,8 @@ from espresso_export.exporting.onnx_edit import GraphEditor, head_nodes
 
 log = logging.getLogger(__name__)
 
+CONTRIB = "com.microsoft"  # onnxruntime's operator domain (MatMulIntegerToFloat)
+
 
 @dataclass
 class Int8Report:
@@ -78,13 +83,21 @@ class Int8Report:
         }
 
 
-def _quantize_activation(g: GraphEditor, act: str, p: str) -> list:
-    """Nodes computing ``p+'q'`` (uint8), ``p+'scale'`` and ``p+'zp'`` ([..., 1]) for each token of ``act``."""
+def _quantize_activation(g: GraphEditor, act: str, width: int, p: str) -> list:
+    """Nodes computing ``p+'q'`` (uint8, the shape of ``act``), ``p+'scale'`` and ``p+'offset'`` ([..., 1]) per token.
+
+    ``offset`` is the zero point times the scale: what :func:`quantize_matmuls` subtracts (times the weights'
+    column sums) to undo the zero point. The rounding, zero point and saturation are one ``QuantizeLinear``
+    (per axis, on the tokens as rows); ``QuantizeLinear`` takes no scale per row of a 3-D tensor before opset
+    21, hence the reshapes (which copy nothing).
+    """
     from onnx import TensorProto, helper
 
     zero = g.shared("zero", np.float32(0.0))
     levels = g.shared("levels", np.float32(ACT_LEVELS))
     eps = g.shared("eps", np.float32(1e-8))
+    rows = g.shared(f"rows_{width}", np.array([-1, width], np.int64))
+    flat = g.shared("flat", np.array([-1], np.int64))
     mk = helper.make_node
     return [
         g.reduce("ReduceMax", act, p + "max0"),
@@ -97,11 +110,14 @@ def _quantize_activation(g: GraphEditor, act: str, p: str) -> list:
         mk("Div", [p + "min", p + "scale"], [p + "zneg"]),
         mk("Neg", [p + "zneg"], [p + "zpos"]),
         mk("Round", [p + "zpos"], [p + "zp"]),
-        mk("Div", [act, p + "scale"], [p + "xs"]),
-        mk("Round", [p + "xs"], [p + "xr"]),
-        mk("Add", [p + "xr", p + "zp"], [p + "xz"]),
-        mk("Clip", [p + "xz", zero, levels], [p + "xc"]),
-        mk("Cast", [p + "xc"], [p + "q"], to=TensorProto.UINT8),
+        mk("Mul", [p + "zp", p + "scale"], [p + "offset"]),
+        mk("Cast", [p + "zp"], [p + "zp8"], to=TensorProto.UINT8),
+        mk("Reshape", [act, rows], [p + "x2"]),
+        mk("Reshape", [p + "scale", flat], [p + "scale1"]),
+        mk("Reshape", [p + "zp8", flat], [p + "zp1"]),
+        mk("QuantizeLinear", [p + "x2", p + "scale1", p + "zp1"], [p + "q2"], axis=0),
+        mk("Shape", [act], [p + "shape"]),
+        mk("Reshape", [p + "q2", p + "shape"], [p + "q"]),
     ]
 
 
@@ -109,10 +125,15 @@ def quantize_matmuls(g: GraphEditor, groups: dict[str, list], weight_only: set[s
                      weight_max: int = WEIGHT_MAX) -> int:
     """Replace each weight MatMul by an integer MatMul on per-token uint8 activations.
 
+    ``MatMulIntegerToFloat`` (onnxruntime's contrib op, with a scale per token) multiplies the uint8 tokens by
+    the int8 weights and scales the int32 sums to fp32 in the same kernel; the zero points are then undone
+    with one ``Mul`` and one ``Sub``: ``(q - zp) W = q W - zp colsum(W)``. onnxruntime takes a zero point
+    per tensor only, so it cannot do that part itself.
+
     MatMuls named in ``weight_only`` keep fp32 activations and compute: their weights are stored
     int8 (8 bits, per column) and dequantised by the graph, which costs no file size.
     """
-    from onnx import TensorProto, helper
+    from onnx import helper
 
     mk = helper.make_node
     before: dict[str, list] = {}
@@ -134,22 +155,23 @@ def quantize_matmuls(g: GraphEditor, groups: dict[str, list], weight_only: set[s
                 ]
                 continue
             if not any(n.name in before for n in nodes):  # quantise the activation once, before its first user
-                before[node.name] = _quantize_activation(g, act, p)
+                before[node.name] = _quantize_activation(g, act, w.shape[0], p)
             w_scale = np.maximum(np.abs(w).max(axis=0), 1e-12) / weight_max
             wq = np.clip(np.round(w / w_scale), -weight_max, weight_max).astype(np.int8)
             wq_name = g.add_init(q + "w", wq)
-            colsum = g.add_init(q + "colsum", wq.astype(np.float32).sum(axis=0))
             ws = g.add_init(q + "wscale", w_scale.astype(np.float32))
+            # the zero point's share of each output column, in output units: colsum(W_int8) * w_scale
+            col = g.add_init(q + "colscaled", (wq.astype(np.float64).sum(axis=0) * w_scale).astype(np.float32))
             instead[node.name] = [
-                mk("MatMulInteger", [p + "q", wq_name], [q + "acc"], name=q + "MatMulInteger"),
-                mk("Cast", [q + "acc"], [q + "accf"], to=TensorProto.FLOAT),
-                mk("Mul", [p + "zp", colsum], [q + "offset"]),
-                mk("Sub", [q + "accf", q + "offset"], [q + "centred"]),
-                mk("Mul", [q + "centred", p + "scale"], [q + "rows"]),
-                mk("Mul", [q + "rows", ws], [node.output[0]], name=q + "Mul"),
+                mk("MatMulIntegerToFloat", [p + "q", wq_name, p + "scale", ws], [q + "scaled"],
+                   name=q + "MatMulIntegerToFloat", domain=CONTRIB),
+                mk("Mul", [p + "offset", col], [q + "offset"]),
+                mk("Sub", [q + "scaled", q + "offset"], [node.output[0]], name=q + "Sub"),
             ]
             count += 1
     g.replace_nodes(before, instead)
+    if count:
+        g.use_domain(CONTRIB, 1)
     return count
 
 
