@@ -75,8 +75,8 @@ def prepare(model: str = "minilm", ready_cut: Path | None = None, extra: dict[st
         cut, folder = ready_cut, OUT / f"{name}-{ready_cut.name}-int8"
     elif not (cut / "model.safetensors").is_file():
         shrink(source, cut, layers=layers, dim=dim, overwrite=True)
-    done = folder / "bench_done"  # holds the hash of the code that wrote the files: a change rewrites them
-    if not done.is_file() or done.read_text() != _exporting_code_hash():
+    done, code = folder / "bench_done", _exporting_code_hash()  # the files are rewritten when the code changes
+    if not done.is_file() or done.read_text() != code:
         export(cut, folder, quantize="int8", optimize="O2", timing_batches=(), overwrite=True)
         info = json.loads((folder / "export.json").read_text())
         feeds = _calibration_feeds(folder, ExportOptions())
@@ -87,7 +87,7 @@ def prepare(model: str = "minilm", ready_cut: Path | None = None, extra: dict[st
         _peer(folder / "onnx" / "model.onnx", folder / PEER_FILE)
         info["files"].append({"file": PEER_FILE, "quantization": "int8", "optimization": "none"})
         (folder / "export.json").write_text(json.dumps(info, indent=1))
-        done.write_text(_exporting_code_hash())
+        done.write_text(code)
     info = json.loads((folder / "export.json").read_text())
     for file, (_, block) in NBITS_FILES.items():
         if not any(f["file"] == file for f in info["files"]):

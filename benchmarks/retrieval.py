@@ -43,6 +43,8 @@ sys.path.insert(0, str(HERE))
 
 from _models import CACHE, SHARED, minilm, mpnet, stsb  # noqa: E402
 
+from espresso_export.core.parsing import parse_layers  # noqa: E402
+
 DBPEDIA = SHARED / "retrieval" / "dbpedia-5k"
 ARMS = ("reference", "collection", "unseen")
 
@@ -198,11 +200,6 @@ def reference_arm(teacher: Path, args) -> dict:
             "seconds": {"verify": round(time.perf_counter() - start, 1)}}
 
 
-def _layers(text: str):
-    """``--layers``: a count, or comma-separated layer indices."""
-    return int(text) if "," not in text else [int(i) for i in text.split(",")]
-
-
 def result_name(arm: str, args) -> str:
     """``retrieval-<arm>-<teacher>-L<layers>-d<dim>[-<loss>][-len<N>][-s<steps>].json``."""
     if arm == "reference":
@@ -219,7 +216,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("arm", choices=(*ARMS, "all"))
     parser.add_argument("--teacher", choices=("mpnet", "minilm"), default="mpnet")
-    parser.add_argument("--layers", type=_layers, default=4,
+    parser.add_argument("--layers", type=parse_layers, default=4,
                         help="a count (spread over the depth) or 0-based indices, e.g. 0,1,2,11")
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--sentences", type=int, default=20000, help="training texts (passages + sentences)")
