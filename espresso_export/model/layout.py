@@ -23,15 +23,25 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from espresso_export.model.checkpoint import PROVENANCE_FILE, Checkpoint, DenseLayer, Normalize, PostModule
-from espresso_export.core.errors import OutputExistsError, RuntimeFailure, ValidationError, write_failure
+from espresso_export.core.errors import (
+    OutputExistsError,
+    RuntimeFailure,
+    ValidationError,
+    write_failure,
+)
 from espresso_export.core.tempfiles import OLD, clean_stale, note_written, temp_name
 from espresso_export.core.types import Pooling
+from espresso_export.model.checkpoint import (
+    PROVENANCE_FILE,
+    Checkpoint,
+    DenseLayer,
+    Normalize,
+    PostModule,
+)
 
 ST_TYPES = {
     "Transformer": "sentence_transformers.models.Transformer",
@@ -181,8 +191,11 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         clean_stale(path.parent)
-        fd, tmp = tempfile.mkstemp(prefix=temp_name(path, unique=False).name + "-", dir=path.parent)
+        # the name is chosen before the file exists and created inside the try (as in atomic_output): a signal
+        # landing just after tempfile.mkstemp created its file, before it returned the name, left the file behind
+        tmp = temp_name(path)
         try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(text)
             os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes it owner-only: the mode open() would give
@@ -267,5 +280,13 @@ def save_st_modules(ckpt: Checkpoint, folder: Path, *, post: Sequence[PostModule
     write_json(folder / "modules.json", modules)
 
 
-__all__ = ["atomic_output", "apply_umask", "check_output", "is_within", "local_paths", "save_checkpoint",
-           "save_st_modules", "Normalize"]
+__all__ = [
+    "Normalize",
+    "apply_umask",
+    "atomic_output",
+    "check_output",
+    "is_within",
+    "local_paths",
+    "save_checkpoint",
+    "save_st_modules",
+]
