@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from espresso_export.core.signals import signum_of
+
 ROOT = Path(__file__).resolve().parents[1]
 TEMP_NAME = re.compile(r"^\..+\.(tmp|old)-")  # every temp name beside an output, tagged or not
 EXPECTED = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGKILL: -signal.SIGKILL}
@@ -41,8 +43,21 @@ def tree(folder: Path, skip: tuple[str, ...] = ("run.json",)) -> dict[str, str] 
             for p in sorted(folder.rglob("*")) if p.is_file() and p.name not in skip}
 
 
+def _differ(got: dict | None, want: dict | None) -> list[str]:
+    """The files that differ between two :func:`tree` results (missing, extra or other bytes)."""
+    got, want = got or {}, want or {}
+    return sorted(k for k in got.keys() | want.keys() if got.get(k) != want.get(k))
+
+
 def temps(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob(".*") if TEMP_NAME.match(p.name))
+
+
+def _raise_stop(signum, frame):
+    """SIGTERM outside the CLI's handlers: the CLI's own exception for it (``Terminated``)."""
+    from espresso_export.core.signals import raise_for
+
+    raise_for(signum)
 
 
 class Child:
@@ -61,22 +76,36 @@ class Child:
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self.pid = os.fork()
         if self.pid == 0:  # the child: the CLI, then exit without running any of the parent's cleanup
-            code = 99
+            code, sig = 99, None
             try:
                 os.dup2(fd, 1)
                 os.dup2(fd, 2)
                 # pytest's capture may have replaced sys.stdout/stderr in the parent: write to the log instead
                 sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
                 sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+                # outside main() (the parent's handlers are inherited, and main() puts them back on its way out)
+                # a stop raises here, so that one landing after main() returned cannot pass for an early one
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.signal(signal.SIGTERM, _raise_stop)
                 from espresso_export.cli.app import main
 
                 code = main(argv)
-            except KeyboardInterrupt:  # before main() installed its handlers: die of it, as Python does
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
-                os.kill(os.getpid(), signal.SIGINT)
+            except KeyboardInterrupt as e:  # before main() installed its handlers: die of it, as Python does
+                sig = signum_of(e)
             finally:
+                stops = {signal.SIGINT, signal.SIGTERM}
+                while True:  # block further stops; one landing before the block is in place raises here again
+                    try:
+                        signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+                        break
+                    except KeyboardInterrupt as e:
+                        sig = signum_of(e)
                 for stream in (sys.stdout, sys.stderr):
                     stream.flush()
+                if code == 99 and sig is not None:  # stopped before main() returned
+                    signal.signal(sig, signal.SIG_DFL)
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+                    os.kill(os.getpid(), sig)
                 os._exit(code)
         os.close(fd)
 
@@ -187,7 +216,8 @@ class Chain:
         return code
 
     def check_finished(self, what: str) -> None:
-        assert tree(self.output) == self.reference, f"{what}: the finished output differs from the reference"
+        got = tree(self.output)
+        assert got == self.reference, f"{what}: the finished output differs from the reference: {_differ(got, self.reference)}"
         assert not temps(self.root), f"{what}: temps survived a finished run: {temps(self.root)}"
 
     def run(self, rng: random.Random, attempts: int) -> list[str]:

@@ -131,3 +131,23 @@ def test_pickle_only_checkpoint_refused(tiny_bert, tmp_path):
     (folder / "pytorch_model.bin").write_bytes(b"not loaded")
     with pytest.raises(UnsupportedModelError, match="pickle"):
         load(folder)
+
+
+def test_saved_tokenizer_does_not_depend_on_earlier_calls(minilm_path, tmp_path):
+    """Encoding with other truncation and padding settings changes a fast tokenizer's state, and save_pretrained
+    writes that state: a resumed distill (fewer calls) wrote other tokenizer.json bytes than an uninterrupted one.
+    The folder written states the source's settings at the model's max_seq_length whatever was called before."""
+    from espresso_export.model.layout import save_checkpoint
+
+    written = {}
+    for name, calls in (("fresh", False), ("used", True)):
+        ckpt = load(minilm_path)
+        ckpt.max_seq_length = 96
+        if calls:
+            ckpt.tokenizer(TEXTS, truncation=True, max_length=5, padding=True)
+            encode(ckpt, TEXTS, batch_size=2)
+        save_checkpoint(ckpt, tmp_path / name, post=ckpt.post, provenance={})
+        written[name] = json.loads((tmp_path / name / "tokenizer.json").read_text())
+    assert written["fresh"] == written["used"]
+    assert written["fresh"]["truncation"]["max_length"] == 96
+    assert written["fresh"]["padding"]["strategy"] == {"Fixed": 96}  # the source pads to a fixed 128

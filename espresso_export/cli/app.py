@@ -150,8 +150,16 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in args or os.environ.get("ESPRESSO_DEBUG") == "1"
     signals.record(None)  # a stop signal is counted from here (main may run more than once in a process)
     forget_written()
-    with quiet_libraries(debug), signals.signals_raise():  # SIGTERM unwinds like Ctrl-C: temps removed
-        code = _run(args, debug)
+    code = None
+    try:
+        with quiet_libraries(debug), signals.signals_raise():  # SIGTERM unwinds like Ctrl-C: temps removed
+            code = _run(args, debug)
+    except KeyboardInterrupt as e:  # a stop outside _run's reach: while the handlers went on or came off
+        if code is None:  # the command had not finished: say what it left, as _run does
+            signals.record(signals.signum_of(e))
+            _say(f"[yellow]{signals.describe()}:[/]", _interrupted_note())
+            code = signals.exit_code()
+        # else it came after the command finished (its outputs are whole): the command's own code stands
     if argv is None:
         sys.exit(code)
     return code

@@ -62,6 +62,9 @@ class Checkpoint:
     do_lower_case: bool = False
     provenance: dict | None = None  # espresso.json of a folder we wrote, if any
     weight_files: list[Path] = field(default_factory=list)
+    # the fast tokenizer's truncation and padding as loaded: every call with other settings changes them, and
+    # save_pretrained writes whatever the last call left (layout.save_checkpoint restores these first)
+    tokenizer_state: dict | None = None
 
     @property
     def config(self):
@@ -327,6 +330,33 @@ def _load_model(tdir: Path, arch: Architecture, *, trust_remote_code: bool):
     return model, bidirectional
 
 
+def tokenizer_state(tokenizer) -> dict | None:
+    """Truncation and padding of a fast tokenizer's backend (None for a slow tokenizer)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return None
+    return {"truncation": backend.truncation, "padding": backend.padding}
+
+
+def settle_tokenizer(ckpt: Checkpoint) -> None:
+    """Put the tokenizer's truncation and padding back to how they were loaded, truncating at the model's
+    ``max_seq_length`` (and padding there, if it was padding to a fixed length), so the ``tokenizer.json`` written
+    does not depend on the calls made before (a resumed run makes other calls than an uninterrupted one: the
+    bytes differed)."""
+    backend = getattr(ckpt.tokenizer, "backend_tokenizer", None)
+    if backend is None or ckpt.tokenizer_state is None:
+        return
+    truncation, padding, length = ckpt.tokenizer_state["truncation"], ckpt.tokenizer_state["padding"], ckpt.max_seq_length
+    if truncation is None:
+        backend.no_truncation()
+    else:
+        backend.enable_truncation(**{**truncation, "max_length": length or truncation["max_length"]})
+    if padding is None:
+        backend.no_padding()
+    else:  # padding to a fixed length (all-MiniLM-L6-v2 ships 128) pads to the model's length
+        backend.enable_padding(**{**padding, "length": (length or padding["length"]) if padding["length"] else None})
+
+
 def _load_tokenizer(tdir: Path, *, trust_remote_code: bool):
     from transformers import AutoTokenizer
 
@@ -378,5 +408,6 @@ def load(
         do_lower_case=layout.do_lower_case,
         provenance=provenance,
         weight_files=files,
+        tokenizer_state=tokenizer_state(tokenizer),
     )
 

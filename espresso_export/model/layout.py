@@ -41,6 +41,7 @@ from espresso_export.model.checkpoint import (
     DenseLayer,
     Normalize,
     PostModule,
+    settle_tokenizer,
 )
 
 ST_TYPES = {
@@ -244,6 +245,7 @@ def save_dense(layer: DenseLayer, folder: Path) -> None:
 def save_checkpoint(ckpt: Checkpoint, folder: Path, *, post: Sequence[PostModule], provenance: dict) -> None:
     """Write ``ckpt`` (backbone + tokenizer) with the given post modules as a sentence-transformers folder."""
     ckpt.model.save_pretrained(str(folder), safe_serialization=True)
+    settle_tokenizer(ckpt)
     ckpt.tokenizer.save_pretrained(str(folder))
     save_st_modules(ckpt, folder, post=post)
     write_json(folder / PROVENANCE_FILE, provenance)
