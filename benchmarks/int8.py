@@ -20,6 +20,7 @@ made on) and over every distinct STS-B test sentence (reported, never used to ch
     python benchmarks/int8.py --model mpnet --json benchmarks/results/int8-mpnet-L4-d128.json
     python benchmarks/int8.py --model mpnet --cut runs/mpnet-L4-d128/2-distill --json ...   # the healed cut
     python benchmarks/int8.py --extra "per-token, v0.x kernel=old/onnx/model_quantized.onnx"  # an older file, same cut
+    python benchmarks/int8.py --rows "default on,previous,peer" --rounds 5 --extra "previous kernel=old.onnx"  # a few rows
 """
 
 from __future__ import annotations
@@ -159,8 +160,8 @@ class _OvSession:
         return [result[self.compiled.output(name)] for name in outputs]
 
 
-def configs(source: Path, cut: Path, folder: Path, threads: int) -> dict:
-    """label -> encode(texts, batch_size) for one thread count."""
+def configs(source: Path, cut: Path, folder: Path, threads: int, rows: list[str] | None = None) -> dict:
+    """label -> encode(texts, batch_size) for one thread count (``rows``: only labels containing one of these)."""
     from espresso_export.model.checkpoint import load
     from espresso_export.model.embed import encode
     from espresso_export.runtime import OnnxEncoder, read_export_info
@@ -178,6 +179,8 @@ def configs(source: Path, cut: Path, folder: Path, threads: int) -> dict:
         out["OpenVINO fp32 (model.onnx)"] = OpenVinoEncoder(folder, threads).encode
     except ImportError:
         pass
+    if rows:
+        out = {k: v for k, v in out.items() if k == "our fp32 graph" or any(r in k for r in rows)}
     return out
 
 
@@ -252,6 +255,8 @@ def main() -> None:
                         help="a ready cut folder of --model's source (e.g. healed by the recipe) instead of shrink's")
     parser.add_argument("--extra", action="append", default=[], metavar="LABEL=FILE",
                         help="also time this ONNX file of the same cut (e.g. written by an older version), repeatable")
+    parser.add_argument("--rows", default=None, metavar="TEXT,...",
+                        help="time only the rows whose label contains one of these (our fp32 graph always: the ratios' base)")
     args = parser.parse_args()
     extra = {}
     for item in args.extra:
@@ -275,7 +280,7 @@ def main() -> None:
               "batch1_sentences": len(one), "speed": {}, "load_average_before": os.getloadavg()}
     for threads in [int(t) for t in args.threads.split(",")]:
         torch.set_num_threads(threads)
-        runs = configs(source, cut, folder, threads)
+        runs = configs(source, cut, folder, threads, args.rows.split(",") if args.rows else None)
         rates = time_all(runs, texts, one, args.rounds)
         result["speed"][str(threads)] = {
             n: {str(b): {"median": float(np.median(v)), "min": min(v), "max": max(v)} for b, v in r.items()}
