@@ -153,25 +153,22 @@ def test_portable_weights_are_7_bit_even_on_vnni(fp32_export):
     assert ExportOptions().int8_weights == "portable"
 
 
-def _one_matmul_graph(w, b):
-    """x [batch, tokens, K] @ w + b, the smallest graph the per-token rewrite applies to (a linear layer)."""
+def _one_matmul_graph(w):
+    """x [batch, tokens, K] @ w, the smallest graph the per-token rewrite applies to."""
     from onnx import TensorProto, helper, numpy_helper
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "s", w.shape[0]])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "s", w.shape[1]])
-    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["xw"], name="mm"),
-                               helper.make_node("Add", ["bias", "xw"], ["y"], name="bias")], "g", [x], [y],
-                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "bias")])
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g", [x], [y],
+                              [numpy_helper.from_array(w, "w")])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
 @pytest.mark.parametrize("weight_max", [63, 127])
-@pytest.mark.parametrize("symmetric", [False, True], ids=["affine", "symmetric"])
-def test_per_token_kernel_computes_the_simulated_int8_product(weight_max, symmetric):
-    """The fused graph (one Div and one QuantizeLinear per activation, MatMulIntegerToFloat, the token minimum
-    added back by Mul + Add when affine) gives what the calibration's numpy model of the scheme gives under
-    onnxruntime's full graph optimisation, a token's result does not depend on the other tokens of the batch, and
-    no rounding chain is left in front of the MatMul."""
+def test_per_token_kernel_computes_the_simulated_int8_product(weight_max):
+    """The fused graph (QuantizeLinear per token, MatMulIntegerToFloat, zero points undone by Mul + Sub) gives
+    what the calibration's numpy model of the scheme gives, a token's result does not depend on the other
+    tokens of the batch, and no rounding chain is left in front of the MatMul."""
     import onnxruntime as ort
 
     from espresso_export.exporting.int8_calibration import fake_int8
@@ -180,54 +177,21 @@ def test_per_token_kernel_computes_the_simulated_int8_product(weight_max, symmet
 
     rng = np.random.default_rng(0)
     w = rng.normal(size=(48, 24)).astype(np.float32)
-    b = rng.normal(size=24).astype(np.float32) * 3
     x = rng.normal(size=(3, 5, 48)).astype(np.float32)
     x[0, 1] *= 40.0  # an outlier token: per-token scales keep it from flattening the others
-    x[2, 3] = np.abs(x[2, 3]) + 1.0  # a token with no negative value
-    x[1, 2] = 0.0  # a token of zeros (the smallest scale)
-    proto = _one_matmul_graph(w, b)
+    x[2, 3] = np.abs(x[2, 3])  # a token with no negative value (zero point 0)
+    proto = _one_matmul_graph(w)
     g = GraphEditor(proto)
-    groups = g.weight_matmuls(exclude=set())
-    assert quantize_matmuls(g, groups, weight_max=weight_max, symmetric=set(groups) if symmetric else set()) == 1
+    assert quantize_matmuls(g, g.weight_matmuls(exclude=set()), weight_max=weight_max) == 1
     g.drop_unused_initializers()
     ops = Counter(n.op_type for n in proto.graph.node)
-    assert ops["MatMulIntegerToFloat"] == 1 and ops["QuantizeLinear"] == 1 and ops["Div"] == 1
-    assert not ops["MatMul"] and not ops["MatMulInteger"] and not ops["Clip"] and not ops["Round"]
-    assert ops["Add"] == ops["Mul"] == (1 if symmetric else 2)  # the bias and the scale (+ the token minimum)
-    assert len(proto.graph.node) == (8 if symmetric else 12)
+    assert ops["MatMulIntegerToFloat"] == 1 and ops["QuantizeLinear"] == 1
+    assert not ops["MatMul"] and not ops["MatMulInteger"] and not ops["Clip"]
     session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     got = session.run(None, {"x": x})[0]
-    want = fake_int8(x.reshape(-1, 48).astype(np.float64), w.astype(np.float64), weight_max,
-                     symmetric=symmetric).reshape(3, 5, 24) + b
+    want = fake_int8(x.reshape(-1, 48).astype(np.float64), w.astype(np.float64), weight_max).reshape(3, 5, 24)
     assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
-    np.testing.assert_allclose(got[1, 2], b, rtol=1e-6)  # zeros in, the bias out
     alone = session.run(None, {"x": x[1:2]})[0]
     np.testing.assert_array_equal(alone[0], got[1])
-    exact = x @ w + b  # and it is an int8 approximation of the fp32 product, not something else
+    exact = x @ w  # and it is an int8 approximation of the fp32 product, not something else
     assert 0 < np.abs(got - exact).max() < 0.05 * np.abs(exact).max()
-
-
-def test_symmetric_activations_are_those_about_as_negative_as_positive():
-    """A LayerNorm-like activation (centred) loses little to a symmetric range and is chosen; a GELU-like one
-    (negative values only down to -0.17) would lose about half its levels and stays affine."""
-    from espresso_export.exporting.int8_calibration import (
-        fake_int8,
-        symmetric_activations,
-    )
-    from espresso_export.exporting.onnx_edit import GraphEditor
-
-    rng = np.random.default_rng(1)
-    w = rng.normal(size=(48, 24)).astype(np.float32)
-    centred = rng.normal(size=(400, 48))
-    z = rng.normal(size=(400, 48)) * 2
-    gelu = 0.5 * z * (1 + np.tanh(0.7978845608 * (z + 0.044715 * z ** 3)))
-    proto = _one_matmul_graph(w, np.zeros(24, np.float32))
-    g = GraphEditor(proto)
-    groups = g.weight_matmuls(exclude=set())
-    (act,) = groups
-    chosen = {name: symmetric_activations(g, groups, {act: x}, {}, 127) for name, x in
-              (("centred", centred), ("gelu", gelu))}
-    assert chosen == {"centred": {act}, "gelu": set()}
-    y = gelu @ w
-    err = {s: np.linalg.norm(fake_int8(gelu, w, 127, symmetric=s) - y) for s in (False, True)}
-    assert err[True] > 1.25 * err[False]

@@ -17,11 +17,6 @@ import numpy as np
 from espresso_export.exporting.onnx_edit import GraphEditor
 
 ACT_LEVELS = 255.0  # uint8 activations
-SYMMETRIC_MAX = 127  # symmetric per-token activations: round(x / s) in [-127, 127], stored + 128 as uint8
-ACT_EPS = 1e-8  # the smallest per-token scale (a token of zeros)
-# an activation is quantised symmetrically (fewer graph ops, no zero-point correction) when that costs at most this
-# factor of the affine scheme's simulated error on each MatMul it feeds
-SYMMETRIC_TOLERANCE = 1.25
 WEIGHT_MAX = 63  # 7-bit symmetric weights: saturation-free on AVX2 (u8 * s8 pairs fit int16)
 WEIGHT_MAX_VNNI = 127  # 8-bit: VNNI accumulates u8 * s8 products in 32 bits, nothing saturates
 TABLE_MAX = 127  # embedding tables: int8, per row
@@ -88,36 +83,22 @@ def smooth(g: GraphEditor, groups: dict[str, list], ranges: dict[str, np.ndarray
     return scales
 
 
-def fake_int8(x: np.ndarray, w: np.ndarray, weight_max: int = WEIGHT_MAX, per_token: bool = True,
-              symmetric: bool = False) -> np.ndarray:
-    """``x @ w`` as the int8 graph computes it: uint8 ``x`` (per token, or one range for all rows), symmetric
-    per-column ``w`` with ``weight_max`` levels each side.
-
-    Per token, ``x`` is either affine (``round((x - min) / s)`` with ``s = (max - min) / 255``, no zero point
-    needed: the graph adds ``min`` times the weights' column sums back) or ``symmetric`` (``round(x / s) + 128``
-    with ``s = max|x| / 127``: one zero point for all tokens, which the integer kernel undoes itself). One range
-    for all rows (``per_token=False``) is onnxruntime's dynamic scheme: affine with an integer zero point."""
+def fake_int8(x: np.ndarray, w: np.ndarray, weight_max: int = WEIGHT_MAX, per_token: bool = True) -> np.ndarray:
+    """``x @ w`` as the int8 graph computes it: uint8 ``x`` (per token, or one range for all rows),
+    symmetric per-column ``w`` with ``weight_max`` levels each side."""
+    axis = 1 if per_token else None
+    lo = np.minimum(x.min(axis=axis, keepdims=True), 0)
+    hi = np.maximum(x.max(axis=axis, keepdims=True), 0)
+    sx = np.maximum((hi - lo) / ACT_LEVELS, 1e-8)
+    zp = np.round(-lo / sx)
+    xq = (np.clip(np.round(x / sx) + zp, 0, ACT_LEVELS) - zp) * sx
     sw = np.maximum(np.abs(w).max(axis=0), 1e-12) / weight_max
-    wq = np.clip(np.round(w / sw), -weight_max, weight_max) * sw
-    if not per_token:
-        lo, hi = min(x.min(), 0.0), max(x.max(), 0.0)
-        sx = max((hi - lo) / ACT_LEVELS, 1e-8)
-        zp = np.round(-lo / sx)
-        return ((np.clip(np.round(x / sx) + zp, 0, ACT_LEVELS) - zp) * sx) @ wq
-    if symmetric:
-        sx = np.maximum(np.abs(x).max(axis=1, keepdims=True) / SYMMETRIC_MAX, ACT_EPS)
-        return (np.clip(np.round(x / sx), -SYMMETRIC_MAX - 1, SYMMETRIC_MAX) * sx) @ wq
-    lo = x.min(axis=1, keepdims=True)
-    sx = np.maximum((x.max(axis=1, keepdims=True) - lo) / ACT_LEVELS, ACT_EPS)
-    return (np.clip(np.round((x - lo) / sx), 0, ACT_LEVELS) * sx + lo) @ wq
+    return xq @ (np.clip(np.round(w / sw), -weight_max, weight_max) * sw)
 
 
 def matmul_errors(g: GraphEditor, groups: dict[str, list], samples: dict[str, np.ndarray],
-                  scales: dict[str, np.ndarray], weight_max: int = WEIGHT_MAX, per_token: bool = True,
-                  symmetric: Iterable[str] = ()) -> dict[str, float]:
-    """Relative output error of each weight MatMul under int8, on calibration rows (after smoothing); the
-    activations named in ``symmetric`` quantised symmetrically (:func:`fake_int8`)."""
-    symmetric = set(symmetric)
+                  scales: dict[str, np.ndarray], weight_max: int = WEIGHT_MAX, per_token: bool = True) -> dict[str, float]:
+    """Relative output error of each weight MatMul under int8, on calibration rows (after smoothing)."""
     errors = {}
     for act, nodes in groups.items():
         if act not in samples:
@@ -126,24 +107,8 @@ def matmul_errors(g: GraphEditor, groups: dict[str, list], samples: dict[str, np
         for node in nodes:
             w = g.array(node.input[1]).astype(np.float64)
             y = x @ w
-            got = fake_int8(x, w, weight_max, per_token, symmetric=act in symmetric)
-            errors[node.name] = float(np.linalg.norm(got - y) / max(np.linalg.norm(y), 1e-12))
+            errors[node.name] = float(np.linalg.norm(fake_int8(x, w, weight_max, per_token) - y) / max(np.linalg.norm(y), 1e-12))
     return errors
-
-
-def symmetric_activations(g: GraphEditor, groups: dict[str, list], samples: dict[str, np.ndarray],
-                          scales: dict[str, np.ndarray], weight_max: int,
-                          tolerance: float = SYMMETRIC_TOLERANCE) -> set[str]:
-    """The activations whose symmetric quantisation costs at most ``tolerance`` times the affine one's simulated
-    error on every MatMul they feed: a LayerNorm's output (about as negative as positive) passes, a GELU's
-    (negative values only down to -0.17) usually does not. Measured on all-MiniLM-L6-v2 L3 with 8-bit weights:
-    1.04-1.19x for the first, 1.3-1.9x for the second; with 7-bit weights, whose own error then dominates, the
-    healed mpnet L4 cut passed 15 of its 16 activations."""
-    affine = matmul_errors(g, groups, samples, scales, weight_max)
-    chosen = {act for act in groups if act in samples}
-    sym = matmul_errors(g, {a: groups[a] for a in chosen}, samples, scales, weight_max, symmetric=chosen)
-    return {act for act in chosen
-            if all(sym[n.name] <= tolerance * max(affine[n.name], 1e-12) for n in groups[act])}
 
 
 def sensitive(errors: dict[str, float], factor: float = SENSITIVE_FACTOR) -> set[str]:

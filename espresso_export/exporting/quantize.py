@@ -14,13 +14,10 @@ back to fp32 in one kernel, which takes a scale per token) and changes what is s
 1. **SmoothQuant** (alpha 0.5): per input channel ``j`` of each MatMul,
    ``s_j = max|x_j|^a / max|W_j|^(1-a)`` measured on calibration sentences;
    the graph computes ``(x / s) @ (s W)``, moving outlier channels into the weights.
-2. **Per-token activations**: each token's vector gets its own uint8 scale, computed at run time (an
-   outlier token no longer flattens the others), divided out by one ``Div`` and rounded by one
-   ``QuantizeLinear``. Activations about as negative as positive (a LayerNorm's output, the attention's
-   context) are symmetric, ``round(x / s) + 128``, and the kernel undoes the 128 itself; one-sided ones (the
-   GELU's output) keep the token's full range, ``round((x - min) / s)``, and ``min`` times the weights' column
-   sums is added after the product (a ``Mul`` and an ``Add``). Which is which is measured on the calibration
-   sentences (:func:`.int8_calibration.symmetric_activations`).
+2. **Per-token activations**: each token's vector gets its own uint8 scale and
+   zero point, computed at run time (an outlier token no longer flattens the others),
+   and is quantised by one ``QuantizeLinear``; the zero points are undone after the
+   product (``(q - z) W = q W - z colsum(W)``: a ``Mul`` and a ``Sub``).
 3. **Per-channel 7-bit weights**: symmetric, one scale per output column. 7 bits keep
    uint8 x int8 products from saturating the 16-bit sums of AVX2 CPUs without VNNI;
    where the export runs on a VNNI CPU (32-bit accumulation) all 8 bits are used.
@@ -49,17 +46,7 @@ import numpy as np
 
 from espresso_export.core.errors import RuntimeFailure
 from espresso_export.exporting.int8_calibration import (
-    ACT_EPS,
-    ACT_LEVELS,
-    SYMMETRIC_MAX,
-    SYMMETRIC_TOLERANCE,
-    TABLE_MAX,
-    WEIGHT_MAX,
-    activation_ranges,
-    matmul_errors,
-    sensitive,
-    smooth,
-    symmetric_activations,
+    ACT_LEVELS, TABLE_MAX, WEIGHT_MAX, activation_ranges, matmul_errors, sensitive, smooth,
 )
 from espresso_export.exporting.onnx_edit import GraphEditor, head_nodes
 
@@ -78,8 +65,6 @@ class Int8Report:
     weight_only: list[str]
     errors: dict[str, float]
     weight_bits: int = 7
-    symmetric: int = 0  # activations quantised symmetrically (zero point 128)
-    affine: int = 0  # activations with a range per token (min to max)
 
     def to_dict(self) -> dict:
         return {
@@ -93,61 +78,57 @@ class Int8Report:
             "simulated_matmul_error": self.errors,
             "weight_bits": self.weight_bits,
             "activation": "uint8, per token, dynamic",
-            "activations_symmetric": self.symmetric,
-            "activations_affine": self.affine,
             "smooth_alpha": self.smooth_alpha,
             "calibration_sentences": self.calibration_sentences,
         }
 
 
-def _quantize_activation(g: GraphEditor, act: str, p: str, symmetric: bool) -> list:
-    """Nodes computing ``p+'q'`` (uint8, the shape of ``act``) and ``p+'scale'`` ([..., 1]) per token, and for an
-    affine activation ``p+'low'`` ([..., 1]), each token's minimum.
+def _quantize_activation(g: GraphEditor, act: str, width: int, p: str) -> list:
+    """Nodes computing ``p+'q'`` (uint8, the shape of ``act``), ``p+'scale'`` and ``p+'offset'`` ([..., 1]) per token.
 
-    Each token is divided by its own scale in one broadcast ``Div`` and rounded and saturated by a
-    ``QuantizeLinear`` with scale 1 (``QuantizeLinear`` takes no scale per row of a 3-D tensor before opset 21;
-    scale and zero point per axis on a 2-D reshape cost five more small ops per activation, which at batch 1
-    took longer than the integer product itself). Symmetric: ``round(x / s) + 128``, ``s = max|x| / 127``
-    (the integer kernel undoes the zero point 128 itself). Affine: ``round((x - low) / s)``,
-    ``s = (max - low) / 255``; :func:`quantize_matmuls` adds ``low`` times the weights' column sums back.
+    ``offset`` is the zero point times the scale: what :func:`quantize_matmuls` subtracts (times the weights'
+    column sums) to undo the zero point. The rounding, zero point and saturation are one ``QuantizeLinear``
+    (per axis, on the tokens as rows); ``QuantizeLinear`` takes no scale per row of a 3-D tensor before opset
+    21, hence the reshapes (which copy nothing).
     """
-    from onnx import helper
+    from onnx import TensorProto, helper
 
-    one = g.shared("one", np.float32(1.0))
-    eps = g.shared("eps", np.float32(ACT_EPS))
+    zero = g.shared("zero", np.float32(0.0))
+    levels = g.shared("levels", np.float32(ACT_LEVELS))
+    eps = g.shared("eps", np.float32(1e-8))
+    rows = g.shared(f"rows_{width}", np.array([-1, width], np.int64))
+    flat = g.shared("flat", np.array([-1], np.int64))
     mk = helper.make_node
-    if symmetric:
-        return [
-            mk("Abs", [act], [p + "abs"]),
-            g.reduce("ReduceMax", p + "abs", p + "max"),
-            mk("Mul", [p + "max", g.shared("inv_sym", np.float32(1.0 / SYMMETRIC_MAX))], [p + "scale0"]),
-            mk("Max", [p + "scale0", eps], [p + "scale"]),
-            mk("Div", [act, p + "scale"], [p + "x"]),
-            mk("QuantizeLinear", [p + "x", one, g.shared("zp_sym", np.uint8(SYMMETRIC_MAX + 1))], [p + "q"]),
-        ]
     return [
-        g.reduce("ReduceMax", act, p + "max"),
-        g.reduce("ReduceMin", act, p + "low"),
-        mk("Sub", [p + "max", p + "low"], [p + "range"]),
-        mk("Mul", [p + "range", g.shared("inv_levels", np.float32(1.0 / ACT_LEVELS))], [p + "scale0"]),
+        g.reduce("ReduceMax", act, p + "max0"),
+        g.reduce("ReduceMin", act, p + "min0"),
+        mk("Max", [p + "max0", zero], [p + "max"]),
+        mk("Min", [p + "min0", zero], [p + "min"]),
+        mk("Sub", [p + "max", p + "min"], [p + "range"]),
+        mk("Div", [p + "range", levels], [p + "scale0"]),
         mk("Max", [p + "scale0", eps], [p + "scale"]),
-        mk("Sub", [act, p + "low"], [p + "shifted"]),
-        mk("Div", [p + "shifted", p + "scale"], [p + "x"]),
-        mk("QuantizeLinear", [p + "x", one, g.shared("zp_zero", np.uint8(0))], [p + "q"]),
+        mk("Div", [p + "min", p + "scale"], [p + "zneg"]),
+        mk("Neg", [p + "zneg"], [p + "zpos"]),
+        mk("Round", [p + "zpos"], [p + "zp"]),
+        mk("Mul", [p + "zp", p + "scale"], [p + "offset"]),
+        mk("Cast", [p + "zp"], [p + "zp8"], to=TensorProto.UINT8),
+        mk("Reshape", [act, rows], [p + "x2"]),
+        mk("Reshape", [p + "scale", flat], [p + "scale1"]),
+        mk("Reshape", [p + "zp8", flat], [p + "zp1"]),
+        mk("QuantizeLinear", [p + "x2", p + "scale1", p + "zp1"], [p + "q2"], axis=0),
+        mk("Shape", [act], [p + "shape"]),
+        mk("Reshape", [p + "q2", p + "shape"], [p + "q"]),
     ]
 
 
 def quantize_matmuls(g: GraphEditor, groups: dict[str, list], weight_only: set[str] = frozenset(),
-                     weight_max: int = WEIGHT_MAX, symmetric: set[str] = frozenset()) -> int:
+                     weight_max: int = WEIGHT_MAX) -> int:
     """Replace each weight MatMul by an integer MatMul on per-token uint8 activations.
 
     ``MatMulIntegerToFloat`` (onnxruntime's contrib op, with a scale per token) multiplies the uint8 tokens by
-    the int8 weights and scales the int32 sums to fp32 in the same kernel. Activations named in ``symmetric``
-    have the zero point 128, which the kernel subtracts; the others are affine per token (one zero point per
-    token, which the kernel cannot take), and their minimum's share is added back after the product with one
-    ``Mul`` and one ``Add``: ``x W = s (q W) + low colsum(W)``. The MatMul's bias ``Add`` stays a separate node:
-    onnxruntime 1.32 multiplies ``MatMulIntegerToFloat``'s bias input by a per-row A scale (checked: the output
-    was off by ``bias * (s - 1)``).
+    the int8 weights and scales the int32 sums to fp32 in the same kernel; the zero points are then undone
+    with one ``Mul`` and one ``Sub``: ``(q - zp) W = q W - zp colsum(W)``. onnxruntime takes a zero point
+    per tensor only, so it cannot do that part itself.
 
     MatMuls named in ``weight_only`` keep fp32 activations and compute: their weights are stored
     int8 (8 bits, per column) and dequantised by the graph, which costs no file size.
@@ -160,7 +141,6 @@ def quantize_matmuls(g: GraphEditor, groups: dict[str, list], weight_only: set[s
     count = 0
     for k, (act, nodes) in enumerate(groups.items()):
         p = f"espresso_q{k}_"
-        sym = act in symmetric
         for j, node in enumerate(nodes):
             w = g.array(node.input[1]).astype(np.float64)
             q = f"{p}{j}_"
@@ -175,21 +155,19 @@ def quantize_matmuls(g: GraphEditor, groups: dict[str, list], weight_only: set[s
                 ]
                 continue
             if not any(n.name in before for n in nodes):  # quantise the activation once, before its first user
-                before[node.name] = _quantize_activation(g, act, p, sym)
+                before[node.name] = _quantize_activation(g, act, w.shape[0], p)
             w_scale = np.maximum(np.abs(w).max(axis=0), 1e-12) / weight_max
             wq = np.clip(np.round(w / w_scale), -weight_max, weight_max).astype(np.int8)
-            inputs = [p + "q", g.add_init(q + "w", wq), p + "scale", g.add_init(q + "wscale", w_scale.astype(np.float32))]
-            if sym:
-                instead[node.name] = [mk("MatMulIntegerToFloat", [*inputs, g.shared("zp_sym", np.uint8(SYMMETRIC_MAX + 1))],
-                                         [node.output[0]], name=q + "MatMulIntegerToFloat", domain=CONTRIB)]
-            else:
-                # the token minimum's share of each output column: colsum(W_int8) * w_scale
-                col = g.add_init(q + "colscaled", (wq.astype(np.float64).sum(axis=0) * w_scale).astype(np.float32))
-                instead[node.name] = [
-                    mk("MatMulIntegerToFloat", inputs, [q + "scaled"], name=q + "MatMulIntegerToFloat", domain=CONTRIB),
-                    mk("Mul", [p + "low", col], [q + "low"]),
-                    mk("Add", [q + "scaled", q + "low"], [node.output[0]], name=q + "Add"),
-                ]
+            wq_name = g.add_init(q + "w", wq)
+            ws = g.add_init(q + "wscale", w_scale.astype(np.float32))
+            # the zero point's share of each output column, in output units: colsum(W_int8) * w_scale
+            col = g.add_init(q + "colscaled", (wq.astype(np.float64).sum(axis=0) * w_scale).astype(np.float32))
+            instead[node.name] = [
+                mk("MatMulIntegerToFloat", [p + "q", wq_name, p + "scale", ws], [q + "scaled"],
+                   name=q + "MatMulIntegerToFloat", domain=CONTRIB),
+                mk("Mul", [p + "offset", col], [q + "offset"]),
+                mk("Sub", [q + "scaled", q + "offset"], [node.output[0]], name=q + "Sub"),
+            ]
             count += 1
     g.replace_nodes(before, instead)
     if count:
@@ -235,35 +213,26 @@ def quantize_tables(g: GraphEditor, exclude: set[str]) -> int:
 
 def quantize_int8(
     src: Path, dst: Path, feeds: list[dict], *, alpha: float, external_threshold: int,
-    keep_fp32: tuple[str, ...] = (), weight_max: int = WEIGHT_MAX, symmetric_tolerance: float = SYMMETRIC_TOLERANCE,
+    keep_fp32: tuple[str, ...] = (), weight_max: int = WEIGHT_MAX,
 ) -> Int8Report:
     """Write the int8 variant of ``src`` to ``dst`` (see the module docstring for the scheme).
 
-    Nodes whose name contains one of ``keep_fp32`` stay fp32, as do pooling and the head. ``symmetric_tolerance``
-    0 keeps every activation affine (:func:`~.int8_calibration.symmetric_activations`).
+    Nodes whose name contains one of ``keep_fp32`` stay fp32, as do pooling and the head.
     """
-    from espresso_export.exporting.graph import (
-        load_model,
-        needs_external_data,
-        save_model,
-    )
+    from espresso_export.exporting.graph import load_model, needs_external_data, save_model
 
     proto = load_model(src)
     g = GraphEditor(proto)
     head = head_nodes(g.graph) | {n.name for n in g.graph.node if any(k in n.name for k in keep_fp32)}
     groups = g.weight_matmuls(exclude=head)
     errors: dict[str, float] = {}
-    symmetric: set[str] = set()
     if groups and feeds:
         ranges, samples = activation_ranges(proto, list(groups), feeds, dst.parent)
         scales = smooth(g, groups, ranges, alpha) if alpha > 0 else {}
-        if symmetric_tolerance > 0:
-            symmetric = symmetric_activations(g, groups, samples, scales, weight_max, symmetric_tolerance)
-        errors = matmul_errors(g, groups, samples, scales, weight_max, symmetric=symmetric)
-        symmetric = {groups[a][0].input[0] for a in symmetric}  # smoothing renamed the activations it divides
+        errors = matmul_errors(g, groups, samples, scales, weight_max)
         groups = g.weight_matmuls(exclude=head)
     weight_only = sensitive(errors)
-    n_matmuls = quantize_matmuls(g, groups, weight_only, weight_max, symmetric)
+    n_matmuls = quantize_matmuls(g, groups, weight_only, weight_max)
     n_tables = quantize_tables(g, exclude=head)
     g.drop_unused_initializers()
     try:
@@ -275,19 +244,14 @@ def quantize_int8(
     return Int8Report(matmuls=n_matmuls, tables=n_tables, kept_fp32=kept, smooth_alpha=alpha,
                       weight_only=sorted(weight_only), errors={k: round(v, 5) for k, v in errors.items()},
                       calibration_sentences=sum(len(next(iter(f.values()))) for f in feeds),
-                      weight_bits=8 if weight_max > 63 else 7, symmetric=len(symmetric & set(groups)),
-                      affine=len(set(groups) - symmetric))
+                      weight_bits=8 if weight_max > 63 else 7)
 
 
 def convert_fp16(src: Path, dst: Path, *, external_threshold: int) -> None:
     """fp16 weights and compute with fp32 inputs/outputs (for GPU execution providers)."""
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
-    from espresso_export.exporting.graph import (
-        load_model,
-        needs_external_data,
-        save_model,
-    )
+    from espresso_export.exporting.graph import load_model, needs_external_data, save_model
 
     proto = convert_float_to_float16(load_model(src), keep_io_types=True, disable_shape_infer=True)
     save_model(proto, dst, external=needs_external_data(proto, external_threshold))
