@@ -33,6 +33,7 @@ from espresso_export.core.errors import (
 )
 from espresso_export.model.aliases import packaged_path, resolve_alias
 from espresso_export.model.post import DenseLayer, Normalize, PostModule
+from espresso_export.model.tokenizer_state import tokenizer_state
 from espresso_export.core.types import Pooling
 
 log = logging.getLogger(__name__)
@@ -328,33 +329,6 @@ def _load_model(tdir: Path, arch: Architecture, *, trust_remote_code: bool):
 
         bidirectional = apply_attention(model, arch)
     return model, bidirectional
-
-
-def tokenizer_state(tokenizer) -> dict | None:
-    """Truncation and padding of a fast tokenizer's backend (None for a slow tokenizer)."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is None:
-        return None
-    return {"truncation": backend.truncation, "padding": backend.padding}
-
-
-def settle_tokenizer(ckpt: Checkpoint) -> None:
-    """Put the tokenizer's truncation and padding back to how they were loaded, truncating at the model's
-    ``max_seq_length`` (and padding there, if it was padding to a fixed length), so the ``tokenizer.json`` written
-    does not depend on the calls made before (a resumed run makes other calls than an uninterrupted one: the
-    bytes differed)."""
-    backend = getattr(ckpt.tokenizer, "backend_tokenizer", None)
-    if backend is None or ckpt.tokenizer_state is None:
-        return
-    truncation, padding, length = ckpt.tokenizer_state["truncation"], ckpt.tokenizer_state["padding"], ckpt.max_seq_length
-    if truncation is None:
-        backend.no_truncation()
-    else:
-        backend.enable_truncation(**{**truncation, "max_length": length or truncation["max_length"]})
-    if padding is None:
-        backend.no_padding()
-    else:  # padding to a fixed length (all-MiniLM-L6-v2 ships 128) pads to the model's length
-        backend.enable_padding(**{**padding, "length": (length or padding["length"]) if padding["length"] else None})
 
 
 def _load_tokenizer(tdir: Path, *, trust_remote_code: bool):

@@ -41,8 +41,8 @@ from espresso_export.model.checkpoint import (
     DenseLayer,
     Normalize,
     PostModule,
-    settle_tokenizer,
 )
+from espresso_export.model.tokenizer_state import settle_tokenizer
 
 ST_TYPES = {
     "Transformer": "sentence_transformers.models.Transformer",

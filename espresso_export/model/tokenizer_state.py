@@ -1,0 +1,40 @@
+"""A fast tokenizer's truncation and padding: kept as loaded, put back before a folder is written.
+
+Every call with other settings changes a fast tokenizer's backend state (transformers sets truncation and padding
+per call and leaves them), and ``save_pretrained`` writes whatever the last call left into ``tokenizer.json``:
+a resumed training run (fewer calls) wrote other bytes than an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from espresso_export.model.checkpoint import Checkpoint
+
+
+def tokenizer_state(tokenizer) -> dict | None:
+    """Truncation and padding of a fast tokenizer's backend (None for a slow tokenizer)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return None
+    return {"truncation": backend.truncation, "padding": backend.padding}
+
+
+def settle_tokenizer(ckpt: Checkpoint) -> None:
+    """Put the tokenizer's truncation and padding back to how they were loaded, truncating at the model's
+    ``max_seq_length`` (and padding there, if it was padding to a fixed length), so the ``tokenizer.json`` written
+    does not depend on the calls made before (a resumed run makes other calls than an uninterrupted one: the
+    bytes differed)."""
+    backend = getattr(ckpt.tokenizer, "backend_tokenizer", None)
+    if backend is None or ckpt.tokenizer_state is None:
+        return
+    truncation, padding, length = ckpt.tokenizer_state["truncation"], ckpt.tokenizer_state["padding"], ckpt.max_seq_length
+    if truncation is None:
+        backend.no_truncation()
+    else:
+        backend.enable_truncation(**{**truncation, "max_length": length or truncation["max_length"]})
+    if padding is None:
+        backend.no_padding()
+    else:  # padding to a fixed length (all-MiniLM-L6-v2 ships 128) pads to the model's length
+        backend.enable_padding(**{**padding, "length": (length or padding["length"]) if padding["length"] else None})
