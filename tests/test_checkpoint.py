@@ -136,7 +136,8 @@ def test_pickle_only_checkpoint_refused(tiny_bert, tmp_path):
 def test_saved_tokenizer_does_not_depend_on_earlier_calls(minilm_path, tmp_path):
     """Encoding with other truncation and padding settings changes a fast tokenizer's state, and save_pretrained
     writes that state: a resumed distill (fewer calls) wrote other tokenizer.json bytes than an uninterrupted one.
-    The folder written states the source's settings at the model's max_seq_length whatever was called before."""
+    The folder written truncates at the model's max_seq_length and pads to a batch's longest text whatever was
+    called before."""
     from espresso_export.model.layout import save_checkpoint
 
     written = {}
@@ -150,4 +151,4 @@ def test_saved_tokenizer_does_not_depend_on_earlier_calls(minilm_path, tmp_path)
         written[name] = json.loads((tmp_path / name / "tokenizer.json").read_text())
     assert written["fresh"] == written["used"]
     assert written["fresh"]["truncation"]["max_length"] == 96
-    assert written["fresh"]["padding"]["strategy"] == {"Fixed": 96}  # the source pads to a fixed 128
+    assert written["fresh"]["padding"]["strategy"] == "BatchLongest"  # the source pads to a fixed 128

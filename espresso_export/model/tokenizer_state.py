@@ -23,9 +23,9 @@ def tokenizer_state(tokenizer) -> dict | None:
 
 def settle_tokenizer(ckpt: Checkpoint) -> None:
     """Put the tokenizer's truncation and padding back to how they were loaded, truncating at the model's
-    ``max_seq_length`` (and padding there, if it was padding to a fixed length), so the ``tokenizer.json`` written
-    does not depend on the calls made before (a resumed run makes other calls than an uninterrupted one: the
-    bytes differed)."""
+    ``max_seq_length`` and padding to the longest text of a batch, so the ``tokenizer.json`` written does not
+    depend on the calls made before (a resumed run makes other calls than an uninterrupted one: the bytes
+    differed)."""
     backend = getattr(ckpt.tokenizer, "backend_tokenizer", None)
     if backend is None or ckpt.tokenizer_state is None:
         return
@@ -36,5 +36,6 @@ def settle_tokenizer(ckpt: Checkpoint) -> None:
         backend.enable_truncation(**{**truncation, "max_length": length or truncation["max_length"]})
     if padding is None:
         backend.no_padding()
-    else:  # padding to a fixed length (all-MiniLM-L6-v2 ships 128) pads to the model's length
-        backend.enable_padding(**{**padding, "length": (length or padding["length"]) if padding["length"] else None})
+    else:  # to the batch's longest text: a fixed length (all-MiniLM-L6-v2 ships 128) would pad every text of a
+        # tokenizers-level consumer to it; what the folders held before (the last call's state) was this too
+        backend.enable_padding(**{**padding, "length": None})
