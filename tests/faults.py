@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from espresso_export.core.signals import signum_of
+from espresso_export.core.signals import raise_for, signum_of
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMP_NAME = re.compile(r"^\..+\.(tmp|old)-")  # every temp name beside an output, tagged or not
@@ -55,8 +55,6 @@ def temps(root: Path) -> list[Path]:
 
 def _raise_stop(signum, frame):
     """SIGTERM outside the CLI's handlers: the CLI's own exception for it (``Terminated``)."""
-    from espresso_export.core.signals import raise_for
-
     raise_for(signum)
 
 

@@ -156,9 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             code = _run(args, debug)
     except KeyboardInterrupt as e:  # a stop outside _run's reach: while the handlers went on or came off
         if code is None:  # the command had not finished: say what it left, as _run does
-            signals.record(signals.signum_of(e))
-            _say(f"[yellow]{signals.describe()}:[/]", _interrupted_note())
-            code = signals.exit_code()
+            code = _stopped(e)
         # else it came after the command finished (its outputs are whole): the command's own code stands
     if argv is None:
         sys.exit(code)
@@ -172,10 +170,7 @@ def _run(args: list[str], debug: bool) -> int:
     try:
         return _invoke(args, exits)
     except (KeyboardInterrupt, *aborts) as e:
-        if isinstance(e, KeyboardInterrupt):
-            signals.record(signals.signum_of(e))
-        _say(f"[yellow]{signals.describe()}:[/]", _interrupted_note())
-        return signals.exit_code()  # 130 after Ctrl-C, 143 after SIGTERM
+        return _stopped(e)
     except usage_errors as e:
         _say("[bold red]error:[/]", _usage_line(e))
         return EXIT_USAGE if e.exit_code == 2 else e.exit_code
@@ -184,8 +179,7 @@ def _run(args: list[str], debug: bool) -> int:
             err_console().print_exception()
         if signals.received() is not None and not isinstance(e, EspressoError):  # a library turned the KeyboardInterrupt into its own error (e.g.
             # transformers' lazy import: "Could not import module 'BertModel'"): it was still the user's stop
-            _say(f"[yellow]{signals.describe()}:[/]", _interrupted_note())
-            return signals.exit_code()
+            return _stopped(e)
         known = e if isinstance(e, EspressoError) else _os_failure(e)
         if known is not None:
             _say("[bold red]error:[/]", known.message)
@@ -194,6 +188,15 @@ def _run(args: list[str], debug: bool) -> int:
         _say("[bold red]error:[/]", f"{e.__class__.__name__}: {first}",
              "" if debug else " (run with --debug for the traceback)")
         return EXIT_RUNTIME
+
+
+def _stopped(e: BaseException) -> int:
+    """A stop (Ctrl-C, SIGTERM, or a library's error raised by one): one line saying what it left; returns 130
+    after Ctrl-C, 143 after SIGTERM."""
+    if isinstance(e, KeyboardInterrupt):
+        signals.record(signals.signum_of(e))
+    _say(f"[yellow]{signals.describe()}:[/]", _interrupted_note())
+    return signals.exit_code()
 
 
 def _interrupted_note() -> str:

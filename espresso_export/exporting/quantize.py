@@ -35,7 +35,8 @@ Pooling and the head (every node that feeds only ``sentence_embedding``) stay fp
 Measured and not used (``benchmarks/README.md``, int8, "symmetric activations"): symmetric per-token
 activations (``round(x / s) + 128``, a scalar zero point the kernel undoes itself, so no ``Mul``/``Sub`` after
 the product and 6 ops per activation instead of 18) were 1.05-1.14x this graph on all-MiniLM-L6-v2 L3 but
-0.92-0.99x on the healed all-mpnet-base-v2 L4, at 0.0006-0.001 lower min cosine. And ``MatMulIntegerToFloat``'s
+0.92-0.99x on the healed all-mpnet-base-v2 L4 (1.01-1.16x where the same MatMuls kept fp32), at
+0.0006-0.0027 lower min cosine. And ``MatMulIntegerToFloat``'s
 own bias input cannot replace the ``Add`` after it: onnxruntime 1.32 multiplies that bias by a per-row A scale.
 
 Calibration (ranges, SmoothQuant, the simulated error) is in :mod:`.int8_calibration`, the graph-editing
