@@ -64,13 +64,50 @@ def sentences_file(folder: Path) -> Path:
     return _write_lines(folder / "sentences.txt", read_corpus([str(s) for s in specs]).sentences)
 
 
-def passages_file(folder: Path, arm: str) -> Path:
-    """The passages of an arm: the retrieval corpus itself (collection) or text that never saw it (unseen)."""
+def passage_specs(folder: Path, arm: str, unseen_text: str, share: float) -> list[str]:
+    """``distill --corpus`` specs of an arm's passages, ``share`` of the mix in all: the retrieval corpus itself
+    (collection) or text that never saw it (unseen: ``unseen_text`` is python-docs, wordnet or both, half each)."""
     if arm == "collection":
         from espresso_export.data import read_retrieval
 
-        return _write_lines(folder / "dbpedia-docs.txt", read_retrieval(DBPEDIA).docs)
-    return _write_lines(folder / "python-docs.txt", python_docs_paragraphs())
+        return [f"{_write_lines(folder / 'dbpedia-docs.txt', read_retrieval(DBPEDIA).docs)}:{share:g}"]
+    sources = {"python-docs": lambda: _write_lines(folder / "python-docs.txt", python_docs_paragraphs()),
+               "wordnet": lambda: _write_lines(folder / "wordnet-glosses.txt", wordnet_glosses())}
+    names = list(sources) if unseen_text == "both" else [unseen_text]
+    return [f"{sources[n]()}:{share / len(names):g}" for n in names]
+
+
+def _debian_package(name: str, target: Path, pick) -> Path:
+    """``pick(extracted root) -> folder`` of Debian package ``name``, copied once into ``target`` (the cache)."""
+    if not target.is_dir():
+        with tempfile.TemporaryDirectory() as tmp:
+            subprocess.run(["apt-get", "download", name], cwd=tmp, check=True, capture_output=True)
+            deb = next(Path(tmp).glob("*.deb"))
+            subprocess.run(["dpkg", "-x", str(deb), str(Path(tmp) / "x")], check=True)
+            CACHE.mkdir(parents=True, exist_ok=True)
+            part = target.with_name(target.name + ".part")
+            shutil.rmtree(part, ignore_errors=True)
+            # only the pages or data: a doc package's _static holds links into other packages
+            shutil.copytree(pick(Path(tmp) / "x"), part, symlinks=True,
+                            ignore=shutil.ignore_patterns("_static", "_images", "_sources", "_downloads"))
+            part.rename(target)
+    return target
+
+
+def wordnet_glosses() -> list[str]:
+    """Every noun synset of WordNet 3.0 as ``"lemma: gloss"`` (82,115 texts, median 12 words; 7,730 of them named
+    people, places, works and events), from Debian's ``wordnet-base`` (WordNet License, BSD-like), fetched once
+    with ``apt-get download``. General-knowledge text that never saw DBpedia, closer to its encyclopedic
+    entries than the Python manual; no package with encyclopedic passages was found (benchmarks/README.md)."""
+    root = _debian_package("wordnet-base", CACHE / "wordnet", lambda x: next(x.rglob("data.noun")).parent)
+    texts = []
+    for line in (root / "data.noun").read_text(encoding="latin-1").splitlines():
+        if line.startswith("  "):  # the licence header
+            continue
+        head, _, gloss = line.partition(" | ")
+        fields = head.split()
+        texts.append(f"{fields[4].replace('_', ' ')}: {gloss.strip()}")
+    return list(dict.fromkeys(texts))
 
 
 class _Paragraphs(HTMLParser):
@@ -100,25 +137,16 @@ def python_docs_paragraphs() -> list[str]:
     From Debian's ``python3.X-doc`` package (the HTML manual: 17,276 distinct paragraphs, median 35 words, for
     3.11), fetched once with ``apt-get download`` into ``benchmarks/.cache/``. CPython's own ``pydoc_data``
     has only the reference's ~900 paragraphs: too few for a 5,000-passage arm."""
-    root = CACHE / "python-doc"
-    if not root.is_dir():
-        found = subprocess.run(["apt-cache", "search", "--names-only", r"^python3\.[0-9]+-doc$"], capture_output=True,
-                               text=True, check=False).stdout.splitlines()  # "name - description" a line
-        names = sorted((line.split(" - ")[0].strip() for line in found if " - " in line),
-                       key=lambda n: int(n.split(".")[1].split("-")[0]))
-        if not names:
-            sys.exit("the unseen arm needs Debian's python3.X-doc package (apt-get download); none found")
-        with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run(["apt-get", "download", names[-1]], cwd=tmp, check=True, capture_output=True)
-            deb = next(Path(tmp).glob("*.deb"))
-            subprocess.run(["dpkg", "-x", str(deb), str(Path(tmp) / "x")], check=True)
-            html = next((Path(tmp) / "x").rglob("html/index.html")).parent
-            CACHE.mkdir(parents=True, exist_ok=True)
-            part = CACHE / "python-doc.part"
-            shutil.rmtree(part, ignore_errors=True)
-            shutil.copytree(html, part, symlinks=True,  # only the pages: _static holds links into other packages
-                            ignore=shutil.ignore_patterns("_static", "_images", "_sources", "_downloads"))
-            part.rename(root)
+    def pick(x: Path) -> Path:
+        return next(x.rglob("html/index.html")).parent
+
+    found = subprocess.run(["apt-cache", "search", "--names-only", r"^python3\.[0-9]+-doc$"], capture_output=True,
+                           text=True, check=False).stdout.splitlines()  # "name - description" a line
+    names = sorted((line.split(" - ")[0].strip() for line in found if " - " in line),
+                   key=lambda n: int(n.split(".")[1].split("-")[0]))
+    if not names and not (CACHE / "python-doc").is_dir():
+        sys.exit("the unseen arm needs Debian's python3.X-doc package (apt-get download); none found")
+    root = _debian_package(names[-1] if names else "", CACHE / "python-doc", pick)
     paragraphs = []
     for page in sorted(root.rglob("*.html")):
         if "whatsnew" in page.parts or page.name == "genindex.html":
@@ -163,13 +191,13 @@ def heal_arm(arm: str, teacher: Path, args, work: Path) -> dict:
 
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    corpus = [f"{passages_file(work, arm)}:{args.passage_share:g}",
+    corpus = [*passage_specs(work, arm, args.unseen_text, args.passage_share),
               f"{sentences_file(work)}:{1 - args.passage_share:g}"]
     healed = distill(str(teacher), work / "healed", student_layers=args.layers, dim=args.dim, corpus=corpus,
                      max_sentences=args.sentences, eval_sts=str(dev_third(work)), epochs=args.epochs, batch_size=32,
                      lr=1e-3, max_seq_len=args.max_seq_len, threads=args.threads,
                      cache_dir=args.cache_dir or work / "cache", heldout=256, seed=0, loss=args.loss,
-                     rank_temperature=args.rank_temperature, max_steps=args.max_steps, progress=True)
+                     rank_temperature=args.rank_temperature, max_steps=args.max_steps, amp=args.amp, progress=True)
     timings["distill"] = time.perf_counter() - start
     exported = None
     if args.measure != "pytorch":
@@ -186,7 +214,7 @@ def heal_arm(arm: str, teacher: Path, args, work: Path) -> dict:
     return {
         "arm": arm, "teacher": str(teacher), "layers": healed.layers, "dim": args.dim, "corpus": healed.corpus,
         "train": {k: healed.train.get(k) for k in ("steps", "epochs", "seconds")}, "eval": healed.eval,
-        "heldout": healed.heldout,
+        "heldout": healed.heldout, "precision": healed.precision, "teacher_seconds": healed.teacher_seconds,
         "export": exported and {"default_file": exported.default_file, "files": exported.files},
         "results": rows, "goal_met": {name: _goal(row) for name, row in rows.items()},
         "seconds": {k: round(v, 1) for k, v in timings.items()},
@@ -200,8 +228,8 @@ def reference_arm(teacher: Path, args) -> dict:
             "seconds": {"verify": round(time.perf_counter() - start, 1)}}
 
 
-def result_name(arm: str, args) -> str:
-    """``retrieval-<arm>-<teacher>-L<layers>-d<dim>[-<loss>][-len<N>][-s<steps>].json``."""
+def result_name(arm: str, args, precision: str = "fp32") -> str:
+    """``retrieval-<arm>-<teacher>-L<layers>-d<dim>[-<loss>][-len<N>][-s<steps>][-bf16].json``."""
     if arm == "reference":
         return f"retrieval-reference-{args.teacher}-L{args.layers}-d{args.dim}.json"
     layers = args.layers if isinstance(args.layers, int) else "-".join(map(str, args.layers))
@@ -209,7 +237,8 @@ def result_name(arm: str, args) -> str:
         f"-{args.loss.replace('+', '')}" + (f"-t{args.rank_temperature:g}" if args.loss == "rank+mse" else "")
     length = f"-len{args.max_seq_len}" if args.max_seq_len else ""
     steps = f"-s{args.max_steps}" if args.max_steps else ""
-    return f"retrieval-{arm}-{args.teacher}-L{layers}-d{args.dim}{loss}{length}{steps}.json"
+    amp = "" if precision == "fp32" else f"-{precision.split()[0]}"
+    return f"retrieval-{arm}-{args.teacher}-L{layers}-d{args.dim}{loss}{length}{steps}{amp}.json"
 
 
 def main() -> None:
@@ -228,6 +257,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--loss", default="mse", help="distill's --loss (mse, cosine+mse, rank+mse)")
     parser.add_argument("--rank-temperature", type=float, default=0.1, help="distill's --rank-temperature")
+    parser.add_argument("--unseen-text", choices=("python-docs", "wordnet", "both"), default="python-docs",
+                        help="the unseen arm's passages: the Python manual, WordNet's noun glosses, or half each")
+    parser.add_argument("--amp", default="auto",
+                        help="distill's --amp: auto is bf16 on a CPU with bf16 instructions, off is fp32")
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="teacher targets cache kept between runs (default: a fresh one in the run's temp folder)")
     parser.add_argument("--measure", choices=("both", "pytorch", "int8"), default="both",
@@ -242,7 +275,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix=f"retrieval-{arm}-") as tmp:
             result = reference_arm(teacher, args) if arm == "reference" else heal_arm(arm, teacher, args, Path(tmp))
         result["settings"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-        path = args.out / result_name(arm, args)
+        path = args.out / result_name(arm, args, result.get("precision", "fp32"))
         path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         print(json.dumps({"arm": arm, "results": result["results"], "seconds": result["seconds"]}, indent=2))
         print(f"written: {path}")

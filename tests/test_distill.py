@@ -422,3 +422,55 @@ def test_the_in_batch_ranking_term_against_a_hand_computed_example():
     value = rank_kl(x, teacher, 0.1)
     value.backward()
     assert float(value.detach()) > 0.12004 and torch.isfinite(x.grad).all() and float(x.grad.abs().sum()) > 0
+
+
+# --- mixed precision -----------------------------------------------------------------------------------
+
+def test_auto_precision_is_bf16_only_on_a_cpu_with_bf16_instructions(tmp_path):
+    from espresso_export.core.cpu import bf16_isa
+    from espresso_export.training.schedule import cpu_auto_amp
+
+    cpus = {"zen4": "flags\t\t: fpu sse2 avx2 avx512f avx512_vnni avx512_bf16\n",
+            "spr": "flags\t\t: avx2 avx512f avx512_bf16 amx_bf16 amx_int8\n",
+            "avx2": "flags\t\t: fpu sse2 avx2 fma\n",
+            "arm": "Features\t: fp asimd bf16 i8mm\n"}
+    for name, text in cpus.items():
+        (tmp_path / name).write_text(text)
+    assert [bf16_isa(tmp_path / n) for n in cpus] == ["avx512_bf16", "amx_bf16", None, "bf16"]
+    assert bf16_isa(tmp_path / "missing") is None
+    avx2, zen4 = tmp_path / "avx2", tmp_path / "zen4"
+    assert cpu_auto_amp("auto", "cpu", avx2) == "auto"  # no bf16 in hardware: full precision stays
+    assert cpu_auto_amp("off", "cpu", zen4) == "off" and cpu_auto_amp("bf16", "cpu", avx2) == "bf16"  # as asked
+    assert cpu_auto_amp("auto", "cuda", zen4) == "auto"  # CUDA's own rule applies there
+    if torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        assert cpu_auto_amp("auto", "cpu", zen4) == "bf16"
+
+
+def test_bf16_distill_keeps_its_teacher_pass_apart_close_to_fp32_and_says_so(tiny_bert, corpus_file, tmp_path):
+    fp32 = _tiny(tiny_bert, tmp_path, "fp32", corpus=corpus_file, amp="off", epochs=1)
+    bf16 = _tiny(tiny_bert, tmp_path, "bf16", corpus=corpus_file, amp="bf16", epochs=1)
+    folders = sorted((tmp_path / "cache").glob("teacher-*"))
+    assert len(folders) == 2  # one cache per precision: bf16 targets never stand in for fp32 ones
+    by_precision = {json.loads((f / "meta.json").read_text())["precision"]: f for f in folders}
+    assert set(by_precision) == {"fp32", "bfloat16"}
+    a, b = (np.load(by_precision[k] / "embeddings.npy") for k in ("fp32", "bfloat16"))
+    cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    assert cos.min() > 0.99 and not np.array_equal(a, b)  # the same function, computed in bf16
+    assert fp32.precision == "fp32" and bf16.precision.startswith("bf16")
+    for out, result in (("fp32", fp32), ("bf16", bf16)):
+        prov = json.loads((tmp_path / out / "espresso.json").read_text())
+        assert prov["training"]["precision"] == result.precision == result.to_dict()["precision"]
+    # the saved weights are fp32 (autocast keeps fp32 master weights) and the model trained
+    assert load(tmp_path / "bf16").model.embeddings.word_embeddings.weight.dtype == torch.float32
+    assert np.isfinite(bf16.train["epoch_mean_loss"])
+
+
+def test_mixed_precision_states_are_pooled_in_fp32():
+    from espresso_export.core.types import Pooling
+    from espresso_export.model.embed import pool
+
+    states = (torch.randn(2, 300, 8) + 100).bfloat16()  # a long text: a bf16 running sum would drift
+    mask = torch.ones(2, 300, dtype=torch.long)
+    out = pool(states, mask, Pooling.MEAN)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, states.double().mean(1).float(), rtol=1e-6, atol=1e-5)

@@ -43,7 +43,7 @@ def _distill(settings: DistillSettings, *, teacher: str, output: Path, resume: b
         ("teacher targets", ("reused from the cache" if result.targets_cached else "computed")
                             + f" in {result.teacher_seconds:.1f} s"),
         ("training", f"{t['steps']} steps ({t['epochs']} epochs), "
-                     f"{result.sentences_per_second:.0f} sentences/s, "
+                     f"{result.sentences_per_second:.0f} sentences/s in {result.precision}, "
                      f"{LOSS_LABEL} {t['epoch_mean_loss']:.4g}" if t["epoch_mean_loss"] is not None
                      else f"{t['steps']} steps"),
     ]

@@ -1,4 +1,4 @@
-"""The CPU's int8-relevant instruction sets, read from ``/proc/cpuinfo`` (stdlib only).
+"""The CPU's int8- and bf16-relevant instruction sets, read from ``/proc/cpuinfo`` (stdlib only).
 
 int8 matrix products are computed differently on CPUs with VNNI (one
 instruction, 32-bit accumulation) and on plain AVX2/AVX-512 (16-bit
@@ -13,6 +13,9 @@ from pathlib import Path
 
 # best first: the first flag present names the instruction set int8 kernels use
 INT8_FLAGS = ("avx512_vnni", "avx_vnni", "avx512f", "avx2")
+# bf16 matrix products in hardware: AVX512-BF16 (AMD Zen 4, Intel Cooper Lake+), AMX (Intel Sapphire Rapids+),
+# Arm's BF16 extension (``bf16`` in the Features line). Without one, torch emulates bf16 and runs slower than fp32.
+BF16_FLAGS = ("amx_bf16", "avx512_bf16", "bf16")
 
 
 def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str]:
@@ -34,3 +37,9 @@ def int8_isa(cpuinfo: str | Path = "/proc/cpuinfo") -> dict:
     present = {f: f in flags for f in INT8_FLAGS}
     best = next((f for f in INT8_FLAGS if present[f]), None)
     return {"isa": best or platform.machine() or "unknown", "flags": present, "machine": platform.machine()}
+
+
+def bf16_isa(cpuinfo: str | Path = "/proc/cpuinfo") -> str | None:
+    """The first of :data:`BF16_FLAGS` this CPU has (bf16 products in hardware), or None."""
+    flags = cpu_flags(cpuinfo)
+    return next((f for f in BF16_FLAGS if f in flags), None)

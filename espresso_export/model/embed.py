@@ -24,9 +24,13 @@ from espresso_export.model.checkpoint import Checkpoint, DenseLayer, PostModule
 
 
 def pool(token_embeddings, attention_mask, mode: Pooling):
-    """Pool ``(batch, seq, dim)`` token states into ``(batch, dim)``; padding is ignored."""
+    """Pool ``(batch, seq, dim)`` token states into ``(batch, dim)``; padding is ignored.
+
+    bf16/fp16 states (mixed precision) are pooled in fp32: a bf16 sum over a long text keeps 3 digits."""
     import torch
 
+    if token_embeddings.dtype in (torch.bfloat16, torch.float16):
+        token_embeddings = token_embeddings.float()
     mask = attention_mask.to(token_embeddings.dtype).unsqueeze(-1)
     if mode is Pooling.CLS:
         return token_embeddings[:, 0]

@@ -28,7 +28,6 @@ import math
 import random
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +43,7 @@ from espresso_export.training.resume import (
 )
 from espresso_export.training.runs import prepare_run, write_trained
 from espresso_export.training.schedule import (
-    amp_dtype, build_optimizer, epoch_batches, resolve_device, steps_per_epoch,
+    amp_dtype, autocast, build_optimizer, epoch_batches, resolve_device, steps_per_epoch,
 )
 from espresso_export.training.task import LOSS_LABEL, TrainConfig, TrainingTask, TrainResult
 
@@ -159,9 +158,7 @@ class Trainer:
         return self.epoch_loss[0] / self.epoch_loss[1] if self.epoch_loss[1] else None
 
     def _step(self, batch: list[int], flag: dict | None = None) -> float:
-        import torch
-
-        ctx = torch.autocast(self.device.type, dtype=self.amp) if self.amp is not None else nullcontext()
+        ctx = autocast(self.amp, self.device.type)
         if self.ddp is None:
             with ctx:
                 loss = self.task.loss(batch)

@@ -71,7 +71,7 @@ class TrainConfig:
     seed: int = 0
     bucket: bool = True  # length-bucketed batches
     max_steps: int | None = None  # stop (and schedule) at this many steps
-    amp: str = "auto"  # auto (on for CUDA) | off | bf16 | fp16
+    amp: str = "auto"  # auto (on for CUDA; distill resolves it to bf16 on a bf16 CPU first) | off | bf16 | fp16
     checkpoint_every: int = 200  # steps; 0 = only at epoch ends and on Ctrl-C
     device: str = "cpu"
 

@@ -14,6 +14,7 @@ from typing import Any
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.types import Loss, ProjectionInit
 from espresso_export.training import distributed
+from espresso_export.training.schedule import cpu_auto_amp
 from espresso_export.training.settings import DistillSettings
 
 
@@ -45,7 +46,7 @@ def resolve(args: DistillArgs) -> tuple[DistillArgs, distributed.Dist]:
             raise ValidationError(f"--threads must be at least 1, got {args.threads}")
         torch.set_num_threads(args.threads)
     dist = distributed.setup(args.device)  # under torchrun: join the group; one process: nothing
-    args = replace(args, loss=loss, projection_init=projection_init,
+    args = replace(args, loss=loss, projection_init=projection_init, amp=cpu_auto_amp(args.amp, args.device),
                    progress=args.progress and dist.main)  # bars and tables on rank 0 only
     _check(args)
     return args, dist

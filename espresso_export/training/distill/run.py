@@ -24,7 +24,16 @@ from espresso_export.training.distill.targets import TeacherTargets, teacher_tar
 from espresso_export.training.distill.tasks import HealTask, PairHealTask
 from espresso_export.training.distill.write import DistillResult, Trained, write_result
 from espresso_export.training.loop import TrainConfig, Trainer, prepare_run
+from espresso_export.training.schedule import amp_dtype, autocast
 from espresso_export.training.settings import DistillSettings
+
+
+def cpu_precision(a: DistillArgs):
+    """The autocast dtype of the passes that run on the CPU (the teacher pass, the student's PCA sample): the
+    training's own (``--amp``) when training runs on the CPU too, else full precision."""
+    import torch
+
+    return amp_dtype(a.amp, torch.device("cpu")) if (a.device or "cpu").lower() == "cpu" else None
 
 
 def _identity(a: DistillArgs, corpus: CorpusSplit, models: Models, selection: Selection) -> dict:
@@ -123,12 +132,13 @@ def run(args: DistillArgs) -> DistillResult:
     targets = teacher_targets(models.teacher, data.sentences, dim=a.dim, pca_samples=a.pca_samples, seed=a.seed,
                               layers=sorted(set(models.layer_map.values())), cache_dir=a.cache_dir,
                               teacher_sha=models.teacher_info["weights_sha256"], batch_size=a.batch_size,
-                              progress=a.progress)
+                              progress=a.progress, precision=cpu_precision(a))
     selection = Selection(sts=data.eval_pairs, retrieval=data.eval_retrieval)
     if dist.main:  # rank 0 evaluates (the trainer's rule): only it needs the teacher's scores
         selection.measure_teacher(lambda texts: encode(models.teacher, texts, batch_size=a.batch_size))
     models.teacher = None  # frees the teacher before the student trains
-    projection = build_projection(a, models.student, data, targets.targets)
+    with autocast(cpu_precision(a)):
+        projection = build_projection(a, models.student, data, targets.targets)
     task = _task(a, data, models, targets, projection, selection)
     trained = _train(a, data, models, task, run_dir, dist)
     return write_result(a, data, models, targets, trained, run_dir, start)

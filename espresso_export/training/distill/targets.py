@@ -45,6 +45,7 @@ from espresso_export.training.distill.cache import (
     shared_memmaps,
 )
 from espresso_export.training.interrupt import interrupted
+from espresso_export.training.schedule import autocast
 
 # Sentences per teacher pass chunk: bounds the memory of the pooled layer states. Batches are length-sorted
 # within a chunk, and batch composition decides the float rounding, so this also fixes the cached bytes: under
@@ -96,10 +97,11 @@ def _save_chunk(parts: dict[str, Path], chunk: dict) -> None:
 
 
 def _encode_chunk(teacher: Checkpoint, texts: list[str], wanted: list[int], need_final: bool,
-                  layers: Sequence[int], batch_size: int) -> dict:
+                  layers: Sequence[int], batch_size: int, precision) -> dict:
     import torch
 
-    pooled = encode_layers(teacher, texts, wanted, batch_size=batch_size)
+    with autocast(precision):
+        pooled = encode_layers(teacher, texts, wanted, batch_size=batch_size)
     chunk = {}
     if need_final:  # the post modules run on the whole chunk at once (part of the cached bytes)
         with torch.inference_mode():
@@ -110,7 +112,7 @@ def _encode_chunk(teacher: Checkpoint, texts: list[str], wanted: list[int], need
 
 
 def _teacher_pass(teacher: Checkpoint, sentences: Sequence[str], folder: Path, need_final: bool,
-                  layers: Sequence[int], batch_size: int, progress: bool) -> int:
+                  layers: Sequence[int], batch_size: int, progress: bool, precision) -> int:
     """One forward pass of the teacher over the corpus, writing embeddings.npy and layer-<i>.npy.
 
     Each chunk is also kept in ``parts/`` until the whole pass is done, so a pass stopped by Ctrl-C, SIGTERM
@@ -136,7 +138,7 @@ def _teacher_pass(teacher: Checkpoint, sentences: Sequence[str], folder: Path, n
                 chunk = _load_chunk(parts, files, len(rng))
                 if chunk is None:
                     chunk = _encode_chunk(teacher, [sentences[i] for i in rng], wanted, need_final, layers,
-                                          batch_size)
+                                          batch_size, precision)
                     _save_chunk(parts, chunk)
                 else:
                     kept += len(rng)
@@ -173,10 +175,12 @@ def _pca_size(width: int, n: int, dim: int, pca_samples: int) -> int:
     return m
 
 
-def _cache_folder(teacher: Checkpoint, teacher_sha: str, corpus_sha: str, cache_dir) -> Path:
-    """The teacher cache folder of this teacher and corpus, created (and checked shared across ranks)."""
+def _cache_folder(teacher: Checkpoint, teacher_sha: str, corpus_sha: str, cache_dir, precision=None) -> Path:
+    """The teacher cache folder of this teacher, corpus and precision, created (and checked shared across ranks).
+
+    A full-precision pass keeps the key it had before mixed precision existed (its caches stay valid)."""
     key = cache_key(CACHE_FORMAT, teacher_sha, corpus_sha, teacher.pooling.value, teacher.max_seq_length,
-                    [type(p).__name__ for p in teacher.post])
+                    [type(p).__name__ for p in teacher.post], *([str(precision)] if precision is not None else []))
     folder = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     folder = folder / f"teacher-{key}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -214,13 +218,17 @@ def teacher_targets(
     teacher_sha: str | None = None,
     batch_size: int = 64,
     progress: bool = False,
+    precision=None,
 ) -> TeacherTargets:
-    """PCA targets ``h_t`` (and pooled per-layer states) of the teacher on ``sentences``, cached on disk."""
+    """PCA targets ``h_t`` (and pooled per-layer states) of the teacher on ``sentences``, cached on disk.
+
+    ``precision``: the autocast dtype of the teacher pass (``torch.bfloat16``; None: full precision), part of
+    the cache key."""
     start = time.perf_counter()
     m = _pca_size(teacher.output_dim, len(sentences), dim, pca_samples)
     teacher_sha = teacher_sha or teacher.weights_sha256()
     corpus_sha = sentences_sha256(list(sentences))
-    folder = _cache_folder(teacher, teacher_sha, corpus_sha, cache_dir)
+    folder = _cache_folder(teacher, teacher_sha, corpus_sha, cache_dir, precision)
     pca_key = cache_key(dim, m, seed)
     targets_file, pca_file = folder / f"targets-{pca_key}.npy", folder / f"pca-{pca_key}.safetensors"
     dist = distributed.current()
@@ -234,11 +242,12 @@ def teacher_targets(
     need_final = not reused and todo["need_final"]
     resumed = 0
     if need_final or missing:
-        resumed = _teacher_pass(teacher, sentences, folder, need_final, missing, batch_size, progress)
+        resumed = _teacher_pass(teacher, sentences, folder, need_final, missing, batch_size, progress, precision)
     if dist.main:
         write_text_atomic(folder / "meta.json", json.dumps({
             "format": CACHE_FORMAT, "teacher": teacher.source, "teacher_sha256": teacher_sha,
-            "corpus_sha256": corpus_sha, "sentences": len(sentences)}, indent=2) + "\n")
+            "corpus_sha256": corpus_sha, "sentences": len(sentences),
+            "precision": "fp32" if precision is None else str(precision).removeprefix("torch.")}, indent=2) + "\n")
     if reused:
         pca = load_pca(pca_file)
     else:

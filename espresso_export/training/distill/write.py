@@ -33,6 +33,7 @@ class DistillResult:
     params: int
     seconds: float
     run_dir: str | None = None
+    precision: str = "fp32"  # what training and the teacher pass computed in: fp32, or "bf16 (avx512_bf16)"
     hints: list[str] = field(default_factory=list)
     task: Any = field(default=None, repr=False, compare=False)
 
@@ -75,7 +76,19 @@ def _training_info(a: DistillArgs, corpus: CorpusSplit, models: Models, t: Train
             "rank_temperature": a.rank_temperature if a.loss.in_batch else None,
             "layer_targets": {str(k): v for k, v in models.layer_map.items()},
             "layer_weight": a.layer_weight, "projection_init": a.projection_init.value, "dropout": a.dropout,
-            "augment": list(a.augment), "seed": a.seed, "device": a.device, "processes": t.processes}
+            "augment": list(a.augment), "seed": a.seed, "device": a.device, "processes": t.processes,
+            "precision": _precision(a)}
+
+
+def _precision(a: DistillArgs) -> str:
+    """What the run computed in: ``bf16 (avx512_bf16)`` names the CPU instructions that made auto pick it."""
+    from espresso_export.core.cpu import bf16_isa
+
+    amp = (a.amp or "auto").lower()
+    if amp in ("off", "auto") and (a.device or "cpu").lower() == "cpu":
+        return "fp32"
+    isa = bf16_isa() if (a.device or "cpu").lower() == "cpu" else None
+    return f"{amp} ({isa})" if isa else amp
 
 
 def provenance(a: DistillArgs, corpus: CorpusSplit, models: Models, targets: TeacherTargets, t: Trained) -> dict:
@@ -113,5 +126,6 @@ def write_result(a: DistillArgs, corpus: CorpusSplit, models: Models, targets: T
         targets_cached=targets.reused, teacher_seconds=round(targets.seconds, 2), train=t.result.to_dict(),
         eval=prov["best_eval"], heldout=t.heldout,
         params=sum(p.numel() for p in s_ckpt.model.parameters()) + projection.weight.numel() + projection.bias.numel(),
-        seconds=round(time.perf_counter() - start, 2), run_dir=str(run_dir), hints=[], task=t.task,
+        seconds=round(time.perf_counter() - start, 2), run_dir=str(run_dir), precision=prov["training"]["precision"],
+        hints=[], task=t.task,
     )
