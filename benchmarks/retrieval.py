@@ -197,7 +197,8 @@ def heal_arm(arm: str, teacher: Path, args, work: Path) -> dict:
                      max_sentences=args.sentences, eval_sts=str(dev_third(work)), epochs=args.epochs, batch_size=32,
                      lr=1e-3, max_seq_len=args.max_seq_len, threads=args.threads,
                      cache_dir=args.cache_dir or work / "cache", heldout=256, seed=0, loss=args.loss,
-                     rank_temperature=args.rank_temperature, max_steps=args.max_steps, amp=args.amp, progress=True)
+                     rank_temperature=args.rank_temperature, max_steps=args.max_steps, amp=args.amp,
+                     freeze_embeddings=args.freeze_embeddings, progress=True)
     timings["distill"] = time.perf_counter() - start
     exported = None
     if args.measure != "pytorch":
@@ -229,7 +230,8 @@ def reference_arm(teacher: Path, args) -> dict:
 
 
 def result_name(arm: str, args, precision: str = "fp32") -> str:
-    """``retrieval-<arm>-<teacher>-L<layers>-d<dim>[-<loss>][-len<N>][-s<steps>][-bf16].json``."""
+    """``retrieval-<arm>-<teacher>-L<layers>-d<dim>[-<loss>][-len<N>][-s<steps>][-<unseen text>][-p<share>]
+    [-frozen-emb][-bf16].json``."""
     if arm == "reference":
         return f"retrieval-reference-{args.teacher}-L{args.layers}-d{args.dim}.json"
     layers = args.layers if isinstance(args.layers, int) else "-".join(map(str, args.layers))
@@ -238,7 +240,10 @@ def result_name(arm: str, args, precision: str = "fp32") -> str:
     length = f"-len{args.max_seq_len}" if args.max_seq_len else ""
     steps = f"-s{args.max_steps}" if args.max_steps else ""
     amp = "" if precision == "fp32" else f"-{precision.split()[0]}"
-    return f"retrieval-{arm}-{args.teacher}-L{layers}-d{args.dim}{loss}{length}{steps}{amp}.json"
+    frozen = "-frozen-emb" if getattr(args, "freeze_embeddings", False) else ""
+    text = f"-{args.unseen_text}" if arm == "unseen" and args.unseen_text != "python-docs" else ""
+    share = f"-p{args.passage_share:g}" if args.passage_share != 0.5 else ""
+    return f"retrieval-{arm}-{args.teacher}-L{layers}-d{args.dim}{loss}{length}{steps}{text}{share}{frozen}{amp}.json"
 
 
 def main() -> None:
@@ -259,6 +264,7 @@ def main() -> None:
     parser.add_argument("--rank-temperature", type=float, default=0.1, help="distill's --rank-temperature")
     parser.add_argument("--unseen-text", choices=("python-docs", "wordnet", "both"), default="python-docs",
                         help="the unseen arm's passages: the Python manual, WordNet's noun glosses, or half each")
+    parser.add_argument("--freeze-embeddings", action="store_true", help="distill's --freeze-embeddings")
     parser.add_argument("--amp", default="auto",
                         help="distill's --amp: auto is bf16 on a CPU with bf16 instructions, off is fp32")
     parser.add_argument("--cache-dir", type=Path, default=None,

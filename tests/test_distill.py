@@ -474,3 +474,16 @@ def test_mixed_precision_states_are_pooled_in_fp32():
     out = pool(states, mask, Pooling.MEAN)
     assert out.dtype == torch.float32
     torch.testing.assert_close(out, states.double().mean(1).float(), rtol=1e-6, atol=1e-5)
+
+
+def test_frozen_embeddings_stay_the_teachers_while_the_layers_train(tiny_bert, corpus_file, tmp_path):
+    _tiny(tiny_bert, tmp_path, "frozen", corpus=corpus_file, freeze_embeddings=True, epochs=1)
+    _tiny(tiny_bert, tmp_path, "trained", corpus=corpus_file, epochs=1)
+    source, frozen, trained = (load(p).model for p in (tiny_bert, tmp_path / "frozen", tmp_path / "trained"))
+    words = lambda m: m.get_input_embeddings().weight  # noqa: E731
+    torch.testing.assert_close(words(frozen), words(source), rtol=0, atol=0)
+    assert not torch.equal(words(trained), words(source))  # the default trains them
+    layer = lambda m: m.encoder.layer[0].attention.self.query.weight  # noqa: E731
+    assert not torch.equal(layer(frozen), layer(source))
+    prov = json.loads((tmp_path / "frozen" / "espresso.json").read_text())
+    assert prov["training"]["freeze_embeddings"] is True

@@ -45,6 +45,7 @@ def _identity(a: DistillArgs, corpus: CorpusSplit, models: Models, selection: Se
         "pca_samples": min(a.pca_samples, len(sentences)), "loss": a.loss.value,
         "layer_targets": sorted(models.layer_map.items()), "layer_weight": a.layer_weight,
         "max_seq_len": a.max_seq_len, "dropout": a.dropout, "projection_init": a.projection_init.value,
+        "freeze_embeddings": a.freeze_embeddings,
         "heldout": n_held, **selection.identity(),
     }
     if a.loss.in_batch:
@@ -139,6 +140,8 @@ def run(args: DistillArgs) -> DistillResult:
     models.teacher = None  # frees the teacher before the student trains
     with autocast(cpu_precision(a)):
         projection = build_projection(a, models.student, data, targets.targets)
+    if a.freeze_embeddings:  # the loop optimises only parameters that require a gradient
+        models.student.model.get_input_embeddings().weight.requires_grad_(False)
     task = _task(a, data, models, targets, projection, selection)
     trained = _train(a, data, models, task, run_dir, dist)
     return write_result(a, data, models, targets, trained, run_dir, start)

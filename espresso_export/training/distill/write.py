@@ -76,6 +76,7 @@ def _training_info(a: DistillArgs, corpus: CorpusSplit, models: Models, t: Train
             "rank_temperature": a.rank_temperature if a.loss.in_batch else None,
             "layer_targets": {str(k): v for k, v in models.layer_map.items()},
             "layer_weight": a.layer_weight, "projection_init": a.projection_init.value, "dropout": a.dropout,
+            "freeze_embeddings": a.freeze_embeddings,
             "augment": list(a.augment), "seed": a.seed, "device": a.device, "processes": t.processes,
             "precision": _precision(a)}
 
