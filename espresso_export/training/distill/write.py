@@ -82,14 +82,18 @@ def _training_info(a: DistillArgs, corpus: CorpusSplit, models: Models, t: Train
 
 
 def _precision(a: DistillArgs) -> str:
-    """What the run computed in: ``bf16 (avx512_bf16)`` names the CPU instructions that made auto pick it."""
-    from espresso_export.core.cpu import bf16_isa
+    """What training computed in (``fp32``, ``bf16``, ``fp16``); on the CPU, ``bf16 (avx512_bf16)`` names the
+    instructions that ran it."""
+    import torch
 
-    amp = (a.amp or "auto").lower()
-    if amp in ("off", "auto") and (a.device or "cpu").lower() == "cpu":
-        return "fp32"
-    isa = bf16_isa() if (a.device or "cpu").lower() == "cpu" else None
-    return f"{amp} ({isa})" if isa else amp
+    from espresso_export.core.cpu import bf16_isa
+    from espresso_export.training.schedule import amp_dtype
+
+    device = torch.device((a.device or "cpu").lower())
+    dtype = amp_dtype(a.amp, device)
+    name = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+    isa = bf16_isa() if dtype is torch.bfloat16 and device.type == "cpu" else None
+    return f"{name} ({isa})" if isa else name
 
 
 def provenance(a: DistillArgs, corpus: CorpusSplit, models: Models, targets: TeacherTargets, t: Trained) -> dict:
