@@ -131,6 +131,17 @@ class _Paragraphs(HTMLParser):
             self.buf.append(data)
 
 
+def _newest_python_doc() -> str:
+    """The name of the newest ``python3.X-doc`` package apt knows."""
+    found = subprocess.run(["apt-cache", "search", "--names-only", r"^python3\.[0-9]+-doc$"], capture_output=True,
+                           text=True, check=False).stdout.splitlines()  # "name - description" a line
+    names = sorted((line.split(" - ")[0].strip() for line in found if " - " in line),
+                   key=lambda n: int(n.split(".")[1].split("-")[0]))
+    if not names:
+        sys.exit("the unseen arm needs Debian's python3.X-doc package (apt-get download); none found")
+    return names[-1]
+
+
 def python_docs_paragraphs() -> list[str]:
     """Paragraphs of >= 20 words of the Python documentation (PSF License), "What's New" left out.
 
@@ -140,13 +151,9 @@ def python_docs_paragraphs() -> list[str]:
     def pick(x: Path) -> Path:
         return next(x.rglob("html/index.html")).parent
 
-    found = subprocess.run(["apt-cache", "search", "--names-only", r"^python3\.[0-9]+-doc$"], capture_output=True,
-                           text=True, check=False).stdout.splitlines()  # "name - description" a line
-    names = sorted((line.split(" - ")[0].strip() for line in found if " - " in line),
-                   key=lambda n: int(n.split(".")[1].split("-")[0]))
-    if not names and not (CACHE / "python-doc").is_dir():
-        sys.exit("the unseen arm needs Debian's python3.X-doc package (apt-get download); none found")
-    root = _debian_package(names[-1] if names else "", CACHE / "python-doc", pick)
+    root = CACHE / "python-doc"
+    if not root.is_dir():
+        _debian_package(_newest_python_doc(), root, pick)
     paragraphs = []
     for page in sorted(root.rglob("*.html")):
         if "whatsnew" in page.parts or page.name == "genindex.html":

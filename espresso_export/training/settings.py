@@ -105,8 +105,7 @@ class DistillSettings(TrainerSettings):
     bucket: bool = setting(True, help="Length-bucketed batches (less padding).")
     freeze_embeddings: bool = setting(False, flags=("--freeze-embeddings/--train-embeddings",),
                                       help="Keep the student's token embeddings as they are: tokens the corpus "
-                                           "never shows stay consistent with those it does, and steps are "
-                                           "faster (no dense gradient over the vocabulary).")
+                                           "never shows stay consistent with those it does.")
     eval_retrieval: Optional[str] = setting(
         None, path="data", help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) evaluated after every "
                                 "epoch, with --eval-sts or alone: the kept checkpoint has the best mean of its STS "

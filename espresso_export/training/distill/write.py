@@ -33,7 +33,7 @@ class DistillResult:
     params: int
     seconds: float
     run_dir: str | None = None
-    precision: str = "fp32"  # what training and the teacher pass computed in: fp32, or "bf16 (avx512_bf16)"
+    precision: str = "fp32"  # what training computed in (on the CPU, the teacher pass too): "bf16 (avx512_bf16)"
     hints: list[str] = field(default_factory=list)
     task: Any = field(default=None, repr=False, compare=False)
 
@@ -78,21 +78,18 @@ def _training_info(a: DistillArgs, corpus: CorpusSplit, models: Models, t: Train
             "layer_weight": a.layer_weight, "projection_init": a.projection_init.value, "dropout": a.dropout,
             "freeze_embeddings": a.freeze_embeddings,
             "augment": list(a.augment), "seed": a.seed, "device": a.device, "processes": t.processes,
-            "precision": _precision(a)}
+            "precision": _precision(t.trainer)}
 
 
-def _precision(a: DistillArgs) -> str:
-    """What training computed in (``fp32``, ``bf16``, ``fp16``); on the CPU, ``bf16 (avx512_bf16)`` names the
-    instructions that ran it."""
+def _precision(trainer) -> str:
+    """What training computed in (``fp32``, ``bf16``, ``fp16``: the trainer's resolved autocast dtype); on the CPU,
+    ``bf16 (avx512_bf16)`` names the instructions that ran it."""
     import torch
 
     from espresso_export.core.cpu import bf16_isa
-    from espresso_export.training.schedule import amp_dtype
 
-    device = torch.device((a.device or "cpu").lower())
-    dtype = amp_dtype(a.amp, device)
-    name = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
-    isa = bf16_isa() if dtype is torch.bfloat16 and device.type == "cpu" else None
+    name = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[trainer.amp]
+    isa = bf16_isa() if trainer.amp is torch.bfloat16 and trainer.device.type == "cpu" else None
     return f"{name} ({isa})" if isa else name
 
 
