@@ -77,6 +77,53 @@ def passage_specs(folder: Path, arm: str, unseen_text: str, share: float) -> lis
     return [f"{sources[n]()}:{share / len(names):g}" for n in names]
 
 
+def _sentences_of(text: str) -> list[str]:
+    return [x for x in re.split(r"(?<=[.!?])\s+", text) if len(x.split()) >= 4]
+
+
+def query_passage_pairs(arm: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
+    """``n`` (query-like text, passage) pairs for the pair loss, from the arm's passages and nothing else.
+
+    The query is, in turn, the passage's heading (the Python manual's section title; a dbpedia-5k document's
+    title: short, like the set's keyword queries) or one of its own sentences (the inverse cloze task). No
+    pair uses a query or judgement of the retrieval set: the teacher's cosine of each pair is the target."""
+    import random
+
+    if arm == "collection":  # the documents as the index encodes them ("title text"), the title as heading
+        from espresso_export.data.files import titled
+
+        rows = [json.loads(line) for line in (DBPEDIA / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+                if line.strip()]
+        headed = {titled(r, str(r["text"])): str(r.get("title") or "").strip() for r in rows}
+    else:
+        headed = _python_docs_sections()
+    rng = random.Random(seed)
+    passages = list(headed)
+    rng.shuffle(passages)
+    pairs = []
+    for passage in passages:
+        heading, sentences = headed[passage], _sentences_of(passage)
+        query = heading if heading and (len(pairs) % 2 == 0 or not sentences) else \
+            (rng.choice(sentences) if sentences else "")
+        if query and query != passage:
+            pairs.append((query, passage))
+            if len(pairs) == n:
+                break
+    return pairs
+
+
+def pairs_file(folder: Path, arm: str, passages: int, sentence_pairs: int) -> Path:
+    """A tab-separated pair file: ``passages`` query/passage pairs of the arm, then related sentence pairs
+    (STS-B train, then SNLI dev+test premise/hypothesis) up to ``sentence_pairs``: the pair loss's items."""
+    from espresso_export.data import read_sentence_pairs
+
+    short, _ = read_sentence_pairs([str(stsb("train")), str(SHARED / "nli" / "snli-dev-test.tsv.gz")])
+    rows = query_passage_pairs(arm, passages) + short[:sentence_pairs]
+    clean = [(re.sub(r"\s+", " ", a).strip(), re.sub(r"\s+", " ", b).strip()) for a, b in rows]
+    (folder / "pairs.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in clean), encoding="utf-8")
+    return folder / "pairs.tsv"
+
+
 def _debian_package(name: str, target: Path, pick) -> Path:
     """``pick(extracted root) -> folder`` of Debian package ``name``, copied once into ``target`` (the cache)."""
     if not target.is_dir():
@@ -111,23 +158,34 @@ def wordnet_glosses() -> list[str]:
 
 
 class _Paragraphs(HTMLParser):
-    """The text of every ``<p>`` of one HTML page (stdlib parser: the pages are Sphinx output, regular)."""
+    """The text of every ``<p>`` of one HTML page, and the section heading above each (stdlib parser: the pages
+    are Sphinx output, regular)."""
+
+    HEADINGS = ("h1", "h2", "h3", "h4")
 
     def __init__(self) -> None:
         super().__init__()
-        self.depth, self.buf, self.out = 0, [], []
+        self.depth, self.buf, self.out, self.headings = 0, [], [], []
+        self.heading, self.in_heading = "", False
 
     def handle_starttag(self, tag, attrs):
         if tag == "p":
             self.depth, self.buf = self.depth + 1, []
+        elif tag in self.HEADINGS:
+            self.in_heading, self.buf = True, []
 
     def handle_endtag(self, tag):
         if tag == "p" and self.depth:
             self.depth -= 1
             self.out.append(" ".join("".join(self.buf).split()))
+            self.headings.append(self.heading)
+        elif tag in self.HEADINGS and self.in_heading:
+            self.in_heading = False
+            text = " ".join("".join(self.buf).replace("\u00b6", " ").split())  # the pilcrow of the anchor link
+            self.heading = re.sub(r"^(\d+\.)+\d*\s*", "", text)  # "4.2. for Statements" -> "for Statements"
 
     def handle_data(self, data):
-        if self.depth:
+        if self.depth or self.in_heading:
             self.buf.append(data)
 
 
@@ -148,20 +206,27 @@ def python_docs_paragraphs() -> list[str]:
     From Debian's ``python3.X-doc`` package (the HTML manual: 17,276 distinct paragraphs, median 35 words, for
     3.11), fetched once with ``apt-get download`` into ``benchmarks/.cache/``. CPython's own ``pydoc_data``
     has only the reference's ~900 paragraphs: too few for a 5,000-passage arm."""
+    return list(_python_docs_sections())
+
+
+def _python_docs_sections() -> dict[str, str]:
+    """Each distinct paragraph of >= 20 words of the Python manual -> the heading of its section."""
     def pick(x: Path) -> Path:
         return next(x.rglob("html/index.html")).parent
 
     root = CACHE / "python-doc"
     if not root.is_dir():
         _debian_package(_newest_python_doc(), root, pick)
-    paragraphs = []
+    sections: dict[str, str] = {}
     for page in sorted(root.rglob("*.html")):
         if "whatsnew" in page.parts or page.name == "genindex.html":
             continue
         parser = _Paragraphs()
         parser.feed(page.read_text(encoding="utf-8", errors="replace"))
-        paragraphs += [p for p in parser.out if len(p.split()) >= 20]
-    return list(dict.fromkeys(paragraphs))
+        for paragraph, heading in zip(parser.out, parser.headings):
+            if len(paragraph.split()) >= 20:
+                sections.setdefault(paragraph, heading)
+    return sections
 
 
 def dev_third(folder: Path) -> Path:
@@ -198,9 +263,15 @@ def heal_arm(arm: str, teacher: Path, args, work: Path) -> dict:
 
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    corpus = [*passage_specs(work, arm, args.unseen_text, args.passage_share),
-              f"{sentences_file(work)}:{1 - args.passage_share:g}"]
+    pairs = None
+    if args.pairs:  # the pair loss trains on pairs only: passages with a query each, sentence pairs for the rest
+        n_passages = round(args.sentences * args.passage_share)
+        pairs, corpus = [str(pairs_file(work, arm, n_passages, args.sentences - n_passages))], None
+    else:
+        corpus = [*passage_specs(work, arm, args.unseen_text, args.passage_share),
+                  f"{sentences_file(work)}:{1 - args.passage_share:g}"]
     healed = distill(str(teacher), work / "healed", student_layers=args.layers, dim=args.dim, corpus=corpus,
+                     pairs=pairs,
                      max_sentences=args.sentences, eval_sts=str(dev_third(work)), epochs=args.epochs, batch_size=32,
                      lr=1e-3, max_seq_len=args.max_seq_len, threads=args.threads,
                      cache_dir=args.cache_dir or work / "cache", heldout=256, seed=0, loss=args.loss,
@@ -247,6 +318,7 @@ def result_name(arm: str, args, precision: str = "fp32") -> str:
     length = f"-len{args.max_seq_len}" if args.max_seq_len else ""
     steps = f"-s{args.max_steps}" if args.max_steps else ""
     amp = "" if precision == "fp32" else f"-{precision.split()[0]}"
+    loss += "-qp" if getattr(args, "pairs", False) else ""
     frozen = "-frozen-emb" if getattr(args, "freeze_embeddings", False) else ""
     text = f"-{args.unseen_text}" if arm == "unseen" and args.unseen_text != "python-docs" else ""
     share = f"-p{args.passage_share:g}" if args.passage_share != 0.5 else ""
@@ -271,6 +343,10 @@ def main() -> None:
     parser.add_argument("--rank-temperature", type=float, default=0.1, help="distill's --rank-temperature")
     parser.add_argument("--unseen-text", choices=("python-docs", "wordnet", "both"), default="python-docs",
                         help="the unseen arm's passages: the Python manual, WordNet's noun glosses, or half each")
+    parser.add_argument("--pairs", action="store_true",
+                        help="train on pairs (give --loss pair or pair+mse): --sentences * --passage-share of the "
+                             "arm's passages each with a query-like text (its heading or one of its sentences), "
+                             "the rest STS-B train and SNLI sentence pairs (the unseen arm: Python manual only)")
     parser.add_argument("--freeze-embeddings", action="store_true", help="distill's --freeze-embeddings")
     parser.add_argument("--amp", default="auto",
                         help="distill's --amp: auto is bf16 on a CPU with bf16 instructions, off is fp32")
