@@ -2,7 +2,8 @@
 
 Each file gets a session per thread count; rounds interleave every (file, threads) pair, each timing batch 1
 over the first 64 distinct STS-B test sentences (in file order) and batch 32 over the first 256, after 3
-warm-up batches. Prints the median [min-max] sentences/s and the ratio to the first file, per thread count and
+warm-up batches. Prints the median [min-max] sentences/s, the ratio of medians to the first file and the
+paired ratio (each round's ratio to the first file; median [min-max] over the rounds), per thread count and
 batch size. For a file that should differ from another only in how it is built (an int8 kernel against the
 previous one), this is the quick check; ``benchmarks/int8.py`` is the full comparison (PyTorch, the peer,
 fidelity, batch 8 and 128).
@@ -79,12 +80,16 @@ def main() -> None:
               "load_average": [load_before, os.getloadavg()], "rates": {}}
     for key, values in rates.items():
         threads, b, label = key.split("|", 2)
-        base = float(np.median(rates[f"{threads}|{b}|{first}"]))
-        row = {"median": float(np.median(values)), "min": min(values), "max": max(values)}
-        row["ratio"] = row["median"] / base
+        base = rates[f"{threads}|{b}|{first}"]
+        row = {"median": float(np.median(values)), "min": min(values), "max": max(values), "rounds": values}
+        row["ratio"] = row["median"] / float(np.median(base))
+        # the ratio within each round (the two timed seconds apart), then its median and spread: a load change
+        # between rounds moves both rates of a round, so the paired ratio is steadier than the ratio of medians
+        paired = [v / b0 for v, b0 in zip(values, base)]
+        row["paired_ratio"] = {"median": float(np.median(paired)), "min": min(paired), "max": max(paired)}
         result["rates"][key] = row
         print(f"threads {threads} batch {b:>3} {label:28s} {row['median']:8.1f} [{row['min']:7.1f}-{row['max']:7.1f}]"
-              f"  {row['ratio']:.2f}x")
+              f"  {row['ratio']:.2f}x  paired {np.median(paired):.2f}x [{min(paired):.2f}-{max(paired):.2f}]")
     print(f"CPU {result['cpu'].get('isa')}, load average {load_before} -> {os.getloadavg()}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
