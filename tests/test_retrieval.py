@@ -4,6 +4,7 @@ with known answers."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from espresso_export.core.errors import NotFoundError, ValidationError
 from espresso_export.core.types import IndexKind
 from espresso_export.verification.embedders import EncodeCache, Embedder
 from espresso_export.verification.latency_report import LatencySetup
-from espresso_export.core.metrics import ndcg_at_k, ranking_scores, recall_at_k, top_k_by_cosine
+from espresso_export.core.metrics import ndcg_at_k, ranking_scores, ratio_interval, recall_at_k, top_k_by_cosine
 from espresso_export.verification.report import RetrievalRow, Thresholds, VerifyReport
 from espresso_export.verification.retrieval import IndexOptions, RetrievalScores, evaluate, load_retrieval, search
 
@@ -165,6 +166,56 @@ def test_retrieval_gate_is_on_ndcg_at_10():
     (check,) = report.checks
     assert check.name == "nDCG@10 retention on set" and check.value == pytest.approx(0.5) and not check.passed
     assert report.to_dict()["retrieval"][0]["ndcg_retention"] == 0.5
+
+
+def test_retention_interval_by_the_paired_bootstrap():
+    """Constructed per-query scores: a candidate equal to the source, or half of it on every query, has no
+    spread (each resample keeps a query's pair together); noisy scores give an interval around the point
+    estimate that narrows with ten times the queries; too few items or a source of zeros give none."""
+    rng = np.random.default_rng(1)
+    source = rng.uniform(0.2, 1.0, size=40)
+    assert ratio_interval(source, source) == pytest.approx((1.0, 1.0))
+    assert ratio_interval(0.5 * source, source) == pytest.approx((0.5, 0.5))
+    widths = []
+    for n in (40, 400):
+        s = rng.uniform(0.0, 1.0, size=n)
+        c = np.clip(s * 0.9 + rng.normal(0, 0.15, size=n), 0, 1)
+        low, high = ratio_interval(c, s)
+        assert low < c.sum() / s.sum() < high
+        assert ratio_interval(c, s) == (low, high)  # seeded: the same scores, the same interval
+        widths.append(high - low)
+    assert widths[1] < widths[0] / 2  # ~1/sqrt(10) of the width
+    assert ratio_interval([0.5], [0.5]) is None and ratio_interval([0.5, 0.1], [0.0, 0.0]) is None
+
+
+def test_gate_says_when_the_retrieval_retention_is_within_the_sets_noise():
+    """Per-query nDCG@10 of 40 queries: a retention of 0.93 whose interval holds the 0.95 threshold fails, and
+    the gate says the set is too small to decide; against 0.80 it passes outside the noise."""
+    rng = np.random.default_rng(0)
+    src = rng.uniform(0.1, 1.0, size=40)
+    cand = np.clip(src * 0.93 + rng.normal(0, 0.2, size=40), 0, 1)
+
+    def scores(per: np.ndarray) -> RetrievalScores:
+        table = np.column_stack([per, per, per, per])  # the RANKING_SCORES columns
+        return replace(_retrieval_scores(float(per.mean()), float(per.mean())), queries=40, per_query=table)
+
+    row = RetrievalRow("set", "spec", "flat", scores(cand), scores(src))
+    low, high = row.ndcg_retention_ci95
+    assert low < row.ndcg_retention < high and low < 0.95 < high
+    for bound, passed, noisy in ((0.95, row.ndcg_retention >= 0.95, True), (0.5, True, False)):
+        info = {"spec": "m", "kind": "onnx", "n_params": 1, "disk_bytes": 1, "bytes_per_vector": 4, "dim": 1,
+                "load_seconds": 0.1}
+        report = VerifyReport(candidate=info, source=info, threads=1, sts=[], latency=[],
+                              latency_setup=LatencySetup(threads=1), retrieval=[row],
+                              thresholds=Thresholds(min_retrieval_retention=bound))
+        (check,) = report.checks
+        assert check.passed is passed and check.within_noise is noisy
+        assert ("within the set's noise" in check.describe()) is noisy
+        assert report.to_dict()["gate"]["checks"][0]["ci95"] == [round(low, 4), round(high, 4)]
+        gate = report.sections()[-1]
+        assert gate.rows[0][2] == f"{row.ndcg_retention:.4f} [{low:.3f}-{high:.3f}]"
+        assert bool(gate.footnotes) is noisy
+    assert "40 queries (paired bootstrap)" in row.interval_note()
 
 
 def test_search_orders_by_cosine():

@@ -81,6 +81,9 @@ def test_report_has_every_field(full_report):
     assert ret["index_bytes_ratio"] == pytest.approx(1 / 3, abs=0.02)
     assert ret["ndcg_retention"] == pytest.approx(ret["candidate"]["ndcg_at_10"] / ret["source"]["ndcg_at_10"],
                                                   abs=1e-3)
+    for key in ("ndcg_retention", "recall_at_100_retention"):  # each with its interval over the queries
+        low, high = ret[f"{key}_ci95"]
+        assert low <= ret[key] <= high  # [1, 1] when both models score alike on every query of this small set
 
     gate = report["gate"]
     assert gate["passed"] is True and gate["failed"] == []

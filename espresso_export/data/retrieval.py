@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from espresso_export.core.errors import NotFoundError, ValidationError
-from espresso_export.core.metrics import ranking_scores
+from espresso_export.core.metrics import per_query_ranking_scores, scores_of
 from espresso_export.data.files import jsonl_objects, open_text, parse_score, titled
 from espresso_export.data.sts import StsPairs
 
@@ -30,8 +30,12 @@ class RetrievalSet:
     def scores(self, ranked, positions: list[int]) -> dict[str, float]:
         """MRR@10, recall@10, nDCG@10 and recall@100 of ``ranked`` (row i: corpus positions retrieved for the
         query at ``positions[i]``, best first; -1 for none)."""
+        return scores_of(self.per_query_scores(ranked, positions))
+
+    def per_query_scores(self, ranked, positions: list[int]) -> np.ndarray:
+        """``(queries, 4)``: :meth:`scores` per query, columns in ``RANKING_SCORES`` order."""
         rankings = [[self.doc_ids[j] for j in row if j >= 0] for row in ranked]
-        return ranking_scores(rankings, [self.judgements(self.query_ids[q]) for q in positions])
+        return per_query_ranking_scores(rankings, [self.judgements(self.query_ids[q]) for q in positions])
 
     @property
     def evaluated_queries(self) -> list[int]:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from rich.markup import escape
 
 from espresso_export import __version__
 from espresso_export.core.errors import GateFailedError
 from espresso_export.core.formatting import byte_size, markdown_table, number, param_count
+from espresso_export.core.metrics import ratio_interval
 from espresso_export.verification.latency_report import (
     LATENCY_HEADERS,
     UNRELIABLE,
@@ -96,11 +98,35 @@ class RetrievalRow:
         """Candidate/source nDCG@10: what the retrieval gate checks."""
         return retention(self.candidate.ndcg_at_10, self.source.ndcg_at_10)
 
+    def retention_interval(self, score: str) -> tuple[float, float] | None:
+        """95% interval of the ``score`` retention over this set's queries (paired bootstrap), or None."""
+        c, s = self.candidate.column(score), self.source.column(score)
+        return None if c is None or s is None else ratio_interval(c, s)
+
+    @cached_property
+    def ndcg_retention_ci95(self) -> tuple[float, float] | None:
+        return self.retention_interval("ndcg_at_10")
+
+    @cached_property
+    def recall_at_100_retention_ci95(self) -> tuple[float, float] | None:
+        return self.retention_interval("recall_at_100")
+
+    def interval_note(self) -> str | None:
+        """What the retention intervals say, for under the set's table."""
+        ndcg, recall = self.ndcg_retention_ci95, self.recall_at_100_retention_ci95
+        if ndcg is None:
+            return None
+        note = f"retention, 95% interval over the {self.candidate.queries} queries (paired bootstrap): " \
+               f"nDCG@10 {ndcg[0]:.3f}-{ndcg[1]:.3f}"
+        return note + (f", recall@100 {recall[0]:.3f}-{recall[1]:.3f}" if recall else "")
+
     def to_dict(self) -> dict:
         c, s = self.candidate, self.source
         return {"name": self.name, "spec": self.spec, "index": self.index, "queries": c.queries, "docs": c.docs,
                 "candidate": c.to_dict(), "source": s.to_dict(), "ndcg_retention": rounded(self.ndcg_retention),
+                "ndcg_retention_ci95": _interval(self.ndcg_retention_ci95),
                 "recall_at_100_retention": rounded(retention(c.recall_at_100, s.recall_at_100)),
+                "recall_at_100_retention_ci95": _interval(self.recall_at_100_retention_ci95),
                 "mrr_retention": rounded(self.mrr_retention),
                 "recall_retention": rounded(retention(c.recall_at_10, s.recall_at_10)),
                 "index_bytes_ratio": rounded(ratio(c.index_bytes, s.index_bytes)),
@@ -118,23 +144,38 @@ class Thresholds:
                 "min_retrieval_retention": self.min_retrieval_retention}
 
 
+def _interval(ci: tuple[float, float] | None) -> list[float] | None:
+    return None if ci is None else [rounded(ci[0]), rounded(ci[1])]
+
+
 @dataclass(frozen=True)
 class Check:
     name: str
     threshold: str  # ">= 0.95" / "<= 1.0"
     value: float | None
     passed: bool
+    interval: tuple[float, float] | None = None  # the value's 95% interval over the set's items, when known
+    within_noise: bool = False  # the interval holds the threshold: the set is too small to decide
 
     def describe(self) -> str:
         shown = "undefined (source score <= 0)" if self.value is None else f"{self.value:.4f}"
-        return f"{self.name} = {shown}, needs {self.threshold}"
+        noise = f" (95% interval {self.interval[0]:.4f}-{self.interval[1]:.4f}: within the set's noise)" \
+            if self.within_noise and self.interval else ""
+        return f"{self.name} = {shown}, needs {self.threshold}{noise}"
+
+    def cell(self) -> str:
+        """The value for the gate table, with its interval when known."""
+        shown = number(self.value, ".4f")
+        return f"{shown} [{self.interval[0]:.3f}-{self.interval[1]:.3f}]" if self.interval else shown
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "threshold": self.threshold, "value": rounded(self.value), "passed": self.passed}
+        return {"name": self.name, "threshold": self.threshold, "value": rounded(self.value), "passed": self.passed,
+                "ci95": _interval(self.interval), "within_noise": self.within_noise}
 
 
-def _at_least(name: str, value: float | None, bound: float) -> Check:
-    return Check(name, f">= {bound:g}", value, value is not None and value >= bound)
+def _at_least(name: str, value: float | None, bound: float, interval: tuple[float, float] | None = None) -> Check:
+    noisy = interval is not None and interval[0] < bound <= interval[1]
+    return Check(name, f">= {bound:g}", value, value is not None and value >= bound, interval, noisy)
 
 
 def _at_most(name: str, value: float | None, bound: float) -> Check:
@@ -153,7 +194,7 @@ def gate_checks(report: VerifyReport, thresholds: Thresholds) -> list[Check]:
     if thresholds.min_retrieval_retention is not None:
         for row in report.retrieval:
             checks.append(_at_least(f"nDCG@10 retention on {row.name}", row.ndcg_retention,
-                                    thresholds.min_retrieval_retention))
+                                    thresholds.min_retrieval_retention, row.ndcg_retention_ci95))
     return checks
 
 
@@ -268,7 +309,8 @@ class VerifyReport:
                  ("index memory", byte_size(cs.index_bytes), byte_size(ss.index_bytes),
                   number(ratio(cs.index_bytes, ss.index_bytes), ".3f")),
                  ("query time (ms/query)", f"{cs.query_ms_per_query:.4f}", f"{ss.query_ms_per_query:.4f}",
-                  number(ratio(cs.query_ms_per_query, ss.query_ms_per_query), ".3f"))]))
+                  number(ratio(cs.query_ms_per_query, ss.query_ms_per_query), ".3f"))],
+                [note for note in (row.interval_note(),) if note]))
         v = self.vocabulary
         if v and v.get("computed"):
             out.append(Section(
@@ -279,9 +321,12 @@ class VerifyReport:
                  ("coverage of the pruning corpus", number(v.get("pruning_corpus_coverage"), ".4f")),
                  *_token_length_rows(v)]))
         checks = self.checks
+        noisy = [ch.name for ch in checks if ch.within_noise]
         out.append(Section(
             "gate" + ("" if checks else ": no thresholds given"), ("check", "threshold", "value", "result"),
-            [(ch.name, ch.threshold, number(ch.value, ".4f"), "pass" if ch.passed else "FAIL") for ch in checks]))
+            [(ch.name, ch.threshold, ch.cell(), "pass" if ch.passed else "FAIL") for ch in checks],
+            [f"within the noise of its set (the 95% interval holds the threshold; more queries would decide it): "
+             f"{', '.join(noisy)}"] if noisy else []))
         return out
 
     def to_markdown(self) -> str:

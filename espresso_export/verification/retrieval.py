@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from espresso_export.data import RetrievalSet, read_retrieval, retrieval_from_sts
 from espresso_export.core.errors import ValidationError
+from espresso_export.core.metrics import RANKING_SCORES, scores_of
 from espresso_export.core.extras import require
 from espresso_export.core.types import IndexKind
 from espresso_export.verification.embedders import EncodeCache
@@ -54,9 +55,15 @@ class RetrievalScores:
     queries: int
     docs: int
     dim: int
+    # each evaluated query's scores, columns as core.metrics.RANKING_SCORES: the retention intervals' input
+    per_query: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
-        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items() if k != "per_query"}
+
+    def column(self, name: str) -> np.ndarray | None:
+        """Every evaluated query's ``name`` score (``ndcg_at_10``, ...), or None when not kept."""
+        return None if self.per_query is None else self.per_query[:, RANKING_SCORES.index(name)]
 
 
 def load_retrieval(spec: str | os.PathLike, *, columns: tuple[str, str, str] = DEFAULT_COLUMNS,
@@ -130,8 +137,9 @@ def evaluate(cache: EncodeCache, data: RetrievalSet, options: IndexOptions = Ind
     query_emb = cache.encode([data.queries[i] for i in positions])
     doc_emb = cache.encode(data.docs)
     ranked, nbytes, build, seconds = search(query_emb, doc_emb, options)
+    per_query = data.per_query_scores(ranked, positions)
     return RetrievalScores(
-        **data.scores(ranked, positions), index_bytes=nbytes, build_seconds=build,
+        **scores_of(per_query), per_query=per_query, index_bytes=nbytes, build_seconds=build,
         query_ms_per_query=1000.0 * seconds / max(1, len(positions)), queries=len(positions), docs=len(data.docs),
         dim=int(doc_emb.shape[1]),
     )
