@@ -15,7 +15,10 @@ from espresso_export.core.errors import NotFoundError, ValidationError
 from espresso_export.core.types import IndexKind
 from espresso_export.verification.embedders import EncodeCache, Embedder
 from espresso_export.verification.latency_report import LatencySetup
-from espresso_export.core.metrics import ndcg_at_k, ranking_scores, ratio_interval, recall_at_k, top_k_by_cosine
+from espresso_export.core.metrics import (
+    ndcg_at_k, rankdata, ranking_scores, ratio_interval, recall_at_k, spearman, spearman_ratio_interval,
+    top_k_by_cosine,
+)
 from espresso_export.verification.report import RetrievalRow, Thresholds, VerifyReport
 from espresso_export.verification.retrieval import IndexOptions, RetrievalScores, evaluate, load_retrieval, search
 
@@ -186,6 +189,30 @@ def test_retention_interval_by_the_paired_bootstrap():
         widths.append(high - low)
     assert widths[1] < widths[0] / 2  # ~1/sqrt(10) of the width
     assert ratio_interval([0.5], [0.5]) is None and ratio_interval([0.5, 0.1], [0.0, 0.0]) is None
+
+
+def test_average_ranks_of_ties():
+    assert rankdata(np.array([3.0, 1.0, 3.0, 2.0, 3.0])).tolist() == [4.0, 1.0, 4.0, 2.0, 4.0]
+    assert rankdata(np.array([0.5, 0.5])).tolist() == [1.5, 1.5] and rankdata(np.array([])).tolist() == []
+
+
+def test_sts_retention_interval_by_the_paired_bootstrap():
+    """Spearman depends on ranks only: a candidate whose cosines are a monotone function of the source's has
+    retention 1 in every resample; a noisy one gets an interval around its retention, narrower with more pairs."""
+    rng = np.random.default_rng(2)
+    gold = rng.integers(0, 6, size=60).astype(float)
+    source = gold + rng.normal(0, 1.0, size=60)
+    assert spearman_ratio_interval(np.tanh(source / 4), source, gold) == pytest.approx((1.0, 1.0))
+    widths = []
+    for n in (60, 600):
+        gold = rng.integers(0, 6, size=n).astype(float)
+        source = gold + rng.normal(0, 1.0, size=n)
+        cand = source + rng.normal(0, 1.0, size=n)
+        low, high = spearman_ratio_interval(cand, source, gold, resamples=500)
+        assert low < spearman(cand, gold) / spearman(source, gold) < high
+        widths.append(high - low)
+    assert widths[1] < widths[0] / 2
+    assert spearman_ratio_interval([1.0, 2.0], [1.0, 2.0], [1.0, 2.0]) is None
 
 
 def test_gate_says_when_the_retrieval_retention_is_within_the_sets_noise():

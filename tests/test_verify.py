@@ -55,6 +55,8 @@ def test_report_has_every_field(full_report):
         assert s["pairs"] == 60
         assert s["retention"] == pytest.approx(s["candidate_spearman"] / s["source_spearman"], abs=1e-3)
         assert 50 < s["source_spearman"] <= 100  # all-MiniLM-L6-v2 is a strong STS model
+        low, high = s["retention_ci95"]  # over the 60 pairs: a real spread around the measured retention
+        assert low < s["retention"] < high
     avg = report["sts"]["average"]
     assert avg["candidate_spearman"] == pytest.approx(sum(s["candidate_spearman"] for s in sets) / 2, abs=1e-3)
 

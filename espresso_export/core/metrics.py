@@ -6,25 +6,27 @@ import numpy as np
 
 
 def rankdata(x: np.ndarray) -> np.ndarray:
-    """Ranks starting at 1, ties get their average rank (as scipy's default)."""
+    """Ranks starting at 1, ties get their average rank (as scipy's default, by the same sort-based method)."""
     x = np.asarray(x, dtype=np.float64)
+    if not len(x):
+        return np.empty(0, dtype=np.float64)
     order = np.argsort(x, kind="mergesort")
-    ranks = np.empty(len(x), dtype=np.float64)
     sorted_x = x[order]
-    i = 0
-    while i < len(x):
-        j = i
-        while j + 1 < len(x) and sorted_x[j + 1] == sorted_x[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2 + 1
-        i = j + 1
+    starts = np.r_[True, sorted_x[1:] != sorted_x[:-1]]  # first element of each run of equal values
+    group = np.cumsum(starts) - 1  # the run of each sorted element
+    bounds = np.r_[np.flatnonzero(starts), len(x)]  # run i spans sorted positions bounds[i]..bounds[i+1]-1
+    ranks = np.empty(len(x), dtype=np.float64)
+    ranks[order] = (bounds[group] + bounds[group + 1] + 1) / 2  # mean of 1-based positions of the run
     return ranks
 
 
 def spearman(a, b) -> float:
-    ra, rb = rankdata(np.asarray(a)), rankdata(np.asarray(b))
-    ra -= ra.mean()
-    rb -= rb.mean()
+    return spearman_of_ranks(rankdata(np.asarray(a)), rankdata(np.asarray(b)))
+
+
+def spearman_of_ranks(ra: np.ndarray, rb: np.ndarray) -> float:
+    """Pearson correlation of two rank vectors (Spearman's rho when they are :func:`rankdata` ranks)."""
+    ra, rb = ra - ra.mean(), rb - rb.mean()
     denom = np.sqrt((ra**2).sum() * (rb**2).sum())
     return float((ra * rb).sum() / denom) if denom > 0 else 0.0
 
@@ -36,6 +38,30 @@ def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     na = np.linalg.norm(a, axis=1)
     nb = np.linalg.norm(b, axis=1)
     return (a * b).sum(1) / np.maximum(na * nb, 1e-12)
+
+
+def spearman_ratio_interval(candidate, source, gold, *, level: float = 0.95, resamples: int = 2000,
+                            seed: int = 0) -> tuple[float, float] | None:
+    """Percentile interval of ``spearman(candidate, gold) / spearman(source, gold)`` by the paired bootstrap
+    over pairs (each resample keeps a pair's gold score and both models' cosines together), as
+    :func:`ratio_interval` for means. None with fewer than 3 pairs or no resample with a positive source
+    correlation. Seeded."""
+    c, s, g = (np.asarray(v, dtype=np.float64) for v in (candidate, source, gold))
+    if not c.shape == s.shape == g.shape or c.ndim != 1 or len(c) < 3:
+        return None
+    rng = np.random.default_rng(seed)
+    ratios = []
+    for _ in range(resamples):
+        idx = rng.integers(0, len(c), size=len(c))
+        rg = rankdata(g[idx])
+        den = spearman_of_ranks(rankdata(s[idx]), rg)
+        if den > 0:
+            ratios.append(spearman_of_ranks(rankdata(c[idx]), rg) / den)
+    if not ratios:
+        return None
+    tail = (1.0 - level) / 2 * 100
+    low, high = np.percentile(ratios, [tail, 100 - tail])
+    return float(low), float(high)
 
 
 def sts_spearman(emb1: np.ndarray, emb2: np.ndarray, gold) -> float:

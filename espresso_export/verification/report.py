@@ -10,12 +10,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+import numpy as np
 from rich.markup import escape
 
 from espresso_export import __version__
 from espresso_export.core.errors import GateFailedError
 from espresso_export.core.formatting import byte_size, markdown_table, number, param_count
-from espresso_export.core.metrics import ratio_interval
+from espresso_export.core.metrics import ratio_interval, spearman_ratio_interval
 from espresso_export.verification.latency_report import (
     LATENCY_HEADERS,
     UNRELIABLE,
@@ -66,6 +67,8 @@ class StsRow:
     pairs: int
     candidate: float  # Spearman x100
     source: float
+    # each pair's cosine under the candidate and the source, and its gold score: the retention interval's input
+    cosines: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     @property
     def smoke(self) -> bool:
@@ -75,10 +78,15 @@ class StsRow:
     def retention(self) -> float | None:
         return retention(self.candidate, self.source)
 
+    @cached_property
+    def retention_ci95(self) -> tuple[float, float] | None:
+        """95% interval of the retention over this set's pairs (paired bootstrap), or None."""
+        return None if self.cosines is None or self.source <= 0 else spearman_ratio_interval(*self.cosines)
+
     def to_dict(self) -> dict:
         return {"name": self.name, "spec": self.spec, "kind": self.kind, "smoke_set": self.smoke,
                 "pairs": self.pairs, "candidate_spearman": rounded(self.candidate), "source_spearman": rounded(self.source),
-                "retention": rounded(self.retention)}
+                "retention": rounded(self.retention), "retention_ci95": _interval(self.retention_ci95)}
 
 
 @dataclass(frozen=True)
@@ -186,7 +194,8 @@ def gate_checks(report: VerifyReport, thresholds: Thresholds) -> list[Check]:
     checks: list[Check] = []
     if thresholds.min_retention is not None:
         for row in report.sts:
-            checks.append(_at_least(f"STS retention on {row.name}", row.retention, thresholds.min_retention))
+            checks.append(_at_least(f"STS retention on {row.name}", row.retention, thresholds.min_retention,
+                                    row.retention_ci95))
     if thresholds.max_latency_ratio is not None:
         for row in report.latency:
             checks.append(_at_most(f"p50 latency ratio at batch {row.batch_size}", row.p50_ratio,
@@ -290,8 +299,12 @@ class VerifyReport:
                 avg = self.sts_average
                 rows.append(("average", "", f"{avg['candidate_spearman']:.2f}", f"{avg['source_spearman']:.2f}",
                              number(avg["retention"], ".4f")))
+            notes = [f"{row.name}: {ci[0]:.3f}-{ci[1]:.3f}" for row in self.sts
+                     for ci in (row.retention_ci95,) if ci is not None]
             out.append(Section("STS: Spearman x100 of cosine vs gold",
-                               ("set", "pairs", "candidate", "source", "retention"), rows))
+                               ("set", "pairs", "candidate", "source", "retention"), rows,
+                               ["retention, 95% interval over the pairs (paired bootstrap): " + "; ".join(notes)]
+                               if notes else []))
         if self.latency:
             out.append(Section(latency_title(self.latency_setup, self.latency), LATENCY_HEADERS,
                                latency_rows(self.latency), latency_footnotes(self.latency)))

@@ -22,7 +22,7 @@ from espresso_export.verification.latency import Plan, compare, default_threads,
 from espresso_export.verification.latency_report import LatencyRow, LatencySetup
 from espresso_export.verification.report import RetrievalRow, StsRow, Thresholds, VerifyReport
 from espresso_export.verification.retrieval import IndexOptions, evaluate, load_retrieval
-from espresso_export.verification.sts import DEFAULT_COLUMNS, SMOKE_NOTE, load_sts, sts_score
+from espresso_export.verification.sts import DEFAULT_COLUMNS, SMOKE_NOTE, StsSet, load_sts, sts_cosines
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,18 @@ class VerifyOptions:
     pooling: str | None = None
     trust_remote_code: bool = False
     seed: int = 0
+
+
+def _sts_row(sts: StsSet, caches: dict[str, EncodeCache]) -> StsRow:
+    """Both models' Spearman x100 on ``sts``, with each pair's cosines kept for the retention interval."""
+    import numpy as np
+
+    from espresso_export.core.metrics import spearman
+
+    gold = np.asarray(sts.pairs.scores, dtype=np.float64)
+    cand, src = sts_cosines(caches["candidate"], sts), sts_cosines(caches["source"], sts)
+    return StsRow(sts.name, sts.spec, sts.kind, len(sts.pairs), 100.0 * spearman(cand, gold),
+                  100.0 * spearman(src, gold), cosines=(cand, src, gold))
 
 
 def _latency_texts(sets, count: int, seed: int) -> list[str]:
@@ -183,8 +195,7 @@ def verify(
     with fixed_threads(threads):
         embedders = _open(candidate, against, options, threads)
         caches = _caches(embedders, options, progress)
-        sts_rows = [StsRow(s.name, s.spec, s.kind, len(s.pairs), sts_score(caches["candidate"], s),
-                           sts_score(caches["source"], s)) for s in sts_sets]
+        sts_rows = [_sts_row(s, caches) for s in sts_sets]
         index = options.index if options.index.threads is not None else replace(options.index, threads=threads)
         retrieval_rows = [RetrievalRow(data.name, spec, index.describe(), evaluate(caches["candidate"], data, index),
                                        evaluate(caches["source"], data, index)) for spec, data in retrieval_sets]

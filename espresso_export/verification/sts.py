@@ -12,8 +12,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from espresso_export.core.errors import NotFoundError, ValidationError
-from espresso_export.core.metrics import sts_spearman
+from espresso_export.core.metrics import cosine_rows
 from espresso_export.data import (
     BUILTIN, DEFAULT_COLUMNS, StsPairs, check_scores, hub_dataset, read_hub_sts, read_sts,
 )
@@ -82,11 +84,9 @@ def spread_subset(pairs: StsPairs, limit: int | None) -> StsPairs:
                     sentence2=[pairs.sentence2[i] for i in idx], scores=[pairs.scores[i] for i in idx])
 
 
-def sts_score(cache: EncodeCache, sts: StsSet) -> float:
-    """Spearman x100 between the cosine of each pair's embeddings and the gold scores."""
-    emb1 = cache.encode(sts.pairs.sentence1)
-    emb2 = cache.encode(sts.pairs.sentence2)
-    return sts_spearman(emb1, emb2, sts.pairs.scores)
+def sts_cosines(cache: EncodeCache, sts: StsSet) -> np.ndarray:
+    """The cosine of each pair's two embeddings."""
+    return cosine_rows(cache.encode(sts.pairs.sentence1), cache.encode(sts.pairs.sentence2))
 
 
 def retention(candidate: float | None, source: float | None) -> float | None:
