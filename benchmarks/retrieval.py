@@ -245,8 +245,10 @@ def measure(candidate, teacher, args) -> dict:
     return {
         "model": report["candidate"]["spec"], "kind": report["candidate"]["kind"],
         "sts_spearman": sts["candidate_spearman"], "teacher_sts_spearman": sts["source_spearman"],
-        "sts_retention": sts["retention"], "ndcg_at_10": ret["candidate"]["ndcg_at_10"],
+        "sts_retention": sts["retention"], "sts_retention_ci95": sts.get("retention_ci95"),
+        "ndcg_at_10": ret["candidate"]["ndcg_at_10"],
         "teacher_ndcg_at_10": ret["source"]["ndcg_at_10"], "ndcg_retention": ret["ndcg_retention"],
+        "ndcg_retention_ci95": ret.get("ndcg_retention_ci95"),
         "recall_at_100": ret["candidate"]["recall_at_100"], "recall_at_100_retention": ret["recall_at_100_retention"],
         "mrr_retention": ret["mrr_retention"], "disk_bytes": report["candidate"]["disk_bytes"],
     }
