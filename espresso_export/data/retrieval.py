@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from espresso_export.core.errors import NotFoundError, ValidationError
 from espresso_export.core.metrics import per_query_ranking_scores, scores_of
 from espresso_export.data.files import jsonl_objects, open_text, parse_score, titled
