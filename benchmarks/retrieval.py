@@ -49,9 +49,14 @@ DBPEDIA = SHARED / "retrieval" / "dbpedia-5k"
 ARMS = ("reference", "collection", "unseen")
 
 
+def _one_line(text: str) -> str:
+    """``text`` with its inner whitespace collapsed, so a passage stays one line of a file."""
+    return re.sub(r"\s+", " ", text).strip()
+
+
 def _write_lines(path: Path, texts) -> Path:
-    """One text a line (inner whitespace collapsed, so a passage stays one line)."""
-    path.write_text("".join(re.sub(r"\s+", " ", t).strip() + "\n" for t in texts), encoding="utf-8")
+    """One text a line."""
+    path.write_text("".join(_one_line(t) + "\n" for t in texts), encoding="utf-8")
     return path
 
 
@@ -90,11 +95,11 @@ def query_passage_pairs(arm: str, n: int, seed: int = 0) -> list[tuple[str, str]
     import random
 
     if arm == "collection":  # the documents as the index encodes them ("title text"), the title as heading
-        from espresso_export.data.files import titled
+        from espresso_export.data.files import jsonl_objects, open_text, titled
 
-        rows = [json.loads(line) for line in (DBPEDIA / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
-                if line.strip()]
-        headed = {titled(r, str(r["text"])): str(r.get("title") or "").strip() for r in rows}
+        path = DBPEDIA / "corpus.jsonl"
+        headed = {titled(r, str(r["text"])): str(r.get("title") or "").strip()
+                  for _, r in jsonl_objects(path, open_text(path))}
     else:
         headed = _python_docs_sections()
     rng = random.Random(seed)
@@ -119,8 +124,7 @@ def pairs_file(folder: Path, arm: str, passages: int, sentence_pairs: int) -> Pa
 
     short, _ = read_sentence_pairs([str(stsb("train")), str(SHARED / "nli" / "snli-dev-test.tsv.gz")])
     rows = query_passage_pairs(arm, passages) + short[:sentence_pairs]
-    clean = [(re.sub(r"\s+", " ", a).strip(), re.sub(r"\s+", " ", b).strip()) for a, b in rows]
-    (folder / "pairs.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in clean), encoding="utf-8")
+    (folder / "pairs.tsv").write_text("".join(f"{_one_line(a)}\t{_one_line(b)}\n" for a, b in rows), encoding="utf-8")
     return folder / "pairs.tsv"
 
 

@@ -57,11 +57,7 @@ def spearman_ratio_interval(candidate, source, gold, *, level: float = 0.95, res
         den = spearman_of_ranks(rankdata(s[idx]), rg)
         if den > 0:
             ratios.append(spearman_of_ranks(rankdata(c[idx]), rg) / den)
-    if not ratios:
-        return None
-    tail = (1.0 - level) / 2 * 100
-    low, high = np.percentile(ratios, [tail, 100 - tail])
-    return float(low), float(high)
+    return _percentile_interval(ratios, level)
 
 
 def sts_spearman(emb1: np.ndarray, emb2: np.ndarray, gold) -> float:
@@ -147,7 +143,11 @@ def ratio_interval(candidate, source, *, level: float = 0.95, resamples: int = 2
         idx = rng.integers(0, len(c), size=(min(chunk, resamples - start), len(c)))
         num, den = c[idx].sum(axis=1), s[idx].sum(axis=1)
         ratios.append(num[den > 0] / den[den > 0])
-    values = np.concatenate(ratios)
+    return _percentile_interval(np.concatenate(ratios), level)
+
+
+def _percentile_interval(values, level: float) -> tuple[float, float] | None:
+    """The central ``level`` share of the bootstrap ``values`` (None when there are none)."""
     if not len(values):
         return None
     tail = (1.0 - level) / 2 * 100
