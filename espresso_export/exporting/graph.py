@@ -21,6 +21,7 @@ from espresso_export.model.post import normalized_output
 from espresso_export.core.errors import RuntimeFailure, UnsupportedModelError, os_error_in, write_failure
 from espresso_export.runtime import EMBEDDING_OUTPUT, TOKEN_OUTPUT
 from espresso_export.exporting.options import ExportOptions
+from espresso_export.exporting.shapes import static_reshapes
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ class GraphInfo:
     opset: int
     exporter: str
     external_data: bool
+    static_reshapes: dict | None = None  # what :func:`~.shapes.static_reshapes` rewrote
 
 
 def graph_inputs(ckpt: Checkpoint) -> list[str]:
@@ -111,16 +113,14 @@ def export_onnx(ckpt: Checkpoint, path: Path, options: ExportOptions) -> GraphIn
                     leftover.unlink()
         else:
             raise UnsupportedModelError(f"cannot export {ckpt.arch.family} to ONNX ({'; '.join(errors)})")
-        if external or len(list(scratch.iterdir())) > 1:
-            inputs = save_model(load_model(raw), path, external=external)
-        else:
-            raw.rename(path)
-            inputs = [i.name for i in load_model(path, weights=False).graph.input]
+        proto = load_model(raw)
+        reshapes = static_reshapes(proto)
+        inputs = save_model(proto, path, external=external)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     opset = options.opset if exporter == "torchscript" else max(options.opset, DYNAMO_MIN_OPSET)
     return GraphInfo(inputs=inputs, outputs=[EMBEDDING_OUTPUT, TOKEN_OUTPUT], opset=opset, exporter=exporter,
-                     external_data=external)
+                     external_data=external, static_reshapes=reshapes)
 
 
 def _exporters(options: ExportOptions) -> list[str]:

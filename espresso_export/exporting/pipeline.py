@@ -131,6 +131,7 @@ def _manifest(ckpt: Checkpoint, graph: GraphInfo, options: ExportOptions, files:
         "outputs": graph.outputs,
         "opset": graph.opset,
         "exporter": graph.exporter,
+        "static_reshapes": graph.static_reshapes,
         "default_file": default_file(files),
         "files": files,
         "validated": all(f.get("validation", {}).get("passed") for f in files) if options.validate else False,
