@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from espresso_export.data import RetrievalSet, StsPairs, read_retrieval, retrieval_from_sts
-from espresso_export.core.errors import NotFoundError, ValidationError
-from espresso_export.core.types import IndexKind
+from espresso_export.core.errors import GateFailedError, NotFoundError, ValidationError
+from espresso_export.core.types import IndexKind, WithinNoise
 from espresso_export.verification.embedders import EncodeCache, Embedder
 from espresso_export.verification.latency_report import LatencySetup
 from espresso_export.core.metrics import (
@@ -215,10 +215,12 @@ def test_sts_retention_interval_by_the_paired_bootstrap():
     assert spearman_ratio_interval([1.0, 2.0], [1.0, 2.0], [1.0, 2.0]) is None
 
 
-def test_gate_says_when_the_retrieval_retention_is_within_the_sets_noise():
-    """Per-query nDCG@10 of 40 queries: a retention of 0.93 whose interval holds the 0.95 threshold fails, and
-    the gate says the set is too small to decide; against 0.80 it passes outside the noise."""
-    rng = np.random.default_rng(0)
+@pytest.mark.parametrize("policy", list(WithinNoise))
+def test_gate_says_when_the_retrieval_retention_is_within_the_sets_noise(policy):
+    """Per-query nDCG@10 of 40 queries: a retention of about 0.93 whose interval holds the 0.95 threshold is
+    decided as ``--within-noise`` says (on the value: fails; pass; fail), and the gate says the set is too small
+    to decide; against 0.5 the whole interval is above and every policy passes it on the value."""
+    rng = np.random.default_rng(6)
     src = rng.uniform(0.1, 1.0, size=40)
     cand = np.clip(src * 0.93 + rng.normal(0, 0.2, size=40), 0, 1)
 
@@ -228,20 +230,31 @@ def test_gate_says_when_the_retrieval_retention_is_within_the_sets_noise():
 
     row = RetrievalRow("set", "spec", "flat", scores(cand), scores(src))
     low, high = row.ndcg_retention_ci95
-    assert low < row.ndcg_retention < high and low < 0.95 < high
-    for bound, passed, noisy in ((0.95, row.ndcg_retention >= 0.95, True), (0.5, True, False)):
+    assert low < row.ndcg_retention < 0.95 < high
+    noisy_result = {WithinNoise.VALUE: False, WithinNoise.PASS: True, WithinNoise.FAIL: False}[policy]
+    for bound, passed, noisy in ((0.95, noisy_result, True), (0.5, True, False)):
         info = {"spec": "m", "kind": "onnx", "n_params": 1, "disk_bytes": 1, "bytes_per_vector": 4, "dim": 1,
                 "load_seconds": 0.1}
         report = VerifyReport(candidate=info, source=info, threads=1, sts=[], latency=[],
                               latency_setup=LatencySetup(threads=1), retrieval=[row],
-                              thresholds=Thresholds(min_retrieval_retention=bound))
+                              thresholds=Thresholds(min_retrieval_retention=bound, within_noise=policy))
         (check,) = report.checks
         assert check.passed is passed and check.within_noise is noisy
         assert ("within the set's noise" in check.describe()) is noisy
-        assert report.to_dict()["gate"]["checks"][0]["ci95"] == [round(low, 4), round(high, 4)]
+        assert (f"--within-noise {policy.value}" in check.describe()) is (noisy and policy is not WithinNoise.VALUE)
+        gate_json = report.to_dict()["gate"]
+        assert gate_json["checks"][0]["ci95"] == [round(low, 4), round(high, 4)]
+        assert gate_json["checks"][0]["decided_by"] == ("interval" if noisy and policy is not WithinNoise.VALUE
+                                                        else "value")
+        assert report.passed is passed
         gate = report.sections()[-1]
         assert gate.rows[0][2] == f"{row.ndcg_retention:.4f} [{low:.3f}-{high:.3f}]"
+        assert gate.rows[0][3] == ("pass" if passed else "FAIL")
         assert bool(gate.footnotes) is noisy
+        assert not noisy or f"--within-noise {policy.value}" in gate.footnotes[0]
+        if not passed:
+            with pytest.raises(GateFailedError, match="within the set's noise"):
+                report.raise_for_gate()
     assert "40 queries (paired bootstrap)" in row.interval_note()
 
 

@@ -50,6 +50,14 @@ class Attention(str, Enum):
     LAST = "last"  # only the last layer bidirectional (BeLLM)
 
 
+class WithinNoise(str, Enum):
+    """What a gate check does when its 95% interval holds the threshold (the set is too small to decide)."""
+
+    VALUE = "value"  # decide on the measured value
+    PASS = "pass"  # pass: fail only when the whole interval is below the threshold
+    FAIL = "fail"  # fail: pass only when the whole interval is at or above it
+
+
 class IndexKind(str, Enum):
     FLAT = "flat"  # exact inner-product search
     IVF = "ivf"  # inverted lists: k-means cells, search the nprobe nearest cells

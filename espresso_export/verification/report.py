@@ -1,4 +1,5 @@
-"""The verify report: one dataclass, three views (JSON dict, rich tables, Markdown) and the gate.
+"""The verify report: one dataclass, three views (JSON dict, rich tables, Markdown) and the gate
+(its checks: :mod:`.gate`).
 
 The tables are built once as :class:`Section` rows and rendered either to the
 terminal or to Markdown for a model card, so both always show the same numbers.
@@ -29,6 +30,7 @@ from espresso_export.verification.latency_report import (
     ratio,
     rounded,
 )
+from espresso_export.verification.gate import Check, Thresholds, gate_checks, interval_list, noise_policy
 from espresso_export.verification.retrieval import RetrievalScores
 from espresso_export.verification.sts import retention
 
@@ -86,7 +88,7 @@ class StsRow:
     def to_dict(self) -> dict:
         return {"name": self.name, "spec": self.spec, "kind": self.kind, "smoke_set": self.smoke,
                 "pairs": self.pairs, "candidate_spearman": rounded(self.candidate), "source_spearman": rounded(self.source),
-                "retention": rounded(self.retention), "retention_ci95": _interval(self.retention_ci95)}
+                "retention": rounded(self.retention), "retention_ci95": interval_list(self.retention_ci95)}
 
 
 @dataclass(frozen=True)
@@ -132,79 +134,13 @@ class RetrievalRow:
         c, s = self.candidate, self.source
         return {"name": self.name, "spec": self.spec, "index": self.index, "queries": c.queries, "docs": c.docs,
                 "candidate": c.to_dict(), "source": s.to_dict(), "ndcg_retention": rounded(self.ndcg_retention),
-                "ndcg_retention_ci95": _interval(self.ndcg_retention_ci95),
+                "ndcg_retention_ci95": interval_list(self.ndcg_retention_ci95),
                 "recall_at_100_retention": rounded(retention(c.recall_at_100, s.recall_at_100)),
-                "recall_at_100_retention_ci95": _interval(self.recall_at_100_retention_ci95),
+                "recall_at_100_retention_ci95": interval_list(self.recall_at_100_retention_ci95),
                 "mrr_retention": rounded(self.mrr_retention),
                 "recall_retention": rounded(retention(c.recall_at_10, s.recall_at_10)),
                 "index_bytes_ratio": rounded(ratio(c.index_bytes, s.index_bytes)),
                 "query_time_ratio": rounded(ratio(c.query_ms_per_query, s.query_ms_per_query))}
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    min_retention: float | None = None  # every STS set's Spearman retention
-    max_latency_ratio: float | None = None  # candidate p50 / source p50, at every batch size
-    min_retrieval_retention: float | None = None  # every retrieval set's nDCG@10 retention
-
-    def to_dict(self) -> dict:
-        return {"min_retention": self.min_retention, "max_latency_ratio": self.max_latency_ratio,
-                "min_retrieval_retention": self.min_retrieval_retention}
-
-
-def _interval(ci: tuple[float, float] | None) -> list[float] | None:
-    return None if ci is None else [rounded(ci[0]), rounded(ci[1])]
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    threshold: str  # ">= 0.95" / "<= 1.0"
-    value: float | None
-    passed: bool
-    interval: tuple[float, float] | None = None  # the value's 95% interval over the set's items, when known
-    within_noise: bool = False  # the interval holds the threshold: the set is too small to decide
-
-    def describe(self) -> str:
-        shown = "undefined (source score <= 0)" if self.value is None else f"{self.value:.4f}"
-        noise = f" (95% interval {self.interval[0]:.4f}-{self.interval[1]:.4f}: within the set's noise)" \
-            if self.within_noise and self.interval else ""
-        return f"{self.name} = {shown}, needs {self.threshold}{noise}"
-
-    def cell(self) -> str:
-        """The value for the gate table, with its interval when known."""
-        shown = number(self.value, ".4f")
-        return f"{shown} [{self.interval[0]:.3f}-{self.interval[1]:.3f}]" if self.interval else shown
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "threshold": self.threshold, "value": rounded(self.value), "passed": self.passed,
-                "ci95": _interval(self.interval), "within_noise": self.within_noise}
-
-
-def _at_least(name: str, value: float | None, bound: float, interval: tuple[float, float] | None = None) -> Check:
-    noisy = interval is not None and interval[0] < bound <= interval[1]
-    return Check(name, f">= {bound:g}", value, value is not None and value >= bound, interval, noisy)
-
-
-def _at_most(name: str, value: float | None, bound: float) -> Check:
-    return Check(name, f"<= {bound:g}", value, value is not None and value <= bound)
-
-
-def gate_checks(report: VerifyReport, thresholds: Thresholds) -> list[Check]:
-    checks: list[Check] = []
-    if thresholds.min_retention is not None:
-        for row in report.sts:
-            checks.append(_at_least(f"STS retention on {row.name}", row.retention, thresholds.min_retention,
-                                    row.retention_ci95))
-    if thresholds.max_latency_ratio is not None:
-        for row in report.latency:
-            checks.append(_at_most(f"p50 latency ratio at batch {row.batch_size}", row.p50_ratio,
-                                   thresholds.max_latency_ratio))
-    if thresholds.min_retrieval_retention is not None:
-        for row in report.retrieval:
-            checks.append(_at_least(f"nDCG@10 retention on {row.name}", row.ndcg_retention,
-                                    thresholds.min_retrieval_retention, row.ndcg_retention_ci95))
-    return checks
 
 
 @dataclass(frozen=True)
@@ -339,7 +275,7 @@ class VerifyReport:
             "gate" + ("" if checks else ": no thresholds given"), ("check", "threshold", "value", "result"),
             [(ch.name, ch.threshold, ch.cell(), "pass" if ch.passed else "FAIL") for ch in checks],
             [f"within the noise of its set (the 95% interval holds the threshold; more queries would decide it): "
-             f"{', '.join(noisy)}"] if noisy else []))
+             f"{', '.join(noisy)}" + noise_policy(self.thresholds)] if noisy else []))
         return out
 
     def to_markdown(self) -> str:

@@ -10,7 +10,7 @@ from typing import Optional
 
 from espresso_export.core.parsing import parse_int_list, parse_name_list
 from espresso_export.core.settings import setting
-from espresso_export.core.types import IndexKind
+from espresso_export.core.types import IndexKind, WithinNoise
 from espresso_export.shrinking.settings import seed_setting, trust_remote_code_setting
 
 MEASURE_THREADS_HELP = ("Intra-op threads for torch and onnxruntime (fixed for every model measured). Default: "
@@ -56,6 +56,11 @@ class VerifySettings:
                                                             "this at every batch size.")
     min_retrieval_retention: Optional[float] = setting(None, help="Gate: candidate/source nDCG@10 on every retrieval "
                                                                   "set must be at least this.")
+    within_noise: WithinNoise = setting(
+        WithinNoise.VALUE, help="Gate: what a retention check whose 95% interval holds its threshold does (a set "
+                                "too small to decide): value (decide on the measured value), pass (fail only when "
+                                "the whole interval is below: a CI gate that does not flap) or fail (pass only when "
+                                "the whole interval is at or above: a strict release gate).")
     batch_size: int = setting(64, min=1, help="Sentences per forward pass.")
     cache: bool = setting(True, help="Keep the source's embeddings under $ESPRESSO_CACHE (default "
                                      "~/.cache/espresso-export), keyed by its files, the texts and the batch size, "
@@ -87,5 +92,6 @@ class VerifySettings:
             encode_batch_size=self.batch_size,
             trust_remote_code=self.trust_remote_code, seed=self.seed)
         thresholds = Thresholds(min_retention=self.min_retention, max_latency_ratio=self.max_latency_ratio,
-                                min_retrieval_retention=self.min_retrieval_retention)
+                                min_retrieval_retention=self.min_retrieval_retention,
+                                within_noise=self.within_noise)
         return options, thresholds

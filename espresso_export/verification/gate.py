@@ -1,0 +1,99 @@
+"""The verify gate: thresholds, one check per measured value, and what decides a check within the noise.
+
+A retention check compares the measured value with its threshold; when the value's 95% interval (over the
+set's queries or pairs) holds the threshold, the set is too small to decide and ``Thresholds.within_noise``
+says what decides (:class:`~espresso_export.core.types.WithinNoise`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from espresso_export.core.formatting import number
+from espresso_export.core.types import WithinNoise
+from espresso_export.verification.latency_report import rounded
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    min_retention: float | None = None  # every STS set's Spearman retention
+    max_latency_ratio: float | None = None  # candidate p50 / source p50, at every batch size
+    min_retrieval_retention: float | None = None  # every retrieval set's nDCG@10 retention
+    within_noise: WithinNoise = WithinNoise.VALUE  # a retention check whose interval holds its threshold
+
+    def to_dict(self) -> dict:
+        return {"min_retention": self.min_retention, "max_latency_ratio": self.max_latency_ratio,
+                "min_retrieval_retention": self.min_retrieval_retention,
+                "within_noise": WithinNoise(self.within_noise).value}
+
+
+def interval_list(ci: tuple[float, float] | None) -> list[float] | None:
+    return None if ci is None else [rounded(ci[0]), rounded(ci[1])]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    threshold: str  # ">= 0.95" / "<= 1.0"
+    value: float | None
+    passed: bool
+    interval: tuple[float, float] | None = None  # the value's 95% interval over the set's items, when known
+    within_noise: bool = False  # the interval holds the threshold: the set is too small to decide
+    policy: WithinNoise = WithinNoise.VALUE  # what decided a check within the noise
+
+    def describe(self) -> str:
+        shown = "undefined (source score <= 0)" if self.value is None else f"{self.value:.4f}"
+        decided = "" if self.policy is WithinNoise.VALUE else f"; --within-noise {self.policy.value}"
+        noise = f" (95% interval {self.interval[0]:.4f}-{self.interval[1]:.4f}: within the set's noise{decided})" \
+            if self.within_noise and self.interval else ""
+        return f"{self.name} = {shown}, needs {self.threshold}{noise}"
+
+    def cell(self) -> str:
+        """The value for the gate table, with its interval when known."""
+        shown = number(self.value, ".4f")
+        return f"{shown} [{self.interval[0]:.3f}-{self.interval[1]:.3f}]" if self.interval else shown
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "threshold": self.threshold, "value": rounded(self.value), "passed": self.passed,
+                "ci95": interval_list(self.interval), "within_noise": self.within_noise,
+                "decided_by": "interval" if self.within_noise and self.policy is not WithinNoise.VALUE else "value"}
+
+
+def _at_least(name: str, value: float | None, bound: float, interval: tuple[float, float] | None = None,
+              policy: WithinNoise = WithinNoise.VALUE) -> Check:
+    """``value >= bound``; when the interval holds ``bound``, ``policy`` may decide instead of the value."""
+    policy = WithinNoise(policy)
+    noisy = value is not None and interval is not None and interval[0] < bound <= interval[1]
+    passed = value is not None and value >= bound
+    if noisy and policy is not WithinNoise.VALUE:
+        passed = policy is WithinNoise.PASS
+    return Check(name, f">= {bound:g}", value, passed, interval, noisy, policy if noisy else WithinNoise.VALUE)
+
+
+def _at_most(name: str, value: float | None, bound: float) -> Check:
+    return Check(name, f"<= {bound:g}", value, value is not None and value <= bound)
+
+
+def gate_checks(report, thresholds: Thresholds) -> list[Check]:
+    checks: list[Check] = []
+    if thresholds.min_retention is not None:
+        for row in report.sts:
+            checks.append(_at_least(f"STS retention on {row.name}", row.retention, thresholds.min_retention,
+                                    row.retention_ci95, thresholds.within_noise))
+    if thresholds.max_latency_ratio is not None:
+        for row in report.latency:
+            checks.append(_at_most(f"p50 latency ratio at batch {row.batch_size}", row.p50_ratio,
+                                   thresholds.max_latency_ratio))
+    if thresholds.min_retrieval_retention is not None:
+        for row in report.retrieval:
+            checks.append(_at_least(f"nDCG@10 retention on {row.name}", row.ndcg_retention,
+                                    thresholds.min_retrieval_retention, row.ndcg_retention_ci95,
+                                    thresholds.within_noise))
+    return checks
+
+
+def noise_policy(thresholds: Thresholds) -> str:
+    policy = WithinNoise(thresholds.within_noise)
+    return {WithinNoise.VALUE: "; decided on the measured value (--within-noise value)",
+            WithinNoise.PASS: "; passed (--within-noise pass: only a whole interval below fails)",
+            WithinNoise.FAIL: "; failed (--within-noise fail: only a whole interval at or above passes)"}[policy]
