@@ -101,3 +101,23 @@ def test_exported_graph_has_static_targets_and_records_them(tiny_bert, tmp_path)
     inits = {i.name for i in graph.initializer}
     attention = [n for n in graph.node if n.op_type == "Reshape" and "attention" in n.name]
     assert attention and all(n.input[1] in inits for n in attention)
+
+
+def test_a_graph_shape_inference_cannot_complete_is_kept_and_leaves_no_file(tmp_path, monkeypatch):
+    """onnxruntime's symbolic shape inference saves the model into the working folder when it cannot complete
+    (an operator it does not know): the graph is kept as it is, and the user's folder stays empty."""
+    from onnx import TensorProto, helper
+
+    mk = helper.make_node
+    nodes = [mk("Mystery", ["input_ids"], ["y"], domain="example.unknown"), mk("Shape", ["y"], ["s"]),
+             mk("Reshape", ["y", "s"], ["sentence_embedding"])]
+    graph = helper.make_graph(nodes, "unknown-op",
+                              [helper.make_tensor_value_info("input_ids", TensorProto.FLOAT, ["batch", 4])],
+                              [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, None)])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("example.unknown", 1)])
+    before = proto.SerializeToString()
+    monkeypatch.chdir(tmp_path)
+    assert static_reshapes(proto) == {"constant_targets": 0, "dropped": 0, "nodes_removed": 0}
+    assert proto.SerializeToString() == before
+    assert list(tmp_path.iterdir()) == []

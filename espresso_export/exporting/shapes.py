@@ -17,11 +17,28 @@ rewritten graph like on any other.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import tempfile
 
 log = logging.getLogger(__name__)
 
 CHECK_MAX_BYTES = 1 << 30  # graphs checked in memory (serialised twice); larger ones are left as exported
+
+
+@contextlib.contextmanager
+def _in_scratch_folder():
+    """Run in a temporary working folder, removed after: onnxruntime's symbolic shape inference saves the whole
+    model (weights too) as ``sym_shape_infer_temp.onnx`` in the working folder when it cannot complete, which
+    would be the user's."""
+    before = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="espresso-shapes-") as scratch:
+        os.chdir(scratch)
+        try:
+            yield
+        finally:
+            os.chdir(before)
 
 
 def _symbolic_shapes(proto) -> dict[str, list] | None:
@@ -29,7 +46,8 @@ def _symbolic_shapes(proto) -> dict[str, list] | None:
     from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
 
     try:  # auto_merge: the attention mask's broadcasts need it; _same_outputs checks what it assumed
-        inferred = SymbolicShapeInference.infer_shapes(proto, auto_merge=True)
+        with _in_scratch_folder():
+            inferred = SymbolicShapeInference.infer_shapes(proto, auto_merge=True)
     except Exception as e:  # it raises bare Exceptions on graphs it cannot complete
         log.info("static reshapes: symbolic shape inference failed (%s); the graph is kept as exported", e)
         return None
