@@ -43,9 +43,9 @@ def _in_scratch_folder():
 
 def _symbolic_shapes(proto) -> dict[str, list] | None:
     """``{tensor: [int or symbol, ...]}`` from onnxruntime's symbolic shape inference, or None where it fails."""
-    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
-
     try:  # auto_merge: the attention mask's broadcasts need it; _same_outputs checks what it assumed
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference  # needs sympy (torch has it)
+
         with _in_scratch_folder():
             inferred = SymbolicShapeInference.infer_shapes(proto, auto_merge=True)
     except Exception as e:  # it raises bare Exceptions on graphs it cannot complete
