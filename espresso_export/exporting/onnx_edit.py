@@ -82,10 +82,32 @@ class GraphEditor:
         self.graph.node.extend(nodes)
 
     def drop_unused_initializers(self) -> None:
-        used = {name for node in self.graph.node for name in node.input}
-        keep = [t for t in self.graph.initializer if t.name in used]
-        del self.graph.initializer[:]
-        self.graph.initializer.extend(keep)
+        drop_unused_initializers(self.graph)
+
+
+def drop_unused_initializers(graph) -> None:
+    """Remove the initializers no node reads."""
+    used = {name for node in graph.node for name in node.input}
+    keep = [t for t in graph.initializer if t.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(keep)
+
+
+def drop_dead_nodes(graph) -> int:
+    """Remove the nodes none of whose outputs is read by a node or is a graph output (repeatedly), then the
+    initializers left unread; returns how many nodes went."""
+    outputs = {o.name for o in graph.output}
+    removed = 0
+    while True:
+        used = {i for n in graph.node for i in n.input} | outputs
+        live = [n for n in graph.node if any(o in used for o in n.output)]
+        if len(live) == len(graph.node):
+            break
+        removed += len(graph.node) - len(live)
+        del graph.node[:]
+        graph.node.extend(live)
+    drop_unused_initializers(graph)
+    return removed
 
 
 def head_nodes(graph) -> set[str]:

@@ -22,6 +22,8 @@ import logging
 import os
 import tempfile
 
+from espresso_export.exporting.onnx_edit import drop_dead_nodes
+
 log = logging.getLogger(__name__)
 
 CHECK_MAX_BYTES = 1 << 30  # graphs checked in memory (serialised twice); larger ones are left as exported
@@ -74,24 +76,6 @@ def _target(src: list, dst: list) -> list[int] | None:
         else:
             out.append(-1)
     return out if out.count(-1) <= 1 else None
-
-
-def _prune(graph) -> int:
-    """Remove the nodes none of whose outputs is used (repeatedly), then the unused initializers."""
-    removed = 0
-    outputs = {o.name for o in graph.output}
-    while True:
-        used = {i for n in graph.node for i in n.input} | outputs
-        dead = [n for n in graph.node if not any(o in used for o in n.output)]
-        if not dead:
-            break
-        for n in dead:
-            graph.node.remove(n)
-        removed += len(dead)
-    used = {i for n in graph.node for i in n.input}
-    for init in [i for i in graph.initializer if i.name not in used]:
-        graph.initializer.remove(init)
-    return removed
 
 
 def _same_outputs(before: bytes, after: bytes, inputs: list[str]) -> bool:
@@ -163,9 +147,7 @@ def static_reshapes(proto) -> dict[str, int]:
             while name in rename:
                 name = rename[name]
             node.input[k] = name
-    n_before = len(graph.node)
-    _prune(graph)
-    result = {"constant_targets": constant, "dropped": dropped, "nodes_removed": n_before - len(graph.node)}
+    result = {"constant_targets": constant, "dropped": dropped, "nodes_removed": drop_dead_nodes(graph)}
     if constant + dropped and not _same_outputs(before, proto.SerializeToString(), [i.name for i in graph.input]):
         log.info("static reshapes: the rewritten graph's outputs differ; the graph is kept as exported")
         proto.ParseFromString(before)

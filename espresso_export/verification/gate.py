@@ -21,10 +21,12 @@ class Thresholds:
     min_retrieval_retention: float | None = None  # every retrieval set's nDCG@10 retention
     within_noise: WithinNoise = WithinNoise.VALUE  # a retention check whose interval holds its threshold
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "within_noise", WithinNoise(self.within_noise))  # "pass" from the API too
+
     def to_dict(self) -> dict:
         return {"min_retention": self.min_retention, "max_latency_ratio": self.max_latency_ratio,
-                "min_retrieval_retention": self.min_retrieval_retention,
-                "within_noise": WithinNoise(self.within_noise).value}
+                "min_retrieval_retention": self.min_retrieval_retention, "within_noise": self.within_noise.value}
 
 
 def interval_list(ci: tuple[float, float] | None) -> list[float] | None:
@@ -62,7 +64,6 @@ class Check:
 def _at_least(name: str, value: float | None, bound: float, interval: tuple[float, float] | None = None,
               policy: WithinNoise = WithinNoise.VALUE) -> Check:
     """``value >= bound``; when the interval holds ``bound``, ``policy`` may decide instead of the value."""
-    policy = WithinNoise(policy)
     noisy = value is not None and interval is not None and interval[0] < bound <= interval[1]
     passed = value is not None and value >= bound
     if noisy and policy is not WithinNoise.VALUE:
@@ -93,7 +94,7 @@ def gate_checks(report, thresholds: Thresholds) -> list[Check]:
 
 
 def noise_policy(thresholds: Thresholds) -> str:
-    policy = WithinNoise(thresholds.within_noise)
     return {WithinNoise.VALUE: "; decided on the measured value (--within-noise value)",
             WithinNoise.PASS: "; passed (--within-noise pass: only a whole interval below fails)",
-            WithinNoise.FAIL: "; failed (--within-noise fail: only a whole interval at or above passes)"}[policy]
+            WithinNoise.FAIL: "; failed (--within-noise fail: only a whole interval at or above passes)"}[
+        thresholds.within_noise]
