@@ -76,10 +76,21 @@ def passage_specs(folder: Path, arm: str, unseen_text: str, share: float) -> lis
         from espresso_export.data import read_retrieval
 
         return [f"{_write_lines(folder / 'dbpedia-docs.txt', read_retrieval(DBPEDIA).docs)}:{share:g}"]
-    sources = {"python-docs": lambda: _write_lines(folder / "python-docs.txt", python_docs_paragraphs()),
-               "wordnet": lambda: _write_lines(folder / "wordnet-glosses.txt", wordnet_glosses())}
-    names = list(sources) if unseen_text == "both" else [unseen_text]
-    return [f"{sources[n]()}:{share / len(names):g}" for n in names]
+    sources = {"python-docs": python_docs_paragraphs, "wordnet": wordnet_glosses, "foldoc": foldoc_entries}
+    names = unseen_names(unseen_text)
+    return [f"{_write_lines(folder / f'{n}.txt', sources[n]())}:{share / len(names):g}" for n in names]
+
+
+UNSEEN_TEXTS = ("python-docs", "wordnet", "foldoc")
+
+
+def unseen_names(spec: str) -> list[str]:
+    """``python-docs+foldoc`` -> its sources (equal shares); ``both`` is python-docs+wordnet (earlier runs)."""
+    names = ["python-docs", "wordnet"] if spec == "both" else spec.split("+")
+    unknown = [n for n in names if n not in UNSEEN_TEXTS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown unseen text {unknown}: choose from {', '.join(UNSEEN_TEXTS)}")
+    return names
 
 
 def _sentences_of(text: str) -> list[str]:
@@ -158,6 +169,44 @@ def wordnet_glosses() -> list[str]:
         head, _, gloss = line.partition(" | ")
         fields = head.split()
         texts.append(f"{fields[4].replace('_', ' ')}: {gloss.strip()}")
+    return list(dict.fromkeys(texts))
+
+
+def _dictd_entries(root: Path, name: str) -> dict[str, str]:
+    """headword -> entry text of a dictd database (``NAME.index``: word, offset, length in base 64;
+    ``NAME.dict.dz``: gzip-compatible)."""
+    import gzip
+
+    digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+    def number(text: str) -> int:
+        value = 0
+        for c in text:
+            value = value * 64 + digits.index(c)
+        return value
+
+    data = gzip.open(root / f"{name}.dict.dz").read()
+    entries = {}
+    for line in (root / f"{name}.index").read_text(encoding="utf-8", errors="replace").splitlines():
+        word, offset, length = line.split("\t")[:3]
+        if not word.startswith("00-database"):
+            entries.setdefault(data[number(offset):number(offset) + number(length)].decode("utf-8", "replace"), word)
+    return {word: text for text, word in entries.items()}
+
+
+def foldoc_entries() -> list[str]:
+    """The Free On-line Dictionary of Computing's entries of >= 20 words as ``"Headword. text"`` (GFDL 1.1 or
+    later; Debian's ``dict-foldoc``, fetched once with ``apt-get download``): encyclopedic entries (companies,
+    people, languages, machines, standards) written as a title and a description, DBpedia's form, on
+    computing. Markup removed: ``{links}`` keep their text, ``<category>`` tags and the dates go."""
+    root = _debian_package("dict-foldoc", CACHE / "foldoc", lambda x: next(x.rglob("foldoc.index")).parent)
+    texts = []
+    for text in _dictd_entries(root, "foldoc").values():
+        head, _, body = text.strip().partition("\n")
+        body = re.sub(r"<[^>]*>|\(\d{4}-\d{2}-\d{2}\)|\[[^\]]*\?\]", " ", body)  # tags, dates, "[Details?]"
+        body = _one_line(body.replace("{", "").replace("}", ""))
+        if len(body.split()) >= 20:
+            texts.append(f"{head.strip()}. {body}")
     return list(dict.fromkeys(texts))
 
 
@@ -347,8 +396,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--loss", default="mse", help="distill's --loss (mse, cosine+mse, rank+mse)")
     parser.add_argument("--rank-temperature", type=float, default=0.1, help="distill's --rank-temperature")
-    parser.add_argument("--unseen-text", choices=("python-docs", "wordnet", "both"), default="python-docs",
-                        help="the unseen arm's passages: the Python manual, WordNet's noun glosses, or half each")
+    parser.add_argument("--unseen-text", type=lambda v: "+".join(unseen_names(v)), default="python-docs",
+                        help="the unseen arm's passages: python-docs (the Python manual), wordnet (noun glosses), "
+                             "foldoc (FOLDOC's entries), or several joined by + in equal shares")
     parser.add_argument("--pairs", action="store_true",
                         help="train on pairs (give --loss pair or pair+mse): --sentences * --passage-share of the "
                              "arm's passages each with a query-like text (its heading or one of its sentences), "

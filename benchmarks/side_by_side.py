@@ -1,4 +1,4 @@
-"""Time ONNX files of one export side by side: onnxruntime sessions only, no PyTorch, a few minutes.
+"""Time the graph files of one export side by side (onnxruntime, or OpenVINO for an ``.xml``), a few minutes.
 
 Each file gets a session per thread count; rounds interleave every (file, threads) pair, each timing batch 1
 over the first 64 distinct STS-B test sentences (in file order) and batch 32 over the first 256, after 3
@@ -41,7 +41,7 @@ def main() -> None:
 
     from espresso_export.core.cpu import int8_isa
     from espresso_export.data import read_sts
-    from espresso_export.runtime import EMBEDDING_OUTPUT, OnnxEncoder
+    from espresso_export.runtime import EMBEDDING_OUTPUT, OnnxEncoder, OpenVinoSession
 
     files = {}
     for item in args.files:
@@ -59,9 +59,12 @@ def main() -> None:
     sessions = {}
     for label, path in files.items():
         for threads in [int(t) for t in args.threads.split(",")]:
-            options = ort.SessionOptions()
-            options.intra_op_num_threads, options.inter_op_num_threads, options.log_severity_level = threads, 1, 3
-            session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+            if path.suffix == ".xml":  # an OpenVINO file (export --format onnx,openvino)
+                session = OpenVinoSession(path, threads)
+            else:
+                options = ort.SessionOptions()
+                options.intra_op_num_threads, options.inter_op_num_threads, options.log_severity_level = threads, 1, 3
+                session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
             sessions[label, threads] = (session, {i.name for i in session.get_inputs()})
     rates: dict = {}
     load_before = os.getloadavg()

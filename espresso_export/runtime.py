@@ -17,8 +17,11 @@ token length and runs the graph.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -73,13 +76,75 @@ def _find_file(names: list[str], wanted: str) -> str | None:
     return next((n for n in names if _file_key(n) == _file_key(wanted)), None)
 
 
+class _SignalStack(ctypes.Structure):
+    _fields_ = [("ss_sp", ctypes.c_void_p), ("ss_flags", ctypes.c_int), ("ss_size", ctypes.c_size_t)]
+
+
+@contextlib.contextmanager
+def keep_signal_stack():
+    """Give the calling thread its own signal stack back after the block.
+
+    OpenVINO 2026.4's CPU plugin points the thread that compiles a model at a signal stack of its own
+    (``sigaltstack``) and frees that memory later; Python handles every signal on the signal stack, so the next
+    Ctrl-C on that thread crashed the process (SIGSEGV, seen in the test run after an export with OpenVINO
+    files) instead of raising KeyboardInterrupt. Hand-written: no library restores it. Linux only (glibc)."""
+    if not sys.platform.startswith("linux"):
+        yield
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    own = _SignalStack()
+    saved = libc.sigaltstack(None, ctypes.byref(own)) == 0
+    try:
+        yield
+    finally:
+        if saved:
+            libc.sigaltstack(ctypes.byref(own), None)
+
+
+class _Port:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class OpenVinoSession:
+    """An OpenVINO file (``openvino/*.xml`` of an export folder) behind onnxruntime's session interface
+    (``get_inputs``, ``get_outputs``, ``run``), so :class:`OnnxEncoder` tokenises and batches for it the same way.
+
+    OpenVINO's CPU defaults otherwise: its inference precision (bf16 on CPUs with bf16 instructions) and the
+    int8 file's activation group size, which the file carries. That is what sentence-transformers'
+    ``backend="openvino"`` gets, so the export validates and times the file as users run it."""
+
+    def __init__(self, path: Path, threads: int | None = None) -> None:
+        require("openvino-runtime")
+        import openvino as ov
+
+        config: dict = {"PERFORMANCE_HINT": "LATENCY"}  # one stream: the calls here are one batch at a time
+        if threads is not None:
+            config["INFERENCE_NUM_THREADS"] = int(threads)
+        with keep_signal_stack():
+            self.compiled = ov.Core().compile_model(str(path), "CPU", config)
+        self.request = self.compiled.create_infer_request()
+
+    def get_inputs(self) -> list[_Port]:
+        return [_Port(p.get_any_name()) for p in self.compiled.inputs]
+
+    def get_outputs(self) -> list[_Port]:
+        return [_Port(p.get_any_name()) for p in self.compiled.outputs]
+
+    def run(self, outputs: Sequence[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        result = self.request.infer(feed)  # copies the outputs (share_outputs=False)
+        return [result[self.compiled.output(name)] for name in outputs]
+
+
 class OnnxEncoder:
     """Sentence embeddings from an export folder, without PyTorch.
 
     ``file`` picks one ONNX file of the folder (e.g. ``"onnx/model.onnx"`` or
     ``"onnx/model_quantized.onnx"``; the names of older export folders, ``"model.onnx"`` and
     ``"model_int8.onnx"``, pick the same files); by default the one ``export.json`` names as
-    ``default_file``. ``threads`` sets onnxruntime's intra-op threads.
+    ``default_file``. ``threads`` sets onnxruntime's intra-op threads. An OpenVINO file of the folder
+    (``"openvino/openvino_model_qint8_quantized.xml"``, ``export --format onnx,openvino``) runs in OpenVINO
+    (:class:`OpenVinoSession`) with the same tokenisation.
     """
 
     def __init__(
@@ -90,8 +155,6 @@ class OnnxEncoder:
         threads: int | None = None,
         providers: Sequence[str] | None = None,
     ) -> None:
-        require("onnx-runtime")
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         self.folder = Path(folder)
@@ -113,14 +176,19 @@ class OnnxEncoder:
         self.padding_side = tok_info.get("padding_side", "right")
         self.do_lower_case = bool(self.info.get("do_lower_case", False))
 
-        options = ort.SessionOptions()
-        if threads is not None:
-            options.intra_op_num_threads = int(threads)
-            options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        self.session = ort.InferenceSession(
-            str(self.folder / self.file), options, providers=list(providers or ["CPUExecutionProvider"])
-        )
+        path = self.folder / self.file
+        if path.suffix == ".xml":
+            self.session = OpenVinoSession(path, threads)
+        else:
+            require("onnx-runtime")
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            if threads is not None:
+                options.intra_op_num_threads = int(threads)
+                options.inter_op_num_threads = 1
+            options.log_severity_level = 3
+            self.session = ort.InferenceSession(str(path), options, providers=list(providers or ["CPUExecutionProvider"]))
         self.input_names = [i.name for i in self.session.get_inputs()]
         outputs = [o.name for o in self.session.get_outputs()]
         self.token_output = TOKEN_OUTPUT if TOKEN_OUTPUT in outputs else LEGACY_TOKEN_OUTPUT

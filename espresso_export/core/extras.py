@@ -8,6 +8,8 @@ feature             modules                     extra        used by
 ==================  ==========================  ===========  ==================================================
 onnx-export         onnx, onnxruntime           ``onnx``     ``export`` (``--format onnx``, the default)
 onnx-runtime        onnxruntime                 ``onnx``     ``verify`` / ``sweep`` of an export folder
+openvino-export     openvino, nncf              ``openvino`` ``export --format onnx,openvino``
+openvino-runtime    openvino                    ``openvino`` running an ``openvino/*.xml`` file of an export
 retrieval           faiss                       ``eval``     ``verify --retrieval``
 plot                matplotlib                  ``eval``     ``sweep`` (``sweep.png``)
 lora                peft                        ``lora``     ``train --lora``
@@ -34,6 +36,8 @@ class Extra:
 EXTRAS: dict[str, Extra] = {
     "onnx-export": Extra("exporting to ONNX", ("onnx", "onnxruntime"), "onnx"),
     "onnx-runtime": Extra("running an ONNX export", ("onnxruntime",), "onnx"),
+    "openvino-export": Extra("exporting to OpenVINO", ("openvino", "nncf"), "openvino"),
+    "openvino-runtime": Extra("running an OpenVINO file", ("openvino",), "openvino"),
     "retrieval": Extra("retrieval evaluation", ("faiss",), "eval"),
     "plot": Extra("the sweep plot", ("matplotlib",), "eval"),
     "lora": Extra("LoRA", ("peft",), "lora"),

@@ -27,6 +27,7 @@ class Select(str, Enum):
 class ExportFormat(str, Enum):
     ONNX = "onnx"  # self-contained ONNX graph (pooling, head and normalisation inside)
     SAFETENSORS = "safetensors"  # the PyTorch sentence-transformers folder
+    OPENVINO = "openvino"  # OpenVINO IR converted from the validated ONNX graph (int8: weight-compressed)
 
 
 class Quantize(str, Enum):

@@ -37,7 +37,8 @@ class ExportOptions:
 
     formats: tuple[ExportFormat, ...] = setting(
         (ExportFormat.ONNX,), flags=("--format",), cli_type=str, parse=_formats,
-        help="Comma-separated: onnx (self-contained graph), safetensors (PyTorch folder).")
+        help="Comma-separated: onnx (self-contained graph), safetensors (PyTorch folder), openvino (OpenVINO IR "
+             "of the ONNX graph; with --quantize int8 also int8 weights; needs onnx).")
     quantize: Quantize = setting(Quantize.NONE, help="Also write onnx/model_quantized.onnx (int8, CPU) or onnx/model_fp16.onnx (GPU).")
     optimize: Optimize = setting(Optimize.NONE, help="Also write graph-optimised files: O1 basic, O2 + fusions, O3 + "
                                                      "GELU approximation.")
@@ -77,6 +78,9 @@ class ExportOptions:
         self.optimize = Optimize(self.optimize)
         if not self.formats:
             raise ValidationError("--format needs at least one of: onnx, safetensors")
+        if ExportFormat.OPENVINO in self.formats and ExportFormat.ONNX not in self.formats:
+            raise ValidationError("--format openvino needs onnx too (--format onnx,openvino): the OpenVINO files are "
+                                  "converted from the validated ONNX graph")
         if ExportFormat.ONNX not in self.formats:
             if self.quantize is not Quantize.NONE:
                 raise ValidationError(
@@ -105,6 +109,10 @@ class ExportOptions:
         return ExportFormat.ONNX in self.formats
 
     @property
+    def openvino(self) -> bool:
+        return ExportFormat.OPENVINO in self.formats
+
+    @property
     def safetensors(self) -> bool:
         return ExportFormat.SAFETENSORS in self.formats
 
@@ -114,5 +122,6 @@ def parse_formats(text: str) -> tuple[ExportFormat, ...]:
     names = [p.strip().lower() for p in text.split(",") if p.strip()]
     bad = [n for n in names if n not in {f.value for f in ExportFormat}]
     if bad or not names:
-        raise ValidationError(f"--format must be a comma-separated list of onnx, safetensors; got {text!r}")
+        raise ValidationError(f"--format must be a comma-separated list of "
+                              f"{', '.join(f.value for f in ExportFormat)}; got {text!r}")
     return tuple(ExportFormat(n) for n in names)

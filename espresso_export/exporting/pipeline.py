@@ -99,7 +99,8 @@ def _provenance(ckpt: Checkpoint, weights_sha: str, options: ExportOptions) -> d
 
 
 def _file_bytes(path: Path) -> int:
-    data = path.with_name(path.name + ".data")
+    """A graph's bytes with its weights: ONNX external data (``.onnx.data``) or OpenVINO's ``.bin``."""
+    data = path.with_suffix(".bin") if path.suffix == ".xml" else path.with_name(path.name + ".data")
     return path.stat().st_size + (data.stat().st_size if data.exists() else 0)
 
 
@@ -142,11 +143,14 @@ def _manifest(ckpt: Checkpoint, graph: GraphInfo, options: ExportOptions, files:
 
 
 def default_file(files: list[dict]) -> str:
-    """The file a CPU user should load: the one the timing recommends, else int8 (optimised first), else fp32."""
+    """The file a CPU user should load: the one the timing recommends, else int8 (optimised first), else fp32.
+
+    Always an ONNX file: ``OnnxEncoder(folder)`` and every runtime of the layout load it with onnxruntime alone;
+    the OpenVINO files are there for those who ask for them (their speed is in the timing record)."""
     from espresso_export.exporting.timing import static_default
 
     timed = [f["file"] for f in files if f.get("recommended")]
-    return timed[0] if timed else static_default(files)["file"]
+    return timed[0] if timed else static_default([f for f in files if f["file"].endswith(".onnx")])["file"]
 
 
 def _calibration_feeds(folder: Path, options: ExportOptions) -> list[dict]:
@@ -158,13 +162,12 @@ def _calibration_feeds(folder: Path, options: ExportOptions) -> list[dict]:
     return [enc.feed([encodings[i] for i in idx]) for idx in length_sorted_batches([len(e.ids) for e in encodings], 32)]
 
 
-def _int8_files(tmp: Path, work: Path, options: ExportOptions, external: bool) -> list[dict]:
+def _int8_files(tmp: Path, work: Path, options: ExportOptions, external: bool, feeds: list[dict]) -> list[dict]:
     """The int8 variants: of the fp32 graph, and (with --optimize) of a graph optimised for quantisation."""
     from espresso_export.exporting.int8_schemes import write_int8
     from espresso_export.exporting.optimize import optimize_file
 
     opt = options.optimize
-    feeds = _calibration_feeds(tmp, options)
     sources = [(Optimize.NONE, tmp / BASE_FILE, {})]
     if opt is not Optimize.NONE:
         pre = work / "for_int8.onnx"
@@ -210,10 +213,17 @@ def _write_onnx_files(ckpt: Checkpoint, tmp: Path, options: ExportOptions, weigh
             fused = optimize_file(tmp / BASE_FILE, tmp / onnx_file_name(Quantize.NONE, opt), opt, external=external)
             files.append({"file": onnx_file_name(Quantize.NONE, opt), "quantization": "none",
                           "optimization": opt.value, "fused": fused, "external_data": external})
-        if options.quantize is Quantize.INT8:
-            files += _int8_files(tmp, work, options, external)
+        int8 = options.quantize is Quantize.INT8
+        feeds = _calibration_feeds(tmp, options) if int8 else []
+        if int8:
+            files += _int8_files(tmp, work, options, external, feeds)
         if options.quantize is Quantize.FP16:
             files += _fp16_files(tmp, options)
+        if options.openvino:
+            from espresso_export.exporting.int8_schemes import CALIBRATION_MIN_COSINE
+            from espresso_export.exporting.openvino import write_openvino
+
+            files += write_openvino(tmp, tmp / BASE_FILE, feeds, int8=int8, target=CALIBRATION_MIN_COSINE)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for f in files:
@@ -269,6 +279,8 @@ def export(
     options = resolve(ExportOptions, options, overrides, call="export")
     if options.onnx:
         require("onnx-export")
+    if options.openvino:
+        require("openvino-export")
     if isinstance(model, Checkpoint):
         ckpt = model
         check_output(output, overwrite=options.overwrite, inputs=[ckpt.path])

@@ -49,6 +49,12 @@ def _sibling(f: dict, by_name: dict[str, dict]) -> str | None:
                  and g["optimization"] == "none"), None)
 
 
+def _onnx_twin(f: dict, by_name: dict[str, dict]) -> str | None:
+    """The unoptimised ONNX file of the same precision as OpenVINO file ``f``."""
+    return next((n for n, g in by_name.items() if n.endswith(".onnx") and g["quantization"] == f["quantization"]
+                 and g["optimization"] == "none"), None)
+
+
 def _ratios(best: dict[str, dict[int, float]], name: str, other: str | None) -> dict[str, float] | None:
     if other is None or other not in best:
         return None
@@ -78,12 +84,16 @@ def time_files(folder: Path, files: list[dict], texts: list[str], batches: tuple
         if (r := _ratios(best, name, sibling)) is not None:
             speed["vs_unoptimized"] = r
             notes += _notes(name, sibling, r, "slower than")
+        if f.get("runtime") == "openvino" and (r := _ratios(best, name, twin := _onnx_twin(f, by_name))) is not None:
+            speed["vs_onnx"] = r  # the same precision in onnxruntime: what choosing OpenVINO gains or costs
+            notes += _notes(name, twin, r, "slower than")
         if f["quantization"] != "none" and (r := _ratios(best, name, BASE_FILE)) is not None:
             speed["vs_fp32"] = r
             speed["faster_than_fp32"] = all(v > 1.0 for v in r.values())
             notes += _notes(name, BASE_FILE, r, "not faster than")
         f["speed"] = speed
-    passed = [f for f in files if f.get("validation", {}).get("passed", True)]
+    # the default file stays an ONNX file (onnxruntime alone loads it): OpenVINO files are timed, not recommended
+    passed = [f for f in files if f.get("validation", {}).get("passed", True) and f["file"].endswith(".onnx")]
     recommended = recommend(rates, [f["file"] for f in passed], static_default(passed)["file"]) if passed else None
     for f in files:
         f["recommended"] = f["file"] == recommended

@@ -10,6 +10,7 @@ picks the implementation from the spec: an export folder (``export.json``, as
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 from abc import ABC, abstractmethod
@@ -41,7 +42,7 @@ class Embedder(ABC):
     """A model that turns texts into vectors, plus the facts ``verify`` reports about it."""
 
     spec: str  # what the user passed
-    kind: str  # "pytorch" or "onnx"
+    kind: str  # "pytorch", "onnx" or "openvino" (the runtime that runs it)
     dim: int
     n_params: int | None
     disk_bytes: int | None
@@ -119,8 +120,10 @@ class OnnxEmbedder(Embedder):
 def _graph_files(graph_file: Path) -> tuple[int | None, set[Path]]:
     """A graph's parameter count (initializers, weights not loaded) and the external-data files it reads.
 
-    ``(None, set())`` without ``onnx``.
+    ``(None, set())`` without ``onnx``; an OpenVINO file: ``(None, {its .bin})``.
     """
+    if graph_file.suffix == ".xml":
+        return None, {graph_file.with_suffix(".bin")}
     try:
         import onnx
     except ImportError:
@@ -143,7 +146,7 @@ def onnx_footprint(folder: Path, file: str) -> tuple[int | None, int]:
     chosen = folder / file
     n_params, needed = _graph_files(chosen)
     others: set[Path] = set()
-    for graph in [*folder.glob("*.onnx"), *folder.glob("onnx/*.onnx")]:  # either export layout
+    for graph in [*folder.glob("*.onnx"), *folder.glob("onnx/*.onnx"), *folder.glob("openvino/*.xml")]:
         if graph != chosen:
             others |= {graph} | _graph_files(graph)[1]
     others -= needed
@@ -151,20 +154,36 @@ def onnx_footprint(folder: Path, file: str) -> tuple[int | None, int]:
     return n_params, folder_bytes(folder) - skipped
 
 
-def open_onnx(folder: Path, spec: str, *, threads: int | None) -> OnnxEmbedder:
-    require("onnx-runtime")
-    import onnxruntime  # noqa: F401  (imported before the timer: load time is the model's, not the library's)
+def open_onnx(folder: Path, spec: str, *, threads: int | None, file: str | None = None) -> OnnxEmbedder:
+    """An export folder's default file, or ``file`` (an ONNX or OpenVINO file the folder lists)."""
+    openvino = file is not None and file.endswith(".xml")
+    require("openvino-runtime" if openvino else "onnx-runtime")
+    # the library imported before the timer: load time is the model's, not the library's
+    importlib.import_module("openvino" if openvino else "onnxruntime")
 
     start = time.perf_counter()
-    encoder = OnnxEncoder(folder, threads=threads)
+    encoder = OnnxEncoder(folder, file, threads=threads)
     seconds = time.perf_counter() - start
     n_params, disk_bytes = onnx_footprint(folder, encoder.file)
-    return OnnxEmbedder(
-        spec=spec, kind="onnx", dim=int(encoder.dim), n_params=n_params, disk_bytes=disk_bytes,
-        load_seconds=seconds, path=folder, details={"threads_applied": threads is not None, "file": encoder.file,
-                 "intra_op_threads": encoder.session.get_session_options().intra_op_num_threads},
-        encoder=encoder,
-    )
+    details = {"threads_applied": threads is not None, "file": encoder.file,
+               "runtime": "openvino" if openvino else "onnxruntime"}
+    if openvino:
+        details["inference_num_threads"] = int(encoder.session.compiled.get_property("INFERENCE_NUM_THREADS"))
+    else:
+        details["intra_op_threads"] = encoder.session.get_session_options().intra_op_num_threads
+    return OnnxEmbedder(spec=spec, kind="openvino" if openvino else "onnx", dim=int(encoder.dim), n_params=n_params, disk_bytes=disk_bytes,
+                        load_seconds=seconds, path=folder, details=details, encoder=encoder)
+
+
+def export_graph(path: Path) -> tuple[Path, str] | None:
+    """``(export folder, file)`` when ``path`` is a graph an export folder lists (``OUT/onnx/model.onnx``,
+    ``OUT/openvino/openvino_model_qint8_quantized.xml``): verify that file instead of the folder's default."""
+    if path.suffix not in (".onnx", ".xml") or not path.is_file():
+        return None
+    for folder in path.resolve().parents[:2]:
+        if is_export_folder(folder):
+            return folder, path.resolve().relative_to(folder).as_posix()
+    return None
 
 
 def open_torch(spec: str, *, pooling=None, trust_remote_code: bool = False) -> TorchEmbedder:
@@ -181,11 +200,14 @@ def open_torch(spec: str, *, pooling=None, trust_remote_code: bool = False) -> T
 
 def open_embedder(spec: str | os.PathLike, *, threads: int | None = None, pooling=None,
                   trust_remote_code: bool = False) -> Embedder:
-    """Open ``spec`` as an :class:`Embedder`: an ONNX export folder, else a PyTorch checkpoint."""
+    """Open ``spec`` as an :class:`Embedder`: an export folder (its default file), one graph file of an export
+    folder, else a PyTorch checkpoint."""
     text = str(spec)
     local = Path(text).expanduser()
     if is_export_folder(local):
         return open_onnx(local.resolve(), text, threads=threads)
+    if graph := export_graph(local):
+        return open_onnx(graph[0], text, threads=threads, file=graph[1])
     return open_torch(text, pooling=pooling, trust_remote_code=trust_remote_code)
 
 

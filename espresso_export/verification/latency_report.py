@@ -79,6 +79,7 @@ class LatencySetup:
 
     threads: int  # what was asked for
     torch_threads: int | None = None  # what torch ran with
+    openvino_threads: dict[str, int | None] = field(default_factory=dict)  # per OpenVINO model: its compiled threads
     onnxruntime_threads: dict[str, int | None] = field(default_factory=dict)  # per ONNX model: its session's
     texts: int = 0
     min_rounds: int = 1
@@ -86,7 +87,8 @@ class LatencySetup:
 
     def to_dict(self) -> dict:
         return {"threads": self.threads, "torch_threads": self.torch_threads,
-                "onnxruntime_threads": self.onnxruntime_threads, "texts": self.texts, "rounds": self.min_rounds,
+                "onnxruntime_threads": self.onnxruntime_threads, "openvino_threads": self.openvino_threads,
+                "texts": self.texts, "rounds": self.min_rounds,
                 "budget_seconds": self.budget_s}
 
 
@@ -115,6 +117,8 @@ def latency_title(setup: LatencySetup, rows: Sequence[LatencyRow]) -> str:
     if setup.onnxruntime_threads:
         threads += ", " + "/".join(str(t) if t is not None else "default" for t in setup.onnxruntime_threads.values())
         threads += " onnxruntime"
+    if setup.openvino_threads:
+        threads += ", " + "/".join(str(t) for t in setup.openvino_threads.values()) + " OpenVINO"
     return (f"latency: ms per batch (median and IQR of {shown} rounds of {setup.texts} texts; p95 of single "
             f"batches), threads: {threads}")
 

@@ -1,0 +1,126 @@
+"""``export --format onnx,openvino``: the OpenVINO files, their int8 group size, validation, runtime and verify."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+
+import numpy as np
+import pytest
+
+from espresso_export.core.errors import ValidationError
+from espresso_export.exporting.options import ExportOptions, parse_formats
+from espresso_export.runtime import EXPORT_FILE, OnnxEncoder, keep_signal_stack
+
+ov = pytest.importorskip("openvino", reason="the OpenVINO export needs openvino (pip install espresso-export[openvino])")
+pytest.importorskip("nncf", reason="the OpenVINO int8 file needs nncf (pip install espresso-export[openvino])")
+
+from espresso_export.exporting.openvino import FP32_FILE, GROUP_OPTION, GROUP_SIZES, INT8_FILE  # noqa: E402
+
+TEXTS = ["A man is playing a guitar.", "The cat sleeps on the warm windowsill.", "Stocks fell sharply on Monday.",
+         "short", "Two dogs run through a field of tall grass while a child watches from the fence."]
+
+
+@pytest.fixture(scope="module")
+def ov_export(minilm_export, tmp_path_factory, one_thread):
+    """The MiniLM L3/d128 cut exported with the OpenVINO files (int8 included), timed at batch 1 and 8."""
+    from espresso_export import export
+
+    shrunk = minilm_export[0]
+    out = tmp_path_factory.mktemp("openvino") / "export"
+    result = export(shrunk, out, formats=("onnx", "openvino"), quantize="int8", calibration_samples=128,
+                    timing_batches="1,8")
+    return out, result
+
+
+def test_openvino_needs_onnx_and_is_a_format():
+    assert [f.value for f in parse_formats("onnx,openvino")] == ["onnx", "openvino"]
+    with pytest.raises(ValidationError, match="needs onnx too"):
+        ExportOptions(formats=("openvino",))
+    with pytest.raises(ValidationError, match="onnx, safetensors, openvino"):
+        parse_formats("onnx,tensorrt")
+
+
+def test_openvino_files_are_validated_timed_and_never_the_default(ov_export):
+    out, result = ov_export
+    info = json.loads((out / EXPORT_FILE).read_text())
+    files = {f["file"]: f for f in info["files"]}
+    assert {FP32_FILE, INT8_FILE} <= set(files)
+    for name in (FP32_FILE, INT8_FILE):
+        entry = files[name]
+        assert entry["runtime"] == "openvino" and entry["validation"]["passed"], entry["validation"]
+        assert entry["validation"]["min_cosine"] >= 0.99
+        assert entry["bytes"] > (out / name).stat().st_size  # the .bin weights count
+        assert set(entry["speed"]["vs_onnx"]) == {"1", "8"}  # against the ONNX file of its precision
+    int8 = files[INT8_FILE]["int8"]
+    assert int8["scheme"] == "openvino" and int8["group_size"] in GROUP_SIZES
+    # the chosen group is the first (largest) that met the calibration target, or the smallest
+    met = [int(g) for g, c in int8["calibration_min_cosine"].items() if c >= int8["calibration_target"]]
+    assert int8["group_size"] == (met[0] if met else GROUP_SIZES[-1])
+    assert files[INT8_FILE]["bytes"] < files[FP32_FILE]["bytes"] / 3
+    assert info["default_file"].endswith(".onnx") and result.default_file == info["default_file"]
+    assert not files[INT8_FILE]["recommended"]
+
+
+def test_plain_openvino_runs_the_int8_file_with_its_group_size(ov_export):
+    """The user's path without our package: OpenVINO alone reads the group size from the file."""
+    out, _ = ov_export
+    group = json.loads((out / EXPORT_FILE).read_text())["files"]
+    group = next(f for f in group if f["file"] == INT8_FILE)["int8"]["group_size"]
+    with keep_signal_stack():  # see test_compiling_leaves_the_threads_signal_stack_alone
+        compiled = ov.Core().compile_model(str(out / INT8_FILE), "CPU")
+    assert int(compiled.get_property(GROUP_OPTION)) == group
+    enc = OnnxEncoder(out, INT8_FILE)
+    feed = enc.feed(enc.tokenize(TEXTS))
+    plain = compiled(feed)[compiled.output("sentence_embedding")]
+    np.testing.assert_allclose(plain, enc.run(enc.tokenize(TEXTS))[0], atol=1e-6)
+    assert compiled(feed)[compiled.output("last_hidden_state")].shape[:2] == feed["input_ids"].shape
+
+
+def test_openvino_int8_is_close_to_fp32_and_independent_of_its_batch(ov_export):
+    out, _ = ov_export
+    fp32 = OnnxEncoder(out, "onnx/model.onnx").encode(TEXTS)
+    int8 = OnnxEncoder(out, INT8_FILE)
+    together = int8.encode(TEXTS, batch_size=len(TEXTS))
+    alone = np.stack([int8.encode(t) for t in TEXTS])
+    assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
+    assert (together * fp32).sum(axis=1).min() >= 0.99
+    # activation groups never span two tokens: a text's vector does not move with the other texts of its batch
+    assert (together * alone).sum(axis=1).min() >= 0.9999
+
+
+def test_verify_opens_one_graph_file_of_an_export_folder(ov_export):
+    from espresso_export.verification.embedders import open_embedder
+
+    out, _ = ov_export
+    emb = open_embedder(out / INT8_FILE, threads=1)
+    assert emb.kind == "openvino" and emb.details["file"] == INT8_FILE
+    assert emb.details["inference_num_threads"] == 1
+    onnx_emb = open_embedder(out / "onnx" / "model.onnx", threads=1)
+    assert onnx_emb.kind == "onnx" and onnx_emb.details["file"] == "onnx/model.onnx"
+    # what serving the int8 file needs: not the other graphs of the folder
+    assert emb.disk_bytes < onnx_emb.disk_bytes
+    v = emb.encode(TEXTS[:2])
+    assert v.shape == (2, 128)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sigaltstack through glibc")
+def test_compiling_leaves_the_threads_signal_stack_alone(ov_export):
+    """OpenVINO's CPU plugin swaps in a signal stack it frees later (a later Ctrl-C crashed the test run)."""
+    import ctypes
+
+    from espresso_export.runtime import _SignalStack
+
+    libc = ctypes.CDLL(None)
+
+    def stack():
+        ss = _SignalStack()
+        assert libc.sigaltstack(None, ctypes.byref(ss)) == 0
+        return ss.ss_sp, ss.ss_size, ss.ss_flags
+
+    before = stack()
+    OnnxEncoder(ov_export[0], INT8_FILE).encode(TEXTS[:2])
+    assert stack() == before
+    with pytest.raises(KeyboardInterrupt):
+        signal.raise_signal(signal.SIGINT)
