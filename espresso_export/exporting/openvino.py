@@ -53,7 +53,7 @@ def _embeddings(model, feeds: list[dict], group: int | None = None) -> np.ndarra
 
     from espresso_export.runtime import EMBEDDING_OUTPUT, keep_signal_stack
 
-    config = {} if group is None else {GROUP_OPTION: group}
+    config = {"INFERENCE_PRECISION_HINT": "f32"} | ({} if group is None else {GROUP_OPTION: group})
     with keep_signal_stack():
         compiled = ov.Core().compile_model(model, "CPU", config)
     request = compiled.create_infer_request()
