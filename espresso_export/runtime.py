@@ -2,7 +2,7 @@
 
 This module is what an edge deployment ships. It imports only onnxruntime,
 tokenizers, numpy and the standard library (a test checks that ``torch`` is
-never imported)::
+never imported), and openvino for an OpenVINO file (``export --format onnx,openvino``)::
 
     from espresso_export.runtime import OnnxEncoder
 

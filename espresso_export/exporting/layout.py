@@ -7,6 +7,8 @@
       onnx/model_quantized.onnx    our int8 (--quantize int8; transformers.js "q8", its CPU/wasm default)
       onnx/model_fp16.onnx         fp16 (--quantize fp16; transformers.js "fp16")
       onnx/model[_quantized]_O2.onnx   graph-optimised variants (--optimize)
+      openvino/openvino_model.xml, openvino/openvino_model_qint8_quantized.xml
+                                   OpenVINO IR (--format onnx,openvino; exporting/openvino.py)
       config.json                  hidden_size, num_hidden_layers (TEI, optimum, transformers.js)
       tokenizer.json, tokenizer_config.json (model_max_length = the export's maximum length)
       modules.json, sentence_bert_config.json, config_sentence_transformers.json,

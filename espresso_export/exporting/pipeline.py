@@ -7,6 +7,7 @@
       onnx/model_O2.onnx         the same, optimised (with --optimize O2)
       onnx/model_quantized.onnx  int8 (with --quantize int8), and onnx/model_quantized_O2.onnx
       onnx/model_fp16.onnx       fp16 (with --quantize fp16)
+      openvino/openvino_model.xml, openvino/openvino_model_qint8_quantized.xml   (with --format onnx,openvino)
       tokenizer.json, tokenizer_config.json, config.json, modules.json, 1_Pooling/, ...
       export.json                dims, pooling, max length, inputs, files, validation, provenance
       model.safetensors          the PyTorch weights (with --format safetensors)
