@@ -124,3 +124,13 @@ def test_compiling_leaves_the_threads_signal_stack_alone(ov_export):
     assert stack() == before
     with pytest.raises(KeyboardInterrupt):
         signal.raise_signal(signal.SIGINT)
+
+
+def test_push_stages_the_openvino_weights(minilm_export, ov_export, tmp_path):
+    """An IR does not load without its .bin: push stages it (other .bin weights stay refused: pickle)."""
+    from espresso_export.publishing.staging import prepare
+
+    out, _ = ov_export
+    files = set(prepare(minilm_export[0], onnx=out).sources)
+    for name in (FP32_FILE, INT8_FILE):
+        assert name in files and name.replace(".xml", ".bin") in files

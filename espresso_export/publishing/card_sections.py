@@ -113,7 +113,9 @@ def onnx_speed(manifest: dict) -> str:
     timing = manifest.get("timing")
     if not timing or not timing.get("recommended"):
         return ""
-    parts = [f"recommended `onnx/{timing['recommended']}` (passed validation; another file replaces the one asked "
+    recommended = timing["recommended"]  # "onnx/model_quantized.onnx"; format 1 named files without their folder
+    shown = recommended if "/" in recommended else f"onnx/{recommended}"
+    parts = [f"recommended `{shown}` (passed validation; another file replaces the one asked "
              "for only when it is faster in every timing round)"]
     for f in manifest.get("files", []):
         rates = (f.get("speed") or {}).get("sentences_per_second", {})

@@ -80,11 +80,17 @@ class Prepared:
 # --- what goes in -------------------------------------------------------------------------------
 
 
+def _openvino_weights(rel: str) -> bool:
+    """An OpenVINO IR's weights (``openvino/NAME.bin`` beside ``NAME.xml``, ``export --format onnx,openvino``):
+    raw tensors OpenVINO maps, no pickle; the IR does not load without them."""
+    return rel.startswith("openvino/") and rel.lower().endswith(".bin")
+
+
 def _skip_reason(rel: str) -> str | None:
     parts = rel.split("/")
     if any(p.startswith(".") for p in parts):
         return "hidden file"
-    if rel.lower().endswith(OTHER_WEIGHTS):
+    if rel.lower().endswith(OTHER_WEIGHTS) and not _openvino_weights(rel):
         return "weights other than safetensors are never uploaded"
     return None
 
