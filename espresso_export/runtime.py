@@ -101,6 +101,16 @@ def keep_signal_stack():
             libc.sigaltstack(ctypes.byref(own), None)
 
 
+def compile_openvino(model, config: dict | None = None):
+    """OpenVINO's CPU compiled model of ``model`` (a path or an ``ov.Model``) in fp32 inference precision, the
+    thread's signal stack kept (:func:`keep_signal_stack`): how every OpenVINO file here is run."""
+    require("openvino-runtime")
+    import openvino as ov
+
+    with keep_signal_stack():
+        return ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32", **(config or {})})
+
+
 class _Port:
     def __init__(self, name: str) -> None:
         self.name = name
@@ -116,15 +126,11 @@ class OpenVinoSession:
     reading of the file."""
 
     def __init__(self, path: Path, threads: int | None = None) -> None:
-        require("openvino-runtime")
-        import openvino as ov
-
-        # one stream (the calls here are one batch at a time); fp32 where OpenVINO would pick bf16
-        config: dict = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
+        # one stream: the calls here are one batch at a time
+        config: dict = {"PERFORMANCE_HINT": "LATENCY"}
         if threads is not None:
             config["INFERENCE_NUM_THREADS"] = int(threads)
-        with keep_signal_stack():
-            self.compiled = ov.Core().compile_model(str(path), "CPU", config)
+        self.compiled = compile_openvino(str(path), config)
         self.request = self.compiled.create_infer_request()
 
     def get_inputs(self) -> list[_Port]:

@@ -49,13 +49,9 @@ def _save(model, path: Path) -> None:
 
 
 def _embeddings(model, feeds: list[dict], group: int | None = None) -> np.ndarray:
-    import openvino as ov
+    from espresso_export.runtime import EMBEDDING_OUTPUT, compile_openvino
 
-    from espresso_export.runtime import EMBEDDING_OUTPUT, keep_signal_stack
-
-    config = {"INFERENCE_PRECISION_HINT": "f32"} | ({} if group is None else {GROUP_OPTION: group})
-    with keep_signal_stack():
-        compiled = ov.Core().compile_model(model, "CPU", config)
+    compiled = compile_openvino(model, {} if group is None else {GROUP_OPTION: group})
     request = compiled.create_infer_request()
     names = {i.get_any_name() for i in compiled.inputs}
     out = compiled.output(EMBEDDING_OUTPUT)
@@ -80,14 +76,12 @@ def write_openvino(folder: Path, onnx_fp32: Path, feeds: list[dict], *, int8: bo
     import nncf
 
     nncf.set_log_level(logging.ERROR)  # its tables and progress bars would interleave with the export's own
-    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):  # a fresh read: NNCF edits its input
         compressed = nncf.compress_weights(core.read_model(str(onnx_fp32)), mode=nncf.CompressWeightsMode.INT8_ASYM)
     reference = _embeddings(model, feeds) if feeds else None
     tried: dict[int, float] = {}
-    group = GROUP_SIZES[-1]
-    for size in GROUP_SIZES:
-        if reference is None:
-            break
+    group = GROUP_SIZES[-1]  # without calibration sentences, OpenVINO's own default
+    for size in GROUP_SIZES if feeds else ():
         tried[size] = round(float(cosine_rows(_embeddings(compressed, feeds, size), reference).min()), 5)
         log.info("openvino int8, activation groups of %d: calibration min cosine %.4f", size, tried[size])
         if tried[size] >= target:

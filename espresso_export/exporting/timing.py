@@ -41,18 +41,11 @@ def measure(folder: Path, names: list[str], texts: list[str], batches: tuple[int
     return rates
 
 
-def _sibling(f: dict, by_name: dict[str, dict]) -> str | None:
-    """The same precision without optimisation (for an optimised file)."""
-    if f["optimization"] == "none":
-        return None
-    return next((n for n, g in by_name.items() if g["quantization"] == f["quantization"]
-                 and g["optimization"] == "none"), None)
-
-
-def _onnx_twin(f: dict, by_name: dict[str, dict]) -> str | None:
-    """The unoptimised ONNX file of the same precision as OpenVINO file ``f``."""
-    return next((n for n, g in by_name.items() if n.endswith(".onnx") and g["quantization"] == f["quantization"]
-                 and g["optimization"] == "none"), None)
+def _unoptimized_onnx(f: dict, by_name: dict[str, dict]) -> str | None:
+    """The unoptimised ONNX file of ``f``'s precision (other than ``f``): what an optimised file, or an OpenVINO
+    file, is compared with."""
+    return next((n for n, g in by_name.items() if n != f["file"] and n.endswith(".onnx")
+                 and g["quantization"] == f["quantization"] and g["optimization"] == "none"), None)
 
 
 def _ratios(best: dict[str, dict[int, float]], name: str, other: str | None) -> dict[str, float] | None:
@@ -80,13 +73,12 @@ def time_files(folder: Path, files: list[dict], texts: list[str], batches: tuple
         name = f["file"]
         speed = {"sentences_per_second": {str(b): round(v, 1) for b, v in best[name].items()},
                  "spread": {str(b): [round(min(v), 1), round(max(v), 1)] for b, v in rates[name].items()}}
-        sibling = _sibling(f, by_name)
-        if (r := _ratios(best, name, sibling)) is not None:
-            speed["vs_unoptimized"] = r
-            notes += _notes(name, sibling, r, "slower than")
-        if f.get("runtime") == "openvino" and (r := _ratios(best, name, twin := _onnx_twin(f, by_name))) is not None:
-            speed["vs_onnx"] = r  # the same precision in onnxruntime: what choosing OpenVINO gains or costs
-            notes += _notes(name, twin, r, "slower than")
+        plain = _unoptimized_onnx(f, by_name)
+        # an optimised file against no optimisation; an OpenVINO file against onnxruntime at its precision
+        key = "vs_onnx" if f.get("runtime") == "openvino" else "vs_unoptimized" if f["optimization"] != "none" else None
+        if key and (r := _ratios(best, name, plain)) is not None:
+            speed[key] = r
+            notes += _notes(name, plain, r, "slower than")
         if f["quantization"] != "none" and (r := _ratios(best, name, BASE_FILE)) is not None:
             speed["vs_fp32"] = r
             speed["faster_than_fp32"] = all(v > 1.0 for v in r.values())

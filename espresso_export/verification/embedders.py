@@ -165,8 +165,7 @@ def open_onnx(folder: Path, spec: str, *, threads: int | None, file: str | None 
     encoder = OnnxEncoder(folder, file, threads=threads)
     seconds = time.perf_counter() - start
     n_params, disk_bytes = onnx_footprint(folder, encoder.file)
-    details = {"threads_applied": threads is not None, "file": encoder.file,
-               "runtime": "openvino" if openvino else "onnxruntime"}
+    details = {"threads_applied": threads is not None, "file": encoder.file}
     if openvino:
         details["inference_num_threads"] = int(encoder.session.compiled.get_property("INFERENCE_NUM_THREADS"))
     else:
@@ -176,8 +175,9 @@ def open_onnx(folder: Path, spec: str, *, threads: int | None, file: str | None 
 
 
 def export_graph(path: Path) -> tuple[Path, str] | None:
-    """``(export folder, file)`` when ``path`` is a graph an export folder lists (``OUT/onnx/model.onnx``,
-    ``OUT/openvino/openvino_model_qint8_quantized.xml``): verify that file instead of the folder's default."""
+    """``(export folder, file)`` when ``path`` is a graph file inside an export folder (``OUT/onnx/model.onnx``,
+    ``OUT/openvino/openvino_model_qint8_quantized.xml``): verify that file instead of the folder's default
+    (:class:`OnnxEncoder` refuses a file the folder's ``export.json`` does not list)."""
     if path.suffix not in (".onnx", ".xml") or not path.is_file():
         return None
     for folder in path.resolve().parents[:2]:
