@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -229,3 +230,14 @@ def test_switches_show_no_type_in_help():
         res = CliRunner().invoke(app, [*args, "--help"], terminal_width=200)
         assert res.exit_code == 0 and "--help" in res.output, args
         assert "<bool>" not in res.output, args
+
+
+def test_a_reader_that_stops_early_gets_no_error_line():
+    """``espresso-export run --help | head``: the closed pipe ends the command silently with exit 1 (as rich and
+    click do), not with "error: BrokenPipeError"."""
+    proc = subprocess.Popen([sys.executable, "-m", "espresso_export", "run", "--help"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "80"})
+    proc.stdout.read(200)
+    proc.stdout.close()  # the reader goes away with most of the help unread
+    assert proc.wait(timeout=60) == 1
+    assert proc.stderr.read().decode() == ""

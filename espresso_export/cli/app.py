@@ -163,6 +163,15 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush does not fail on the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file descriptor (captured): nothing is flushed to the pipe
+        pass
+
+
 def _run(args: list[str], debug: bool) -> int:
     from espresso_export.core.console import err_console
 
@@ -171,6 +180,9 @@ def _run(args: list[str], debug: bool) -> int:
         return _invoke(args, exits)
     except (KeyboardInterrupt, *aborts) as e:
         return _stopped(e)
+    except BrokenPipeError:  # `espresso-export ... | head` stopped reading: silent, exit 1, as rich and click do
+        _drop_stdout()
+        return EXIT_RUNTIME
     except usage_errors as e:
         _say("[bold red]error:[/]", _usage_line(e))
         return EXIT_USAGE if e.exit_code == 2 else e.exit_code
