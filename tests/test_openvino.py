@@ -134,3 +134,36 @@ def test_push_stages_the_openvino_weights(minilm_export, ov_export, tmp_path):
     files = set(prepare(minilm_export[0], onnx=out).sources)
     for name in (FP32_FILE, INT8_FILE):
         assert name in files and name.replace(".xml", ".bin") in files
+
+
+def test_the_cards_sentence_transformers_openvino_snippet_gives_our_vectors(minilm_export, ov_export, tmp_path):
+    """The card's ``backend="openvino"`` snippet, run on the staged repository by sentence-transformers[openvino]
+    in the consumer environment (no espresso-export there), for both OpenVINO files."""
+    from consumers import localise, require_consumer, run_snippets
+
+    from espresso_export import push
+    from espresso_export.core.metrics import cosine_rows
+    from espresso_export.model.checkpoint import load
+    from espresso_export.model.embed import encode
+    from espresso_export.publishing.runtimes import OPENVINO, snippet
+    from espresso_export.publishing.staging import prepare
+    from espresso_export.publishing.usage import EXAMPLE_TEXTS
+
+    python = require_consumer("sentence_transformers", "optimum.intel")
+    out, _ = ov_export
+    repo, repo_id = tmp_path / "repo", "me/minilm-L3-d128"
+    push(minilm_export[0], repo_id, onnx=out, dry_run=repo)
+    facts = prepare(minilm_export[0], onnx=out).facts
+    assert snippet(OPENVINO, facts, repo_id) in (repo / "README.md").read_text()  # the card shows the int8 file's
+    assert INT8_FILE in snippet(OPENVINO, facts, repo_id)
+    codes = {f: localise(snippet(OPENVINO, facts, repo_id, f), repo_id, repo, TEXTS, EXAMPLE_TEXTS)
+             for f in (FP32_FILE, INT8_FILE)}
+    got = run_snippets(python, codes, tmp_path)
+    reference = encode(load(minilm_export[0]), TEXTS, batch_size=len(TEXTS))  # PyTorch
+    for name, to_ours, to_pytorch in ((FP32_FILE, 0.99999, 0.9999), (INT8_FILE, 0.9999, 0.99)):
+        ours = OnnxEncoder(out, name).encode(TEXTS)  # the graph's own sentence_embedding, run by OpenVINO
+        assert got[name].shape == ours.shape
+        # sentence-transformers pools last_hidden_state with the repository's modules, in torch (the int8 file
+        # also holds the Dense head with int8 weights: hence not bit-close there)
+        assert cosine_rows(got[name], ours).min() >= to_ours, name
+        assert cosine_rows(got[name], reference).min() >= to_pytorch, name

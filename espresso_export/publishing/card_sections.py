@@ -101,6 +101,9 @@ def summary_table(facts: ModelFacts) -> list[str]:
             ["weights (safetensors)", byte_size(facts.weights_bytes)]]
     if facts.onnx is not None:
         rows.append(["ONNX", ", ".join(f"`{name}` ({byte_size(size)})" for name, size in facts.onnx.graphs)])
+        if facts.onnx.openvino:
+            rows.append(["OpenVINO (.xml + .bin)", ", ".join(f"`{name}` ({byte_size(size)})"
+                                                            for name, size in facts.onnx.openvino)])
         if speed := onnx_speed(facts.onnx.manifest):
             rows.append(["ONNX speed (timed by the export)", speed])
     if facts.matryoshka_dims:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +53,7 @@ class OnnxFacts:
     graphs: list[tuple[str, int]]  # (path in the repository, bytes): onnx/model.onnx, ...
     manifest: dict
     runtimes_layout: bool = False  # True: the layout every runtime loads (onnx/model*.onnx, staged at the root)
+    openvino: list[tuple[str, int]] = field(default_factory=list)  # (openvino/NAME.xml, bytes of .xml + .bin)
 
     @property
     def repo_paths(self) -> list[str]:
@@ -251,5 +252,11 @@ def read_onnx_export(folder: str | Path) -> OnnxFacts:
     manifest = read_json(folder / EXPORT_MANIFEST)
     if not isinstance(manifest, dict):
         raise ValidationError(f"{folder / EXPORT_MANIFEST} is not a JSON object")
+    openvino = [(f"openvino/{x.name}", x.stat().st_size + _size(x.with_suffix(".bin")))  # export --format onnx,openvino
+                for x in sorted((folder / "openvino").glob("*.xml"))]
     return OnnxFacts(folder=folder, graphs=[(f"onnx/{g.name}", g.stat().st_size) for g in graphs], manifest=manifest,
-                     runtimes_layout=bool(nested))
+                     runtimes_layout=bool(nested), openvino=openvino)
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else 0

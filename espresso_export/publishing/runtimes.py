@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from espresso_export.exporting.openvino import FP32_FILE as OPENVINO_FP32_FILE
+from espresso_export.exporting.openvino import INT8_FILE as OPENVINO_INT8_FILE
 from espresso_export.publishing.facts import ModelFacts
 from espresso_export.publishing.usage import EXAMPLE_TEXTS, transformers_snippet
 from espresso_export.runtime import EMBEDDING_OUTPUT, TOKEN_OUTPUT
@@ -17,6 +19,7 @@ from espresso_export.runtime import EMBEDDING_OUTPUT, TOKEN_OUTPUT
 FP32_FILE = "onnx/model.onnx"
 INT8_FILE = "onnx/model_quantized.onnx"
 _DTYPE = {FP32_FILE: "fp32", INT8_FILE: "q8", "onnx/model_fp16.onnx": "fp16"}  # transformers.js names
+OPENVINO = "sentence-transformers-openvino"  # a runtime of the card only when the export has OpenVINO files
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,9 @@ RUNTIMES = {
 }
 
 
+_OPENVINO_NAME = "sentence-transformers (`backend=\"openvino\"`)"
+
+
 def onnx_files(facts: ModelFacts) -> list[str]:
     return facts.onnx.repo_paths if facts.onnx else []
 
@@ -52,9 +58,16 @@ def cpu_file(facts: ModelFacts) -> str:
     return INT8_FILE if INT8_FILE in onnx_files(facts) else FP32_FILE
 
 
+def openvino_file(facts: ModelFacts) -> str | None:
+    """The OpenVINO file a CPU user should load (``export --format onnx,openvino``): int8 when there, else fp32."""
+    files = [name for name, _ in facts.onnx.openvino] if facts.onnx else []
+    return next((f for f in (OPENVINO_INT8_FILE, OPENVINO_FP32_FILE) if f in files), None)
+
+
 def snippet(runtime: str, facts: ModelFacts, repo_id: str, file: str | None = None) -> str:
-    """The code that loads ``repo_id`` with ``runtime`` on graph ``file`` (default: :func:`cpu_file`)."""
-    file = file or cpu_file(facts)
+    """The code that loads ``repo_id`` with ``runtime`` on graph ``file`` (default: :func:`cpu_file`, or
+    :func:`openvino_file` for :data:`OPENVINO`)."""
+    file = file or (openvino_file(facts) if runtime == OPENVINO else cpu_file(facts))
     return _SNIPPETS[runtime](facts, repo_id, file)
 
 
@@ -63,6 +76,17 @@ def _sentence_transformers(facts: ModelFacts, repo_id: str, file: str) -> str:
     return "\n".join([
         "from sentence_transformers import SentenceTransformer", "",
         f'model = SentenceTransformer("{repo_id}", backend="onnx"{kwargs})',
+        f"embeddings = model.encode({EXAMPLE_TEXTS})",
+        f"print(embeddings.shape)  # (2, {facts.output_dim})"])
+
+
+def _sentence_transformers_openvino(facts: ModelFacts, repo_id: str, file: str) -> str:
+    return "\n".join([
+        "from sentence_transformers import SentenceTransformer", "",
+        "# f32: on CPUs with bf16, OpenVINO otherwise computes in bf16, not what the file was validated in",
+        f'model = SentenceTransformer("{repo_id}", backend="openvino",',
+        f'                            model_kwargs={{"file_name": "{file}",',
+        '                                          "ov_config": {"INFERENCE_PRECISION_HINT": "f32"}})',
         f"embeddings = model.encode({EXAMPLE_TEXTS})",
         f"print(embeddings.shape)  # (2, {facts.output_dim})"])
 
@@ -106,6 +130,7 @@ def _espresso(facts: ModelFacts, repo_id: str, file: str) -> str:
 
 _SNIPPETS = {
     "sentence-transformers": _sentence_transformers,
+    OPENVINO: _sentence_transformers_openvino,
     "optimum": lambda facts, repo_id, file: transformers_snippet(facts, repo_id, onnx_file=file),
     "fastembed": _fastembed,
     "transformers.js": _transformers_js,
@@ -117,6 +142,9 @@ def _table(facts: ModelFacts) -> list[str]:
     rows = ["| runtime | file (any `onnx/model*.onnx` loads) | output |", "|---|---|---|"]
     rows += [f"| {r.name} | `{cpu_file(facts)}` | {r.output} |" for r in RUNTIMES.values()]
     rows.append(f"| text-embeddings-inference (ONNX backend) | `{FP32_FILE}` | `{EMBEDDING_OUTPUT}` |")
+    if ov_file := openvino_file(facts):
+        rows.append(f"| {_OPENVINO_NAME} | `{ov_file}` | `{TOKEN_OUTPUT}`, pooled and projected by the repository's "
+                    "own modules |")
     return rows
 
 
@@ -131,6 +159,12 @@ def load_it_with_section(facts: ModelFacts, repo_id: str) -> list[str]:
     for key, runtime in RUNTIMES.items():
         lines += [f"### {runtime.name}", "", f"`{runtime.install}`", "", f"```{runtime.language}",
                   snippet(key, facts, repo_id), "```", ""]
+    if ov_file := openvino_file(facts):
+        lines += [f"### {_OPENVINO_NAME}", "", '`pip install "sentence-transformers[openvino]"`', "",
+                  (f"`openvino/` holds the same model as OpenVINO IR ({', '.join(f'`{f}`' for f, _ in facts.onnx.openvino)},"
+                   " each with its `.bin`), validated like the ONNX graphs. The int8 file's weights are int8 and "
+                   "OpenVINO quantises the activations per token at run time, in the group size written into the "
+                   "file."), "", "```python", snippet(OPENVINO, facts, repo_id, ov_file), "```", ""]
     lines += ["### text-embeddings-inference", "",
               (f"TEI's ONNX backend (its CPU images) opens `{FP32_FILE}`, reads `config.json` and uses the "
               f"`{EMBEDDING_OUTPUT}` output: `text-embeddings-router --model-id {repo_id}`. "
