@@ -10,6 +10,9 @@ fidelity, batch 8 and 128).
 
     python benchmarks/side_by_side.py benchmarks/.out/minilm-L3-d128-int8 \\
         "fp32=onnx/model.onnx" "int8=onnx/model_quantized.onnx" "previous int8=/path/to/old.onnx" --rounds 5
+
+An OpenVINO file runs on its dynamic model; ``FILE.xml@fixed`` runs one text at a time on its fixed-shape copies
+(``runtime.FIXED_WIDTHS``), as an export that kept them (``fixed_widths`` in export.json) does.
 """
 
 from __future__ import annotations
@@ -41,15 +44,16 @@ def main() -> None:
 
     from espresso_export.core.cpu import int8_isa
     from espresso_export.data import read_sts
-    from espresso_export.runtime import EMBEDDING_OUTPUT, OnnxEncoder, OpenVinoSession
+    from espresso_export.runtime import EMBEDDING_OUTPUT, FIXED_WIDTHS, OnnxEncoder, OpenVinoSession
 
     files = {}
     for item in args.files:
         label, sep, path = item.partition("=")
+        path, at, way = path.partition("@")
         path = Path(path) if Path(path).is_absolute() else args.folder / path
-        if not sep or not path.is_file():
-            parser.error(f"{item}: expected LABEL=FILE with an existing file")
-        files[label] = path
+        if not sep or not path.is_file() or (at and (way != "fixed" or path.suffix != ".xml")):
+            parser.error(f"{item}: expected LABEL=FILE (or LABEL=FILE.xml@fixed) with an existing file")
+        files[label] = (path, FIXED_WIDTHS if at else ())
     pairs = read_sts(stsb("test"))
     texts = list(dict.fromkeys(pairs.sentence1 + pairs.sentence2))
     enc = OnnxEncoder(args.folder)
@@ -57,15 +61,19 @@ def main() -> None:
     # sessions built here, not exporting.timing.measure (OnnxEncoder per file): the files compared need not be
     # listed in the folder's export.json, and the feeds are tokenised once, outside the timed loop
     sessions = {}
-    for label, path in files.items():
+    for label, (path, widths) in files.items():
         for threads in [int(t) for t in args.threads.split(",")]:
             if path.suffix == ".xml":  # an OpenVINO file (export --format onnx,openvino)
-                session = OpenVinoSession(path, threads)
+                session = OpenVinoSession(path, threads, pad_token_id=enc.pad_token_id, padding_side=enc.padding_side,
+                                          fixed_widths=widths)
             else:
                 options = ort.SessionOptions()
                 options.intra_op_num_threads, options.inter_op_num_threads, options.log_severity_level = threads, 1, 3
                 session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
             sessions[label, threads] = (session, {i.name for i in session.get_inputs()})
+    for session, names in sessions.values():  # once: every batch-1 shape (compiles the fixed-shape copies)
+        for f in feeds[1]:
+            session.run([EMBEDDING_OUTPUT], {k: v for k, v in f.items() if k in names})
     rates: dict = {}
     load_before = os.getloadavg()
     for _ in range(args.rounds):
@@ -79,7 +87,8 @@ def main() -> None:
                     n += len(f["input_ids"])
                 rates.setdefault(f"{threads}|{b}|{label}", []).append(n / (time.perf_counter() - start))
     first = next(iter(files))
-    result = {"cpu": int8_isa(), "rounds": args.rounds, "files": {k: str(v) for k, v in files.items()},
+    result = {"cpu": int8_isa(), "rounds": args.rounds,
+              "files": {k: str(p) + ("@fixed" if w else "") for k, (p, w) in files.items()},
               "load_average": [load_before, os.getloadavg()], "rates": {}}
     for key, values in rates.items():
         threads, b, label = key.split("|", 2)

@@ -9,7 +9,11 @@ The public API is imported lazily so ``import espresso_export`` (and the CLI's
 
 from __future__ import annotations
 
+from espresso_export.core.telemetry import no_onnxruntime_telemetry
+
 __version__ = "0.1.0"
+
+no_onnxruntime_telemetry()  # onnxruntime would report usage from its import on (core/telemetry.py)
 
 _LAZY = {
     "shrink": ("espresso_export.shrinking.shrink", "shrink"),

@@ -104,7 +104,7 @@ def keep_signal_stack():
 def compile_openvino(model, config: dict | None = None):
     """OpenVINO's CPU compiled model of ``model`` (a path or an ``ov.Model``) in fp32 inference precision, the
     thread's signal stack kept (:func:`keep_signal_stack`): how every OpenVINO file here is run."""
-    require("openvino-runtime")
+    require("openvino-runtime")  # first: it keeps OpenVINO's usage reports off (core/telemetry.py)
     import openvino as ov
 
     with keep_signal_stack():
@@ -116,6 +116,16 @@ class _Port:
         self.name = name
 
 
+# One text of up to 64 tokens can run on a copy of the model compiled for a fixed shape (1, W), W the smallest
+# of these widths that holds it (the text padded and masked out): OpenVINO's CPU plugin re-prepares every node
+# when the input shape changes from one call to the next, which at batch 1 can cost more than a small model's
+# compute, while the padding costs compute. So the export times both ways on its probe sentences and writes the
+# widths into the file's export.json entry (``fixed_widths``) only when the copies were faster in every round
+# (exporting/timing.py; all-MiniLM-L6-v2 L3/d128 int8: 1.32x, all-mpnet-base-v2 L4/d128 int8: 0.83x, 1 thread;
+# benchmarks/README.md, "OpenVINO at batch 1"). Batches, longer texts and older exports use the dynamic model.
+FIXED_WIDTHS = (16, 32, 48, 64)
+
+
 class OpenVinoSession:
     """An OpenVINO file (``openvino/*.xml`` of an export folder) behind onnxruntime's session interface
     (``get_inputs``, ``get_outputs``, ``run``), so :class:`OnnxEncoder` tokenises and batches for it the same way.
@@ -123,15 +133,21 @@ class OpenVinoSession:
     fp32 inference precision (``INFERENCE_PRECISION_HINT``): OpenVINO's CPU default is bf16 on CPUs with bf16
     instructions, where the fp32 file then misses the fp32 gate (min cosine 0.99989 on all-mpnet-base-v2
     L4/d128); a file cannot carry that setting. The int8 file's activation group size is OpenVINO's own
-    reading of the file."""
+    reading of the file. With ``fixed_widths`` (see :data:`FIXED_WIDTHS`), one short text runs on a fixed-shape
+    copy of the model; the outputs are the same (token outputs cut back to the text's width)."""
 
-    def __init__(self, path: Path, threads: int | None = None) -> None:
+    def __init__(self, path: Path, threads: int | None = None, *, pad_token_id: int = 0,
+                 padding_side: str = "right", fixed_widths: Sequence[int] = ()) -> None:
         # one stream: the calls here are one batch at a time
-        config: dict = {"PERFORMANCE_HINT": "LATENCY"}
+        self.config: dict = {"PERFORMANCE_HINT": "LATENCY"}
         if threads is not None:
-            config["INFERENCE_NUM_THREADS"] = int(threads)
-        self.compiled = compile_openvino(str(path), config)
+            self.config["INFERENCE_NUM_THREADS"] = int(threads)
+        self.path = Path(path)
+        self.compiled = compile_openvino(str(path), self.config)
         self.request = self.compiled.create_infer_request()
+        self.pad_token_id, self.padding_side = pad_token_id, padding_side
+        self.fixed_widths = tuple(sorted(int(w) for w in fixed_widths))
+        self.fixed: dict[int, tuple] = {}  # width -> (compiled, request), compiled on first use
 
     def get_inputs(self) -> list[_Port]:
         return [_Port(p.get_any_name()) for p in self.compiled.inputs]
@@ -140,8 +156,37 @@ class OpenVinoSession:
         return [_Port(p.get_any_name()) for p in self.compiled.outputs]
 
     def run(self, outputs: Sequence[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
-        result = self.request.infer(feed)  # copies the outputs (share_outputs=False)
-        return [result[self.compiled.output(name)] for name in outputs]
+        rows, width = next(iter(feed.values())).shape
+        fixed = next((w for w in self.fixed_widths if w >= width), None) if rows == 1 else None
+        # shared buffers (no copy of the inputs in, nor of the outputs not asked for); the asked ones are copied out
+        if fixed is None:
+            result = self.request.infer(feed, share_inputs=True, share_outputs=True)
+            return [result[self.compiled.output(name)].copy() for name in outputs]
+        compiled, request = self._fixed(fixed)
+        result = request.infer({name: self._pad(name, array, fixed) for name, array in feed.items()},
+                               share_inputs=True, share_outputs=True)
+        return [self._cut(name, result[compiled.output(name)], width).copy() for name in outputs]
+
+    def _fixed(self, width: int) -> tuple:
+        if width not in self.fixed:
+            import openvino as ov
+
+            model = ov.Core().read_model(str(self.path))
+            model.reshape({p.get_any_name(): ov.PartialShape([1, width]) for p in model.inputs})
+            compiled = compile_openvino(model, self.config)
+            self.fixed[width] = (compiled, compiled.create_infer_request())
+        return self.fixed[width]
+
+    def _pad(self, name: str, array: np.ndarray, width: int) -> np.ndarray:
+        extra = width - array.shape[1]
+        value = self.pad_token_id if name == "input_ids" else 0  # mask 0: the padding is never attended to
+        where = ((0, 0), (extra, 0)) if self.padding_side == "left" else ((0, 0), (0, extra))
+        return np.pad(array, where, constant_values=value)
+
+    def _cut(self, name: str, array: np.ndarray, width: int) -> np.ndarray:
+        if name not in (TOKEN_OUTPUT, LEGACY_TOKEN_OUTPUT):
+            return array
+        return array[:, array.shape[1] - width:] if self.padding_side == "left" else array[:, :width]
 
 
 class OnnxEncoder:
@@ -152,7 +197,8 @@ class OnnxEncoder:
     ``"model_int8.onnx"``, pick the same files); by default the one ``export.json`` names as
     ``default_file``. ``threads`` sets onnxruntime's intra-op threads. An OpenVINO file of the folder
     (``"openvino/openvino_model_qint8_quantized.xml"``, ``export --format onnx,openvino``) runs in OpenVINO
-    (:class:`OpenVinoSession`) with the same tokenisation.
+    (:class:`OpenVinoSession`) with the same tokenisation; ``fixed_widths`` overrides the export's choice of
+    fixed-shape copies for one text at a time (:data:`FIXED_WIDTHS`; ``()``: the dynamic model only).
     """
 
     def __init__(
@@ -162,6 +208,7 @@ class OnnxEncoder:
         *,
         threads: int | None = None,
         providers: Sequence[str] | None = None,
+        fixed_widths: Sequence[int] | None = None,
     ) -> None:
         from tokenizers import Tokenizer
 
@@ -186,7 +233,9 @@ class OnnxEncoder:
 
         path = self.folder / self.file
         if path.suffix == ".xml":
-            self.session = OpenVinoSession(path, threads)
+            widths = self.entry.get("fixed_widths", ()) if fixed_widths is None else fixed_widths
+            self.session = OpenVinoSession(path, threads, pad_token_id=self.pad_token_id,
+                                           padding_side=self.padding_side, fixed_widths=widths)
         else:
             require("onnx-runtime")
             import onnxruntime as ort

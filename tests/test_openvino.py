@@ -11,7 +11,7 @@ import pytest
 
 from espresso_export.core.errors import ValidationError
 from espresso_export.exporting.options import ExportOptions, parse_formats
-from espresso_export.runtime import EXPORT_FILE, OnnxEncoder, keep_signal_stack
+from espresso_export.runtime import EXPORT_FILE, FIXED_WIDTHS, TOKEN_OUTPUT, OnnxEncoder, keep_signal_stack
 
 ov = pytest.importorskip("openvino", reason="the OpenVINO export needs openvino (pip install espresso-export[openvino])")
 pytest.importorskip("nncf", reason="the OpenVINO int8 file needs nncf (pip install espresso-export[openvino])")
@@ -58,6 +58,10 @@ def test_openvino_files_are_validated_timed_and_never_the_default(ov_export):
     # the chosen group is the first (largest) that met the calibration target, or the smallest
     met = [int(g) for g, c in int8["calibration_min_cosine"].items() if c >= int8["calibration_target"]]
     assert int8["group_size"] == (met[0] if met else GROUP_SIZES[-1])
+    for name in (FP32_FILE, INT8_FILE):  # fixed-shape copies for one text at a time: timed, kept when faster
+        entry = files[name]
+        assert entry["fixed_widths"] in ([], list(FIXED_WIDTHS)) and entry["speed"]["batch1_fixed_vs_dynamic"] > 0
+        assert OnnxEncoder(out, name).session.fixed_widths == tuple(entry["fixed_widths"])
     assert files[INT8_FILE]["bytes"] < files[FP32_FILE]["bytes"] / 3
     assert info["default_file"].endswith(".onnx") and result.default_file == info["default_file"]
     assert not files[INT8_FILE]["recommended"]
@@ -88,6 +92,22 @@ def test_openvino_int8_is_close_to_fp32_and_independent_of_its_batch(ov_export):
     assert (together * fp32).sum(axis=1).min() >= 0.99
     # activation groups never span two tokens: a text's vector does not move with the other texts of its batch
     assert (together * alone).sum(axis=1).min() >= 0.9999
+
+
+@pytest.mark.parametrize("name", [FP32_FILE, INT8_FILE])
+def test_one_text_on_a_fixed_shape_copy_gives_the_dynamic_models_outputs(ov_export, name):
+    out, _ = ov_export
+    fixed = OnnxEncoder(out, name, fixed_widths=FIXED_WIDTHS)
+    dynamic = OnnxEncoder(out, name, fixed_widths=())
+    for text in (TEXTS[0], TEXTS[3], "word " * 100):  # 9 and 3 tokens: padded to 16; 102: past the widths
+        enc = fixed.tokenize([text])
+        got = fixed.run(enc, ("sentence_embedding", TOKEN_OUTPUT))
+        want = dynamic.run(enc, ("sentence_embedding", TOKEN_OUTPUT))
+        assert got[1].shape == want[1].shape == (1, len(enc[0].ids), 384)  # the padding cut off again
+        np.testing.assert_allclose(got[0], want[0], atol=1e-5)
+        np.testing.assert_allclose(got[1], want[1], atol=1e-4)
+    assert sorted(fixed.session.fixed) == [16] and not dynamic.session.fixed  # 102 tokens: the dynamic model
+    assert fixed.encode(TEXTS, batch_size=8).shape == (len(TEXTS), 128) and sorted(fixed.session.fixed) == [16]
 
 
 def test_verify_opens_one_graph_file_of_an_export_folder(ov_export):
@@ -167,3 +187,22 @@ def test_the_cards_sentence_transformers_openvino_snippet_gives_our_vectors(mini
         # also holds the Dense head with int8 weights: hence not bit-close there)
         assert cosine_rows(got[name], ours).min() >= to_ours, name
         assert cosine_rows(got[name], reference).min() >= to_pytorch, name
+
+
+@pytest.mark.parametrize("consent", [None, "0", "1"])
+def test_openvino_and_nncf_report_no_usage_unless_the_user_opted_in(tmp_path, consent):
+    """openvino and nncf report usage to Google Analytics and write ~/intel/ unless a consent file says no:
+    through our code they are imported with openvino_telemetry hidden, unless the consent file says yes."""
+    import os
+    import subprocess
+
+    if consent is not None:
+        (tmp_path / "intel").mkdir()
+        (tmp_path / "intel" / "openvino_telemetry").write_text(consent)
+    code = ("import sys; from espresso_export.core.extras import require; require('openvino-export'); "
+            "import openvino, nncf; print(sys.modules.get('openvino_telemetry') is None)")
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "NNCF_CI")} | {"HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, check=True)
+    assert out.stdout.strip() == ("False" if consent == "1" else "True"), out.stderr[-2000:]
+    if consent is None:
+        assert not (tmp_path / "intel").exists()  # nothing written into the user's home

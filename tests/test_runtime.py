@@ -115,3 +115,19 @@ def test_format_1_export_folder_still_loads(bert_export, tmp_path):
         assert enc.file == "model.onnx" and enc.token_output == "token_embeddings"
         np.testing.assert_allclose(enc.encode(TEXTS), expected, atol=1e-6)
         assert enc.run(enc.tokenize(TEXTS[:2]), outputs=[enc.token_output])[0].ndim == 3
+
+
+@pytest.mark.parametrize("users_value", [None, "0"])
+def test_onnxruntime_reports_no_usage_unless_the_user_says_so(tmp_path, users_value):
+    """onnxruntime's Linux wheels record a device id and a usage event under ~/.cache at import: off through
+    espresso-export (ORT_DISABLE_TELEMETRY=1), unless the user set the switch themselves."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "ORT_DISABLE_TELEMETRY"} | {"HOME": str(tmp_path)}
+    if users_value is not None:
+        env["ORT_DISABLE_TELEMETRY"] = users_value
+    code = "import os, espresso_export, onnxruntime; print(os.environ['ORT_DISABLE_TELEMETRY'])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=True)
+    assert out.stdout.strip() == (users_value or "1")
+    if users_value is None:
+        assert not list(tmp_path.rglob("*")), "nothing written into the user's home"

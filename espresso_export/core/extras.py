@@ -24,6 +24,7 @@ import importlib
 from dataclasses import dataclass
 
 from espresso_export.core.errors import ValidationError
+from espresso_export.core.telemetry import TELEMETRY_MODULES, no_openvino_telemetry
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ def missing_modules(feature: str) -> list[str]:
     """The modules of ``feature`` that cannot be imported (absent, or broken: an import is the only true test)."""
     out = []
     for module in EXTRAS[feature].modules:
+        if module in TELEMETRY_MODULES:
+            no_openvino_telemetry()  # before their first import (core/telemetry.py)
         try:
             importlib.import_module(module)
         except ImportError:

@@ -60,7 +60,7 @@ def _embeddings(model, feeds: list[dict], group: int | None = None) -> np.ndarra
 
 def write_openvino(folder: Path, onnx_fp32: Path, feeds: list[dict], *, int8: bool, target: float) -> list[dict]:
     """Write the OpenVINO files of ``onnx_fp32`` into ``folder``; returns their export.json entries."""
-    import openvino as ov
+    import openvino as ov  # after require("openvino-export"), which keeps their usage reports off
 
     from espresso_export.core.metrics import cosine_rows
 

@@ -24,14 +24,23 @@ TIMING_ROUNDS = 3
 
 
 def measure(folder: Path, names: list[str], texts: list[str], batches: tuple[int, ...],
-            rounds: int = TIMING_ROUNDS, threads: int | None = None) -> dict[str, dict[int, list[float]]]:
-    """Sentences per second of each file at each batch size, one list entry per interleaved round."""
+            rounds: int = TIMING_ROUNDS, threads: int | None = None,
+            fixed_widths: dict[str, list[int]] | None = None) -> dict[str, dict[int, list[float]]]:
+    """Sentences per second of each file at each batch size, one list entry per interleaved round
+    (``fixed_widths``: an OpenVINO file's fixed-shape copies, as :func:`choose_fixed_widths` chose them)."""
     from espresso_export.runtime import OnnxEncoder
 
-    encoders = {name: OnnxEncoder(folder, name, threads=threads) for name in names}
-    for enc in encoders.values():  # warm-up: first runs allocate and pick kernels
+    widths = fixed_widths or {}
+    return _rates({name: OnnxEncoder(folder, name, threads=threads, fixed_widths=widths.get(name))
+                   for name in names}, texts, batches, rounds)
+
+
+def _rates(encoders: dict, texts: list[str], batches: tuple[int, ...], rounds: int) -> dict[str, dict[int, list[float]]]:
+    for enc in encoders.values():  # warm-up: first runs allocate and pick kernels (and compile fixed shapes)
         enc.encode(texts[:max(batches)], batch_size=max(batches))
-    rates: dict[str, dict[int, list[float]]] = {n: {b: [] for b in batches} for n in names}
+        if 1 in batches:
+            enc.encode(texts, batch_size=1)
+    rates: dict[str, dict[int, list[float]]] = {n: {b: [] for b in batches} for n in encoders}
     for _ in range(rounds):
         for name, enc in encoders.items():
             for b in batches:
@@ -39,6 +48,21 @@ def measure(folder: Path, names: list[str], texts: list[str], batches: tuple[int
                 enc.encode(texts, batch_size=b)
                 rates[name][b].append(len(texts) / (time.perf_counter() - start))
     return rates
+
+
+def choose_fixed_widths(folder: Path, name: str, texts: list[str], threads: int | None = None) -> dict:
+    """One text at a time through the OpenVINO file ``name``: its fixed-shape copies (runtime ``FIXED_WIDTHS``)
+    against the dynamic model, interleaved. The copies are kept only when faster in every round (the rule of
+    :func:`recommend`): padding costs compute, the shape change per call costs set-up, and which weighs more
+    depends on the model and the CPU. Returns ``{"fixed_widths": [...] or [], "fixed_vs_dynamic": ratio}``."""
+    from espresso_export.runtime import FIXED_WIDTHS, OnnxEncoder
+
+    ways = {"dynamic": (), "fixed": FIXED_WIDTHS}
+    rates = _rates({way: OnnxEncoder(folder, name, threads=threads, fixed_widths=w) for way, w in ways.items()},
+                   texts, (1,), TIMING_ROUNDS)
+    kept = recommend(rates, list(ways), "dynamic") == "fixed"
+    return {"fixed_widths": list(FIXED_WIDTHS) if kept else [],
+            "fixed_vs_dynamic": round(max(rates["fixed"][1]) / max(rates["dynamic"][1]), 3)}
 
 
 def _unoptimized_onnx(f: dict, by_name: dict[str, dict]) -> str | None:
@@ -65,7 +89,12 @@ def time_files(folder: Path, files: list[dict], texts: list[str], batches: tuple
     """Time ``files`` (export.json entries, updated in place with ``speed``); returns the ``timing`` record."""
     texts = list(dict.fromkeys(texts))[:TIMING_SENTENCES]
     names = [f["file"] for f in files]
-    rates = measure(folder, names, texts, batches)
+    batch1 = {f["file"]: choose_fixed_widths(folder, f["file"], texts) for f in files
+              if f.get("runtime") == "openvino" and 1 in batches}
+    for f in files:
+        if f["file"] in batch1:
+            f["fixed_widths"] = batch1[f["file"]]["fixed_widths"]
+    rates = measure(folder, names, texts, batches, fixed_widths={n: c["fixed_widths"] for n, c in batch1.items()})
     best = {n: {b: max(v) for b, v in r.items()} for n, r in rates.items()}
     by_name = {f["file"]: f for f in files}
     notes: list[str] = []
@@ -83,6 +112,8 @@ def time_files(folder: Path, files: list[dict], texts: list[str], batches: tuple
             speed["vs_fp32"] = r
             speed["faster_than_fp32"] = all(v > 1.0 for v in r.values())
             notes += _notes(name, BASE_FILE, r, "not faster than")
+        if name in batch1:  # one text at a time: fixed-shape copies against the dynamic model
+            speed["batch1_fixed_vs_dynamic"] = batch1[name]["fixed_vs_dynamic"]
         f["speed"] = speed
     # the default file stays an ONNX file (onnxruntime alone loads it): OpenVINO files are timed, not recommended
     passed = [f for f in files if f.get("validation", {}).get("passed", True) and f["file"].endswith(".onnx")]
