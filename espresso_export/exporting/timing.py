@@ -113,7 +113,9 @@ def time_files(folder: Path, files: list[dict], texts: list[str], batches: tuple
             speed["faster_than_fp32"] = all(v > 1.0 for v in r.values())
             notes += _notes(name, BASE_FILE, r, "not faster than")
         if name in batch1:  # one text at a time: fixed-shape copies against the dynamic model
-            speed["batch1_fixed_vs_dynamic"] = batch1[name]["fixed_vs_dynamic"]
+            speed["batch1_fixed_vs_dynamic"] = ratio = batch1[name]["fixed_vs_dynamic"]
+            if f["fixed_widths"]:
+                notes.append(f"{name} runs one text at a time on fixed-shape copies ({ratio:.2f}x the dynamic model)")
         f["speed"] = speed
     # the default file stays an ONNX file (onnxruntime alone loads it): OpenVINO files are timed, not recommended
     passed = [f for f in files if f.get("validation", {}).get("passed", True) and f["file"].endswith(".onnx")]
