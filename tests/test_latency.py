@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from espresso_export.verification.embedders import open_embedder
+from espresso_export.verification.embedders import Embedder, open_embedder
 from espresso_export.verification.latency import BatchTiming, Plan, fixed_threads, median_ci, time_batch_size
 from espresso_export.verification.latency_report import LatencyRow, LatencySetup, latency_dict
 
@@ -131,3 +132,38 @@ def test_unreliable_ratio_is_marked_in_table_markdown_and_json():
     markdown = report.to_markdown()
     assert "x? |" in markdown and "? not reliable, batch 32: " in markdown
     assert report.to_dict()["source_cache"]["reused_texts"] == 2758
+
+
+class CacheWorld:
+    """Stand-in for a CPU's caches: a call is slow (30 ms, not 10) when another model ran last. The clock moves
+    by the last call's time at its next reading."""
+
+    def __init__(self) -> None:
+        self.last, self.pending, self.now = None, 0.0, 0.0
+
+    def clock(self) -> float:
+        self.now, self.pending = self.now + self.pending, 0.0
+        return self.now
+
+
+@dataclass
+class CacheSensitive(Embedder):
+    world: CacheWorld | None = None
+
+    def encode(self, texts, batch_size=32):
+        self.world.pending = 0.010 if self.world.last is self else 0.030
+        self.world.last = self
+        return np.zeros((len(texts), self.dim), dtype=np.float32)
+
+
+def test_each_model_is_timed_after_its_own_batch_not_after_the_other_models():
+    """Two equal models whose calls slow down after the other's (cold caches; a runtime's threads still
+    spinning): each timed call must follow one of the model's own, so they measure equal, at their warm speed."""
+    world = CacheWorld()
+    models = [CacheSensitive(spec=n, kind="pytorch", dim=2, n_params=None, disk_bytes=None, load_seconds=0.0,
+                             world=world) for n in ("candidate", "source")]
+    timing = time_batch_size(models, TEXTS, 1, Plan(min_rounds=3, warmup=1, max_rounds=3), clock=world.clock,
+                             load=lambda: 0.0, cores=2)
+    row = LatencyRow.of(timing)
+    assert row.candidate.p50_ms == pytest.approx(10.0) and row.source.p50_ms == pytest.approx(10.0)
+    assert row.speedup == pytest.approx(1.0) and row.reliable

@@ -3,10 +3,15 @@
 Built as benchmark harnesses (pyperf, Google benchmark) do, because a shared machine lies:
 
 * **Warm-up.** Each model runs a few untimed batches first (allocations, kernel selection, lazy imports).
-* **Interleaving.** A *round* is one pass over the same fixed batches; within it the models take turns batch
-  by batch, and the turn order flips every round, so a load spike from another process hits all of them
-  alike. The speed-up is the median of the per-round *paired* ratios (candidate round time / source round
-  time of the same round), which cancels slow drifts in the machine's speed.
+* **Interleaving.** A *round* is one pass over the same fixed batches; within it the models take turns, each
+  running all the batches after one untimed batch of its own, and the turn order flips every round. Turns
+  batch by batch were measured to bias both ways (all-mpnet-base-v2 in PyTorch against its L4/d128 int8 cut,
+  2 threads, batch 1): the OpenVINO file took 5.1 ms a text right after a PyTorch batch against 2.3 ms after
+  its own (cold caches; still 4.3 ms after a 100 ms pause), and PyTorch took 68.6 ms right after an
+  onnxruntime batch against 35.9 ms (onnxruntime's threads spin on after a call). verify then reported 7.2x at
+  batch 1 where its own turns give 15.5x (and a separate run on other sentences 20.3x). The speed-up is the median of the per-round *paired*
+  ratios (candidate round time / source round time of the same round), which cancels slow drifts in the
+  machine's speed.
 * **Enough repetitions.** Rounds continue (at least ``min_rounds``) until the median ratio's 95% confidence
   interval is within ``ci_target`` of it, or ``budget_s`` seconds of measuring, or ``MAX_ROUNDS``.
 * **Spread reported.** Per model: median, quartiles, min and max of the round times; the p95/p50 of the same
@@ -235,11 +240,12 @@ class Plan:
 
 
 def _round(embedders: Sequence[Embedder], batches: list[list[str]], bs: int, reverse: bool, clock: Clock) -> np.ndarray:
-    """One round: every batch through every model, taking turns; seconds[e, b]."""
+    """One round: each model in turn runs every batch, after one untimed batch of its own; seconds[e, b]."""
     out = np.zeros((len(embedders), len(batches)))
     order = list(range(len(embedders)))[:: -1 if reverse else 1]
-    for b, batch in enumerate(batches):
-        for e in order:
+    for e in order:
+        embedders[e].encode(batches[0], batch_size=bs)  # untimed: what the previous model left behind passes
+        for b, batch in enumerate(batches):
             start = clock()
             embedders[e].encode(batch, batch_size=bs)
             out[e, b] = clock() - start
