@@ -206,3 +206,19 @@ def test_openvino_and_nncf_report_no_usage_unless_the_user_opted_in(tmp_path, co
     assert out.stdout.strip() == ("False" if consent == "1" else "True"), out.stderr[-2000:]
     if consent is None:
         assert not (tmp_path / "intel").exists()  # nothing written into the user's home
+
+
+def test_one_encoder_serves_several_threads(ov_export):
+    """A server's threads sharing one encoder (as they may share an onnxruntime session): each text gets its own
+    vector (an OpenVINO infer request shared between threads gave other texts' vectors)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    out, _ = ov_export
+    enc = OnnxEncoder(out, INT8_FILE, fixed_widths=FIXED_WIDTHS)
+    texts = [f"sentence {i} about " + "words " * (i % 23) for i in range(48)]  # one call each: 16, 32, 48 wide
+    alone = np.stack([enc.encode(t) for t in texts])
+    with ThreadPoolExecutor(4) as pool:
+        together = np.stack(list(pool.map(enc.encode, texts)))
+        batches = list(pool.map(lambda i: enc.encode(texts[i:i + 8], batch_size=8), range(0, len(texts), 8)))
+    np.testing.assert_array_equal(together, alone)
+    assert (np.concatenate(batches) * alone).sum(axis=1).min() >= 0.9999
