@@ -18,7 +18,9 @@ Built as benchmark harnesses (pyperf, Google benchmark) do, because a shared mac
   batch repeated (spikes); the ratio's CI.
 * **Threads fixed and recorded** (:func:`fixed_threads`; ONNX sessions get theirs when opened).
 * **A verdict.** :meth:`BatchTiming.reasons` lists why a measurement is not to be trusted (too few rounds,
-  spread or spikes above :class:`Limits`, a loose CI, a 1-minute load average above the usable cores).
+  spread or spikes above :class:`Limits`, a loose CI, other processes keeping more than a quarter of a core
+  busy while measuring (``/proc/stat`` less this process's own CPU time; elsewhere, a 1-minute load average above
+  the usable cores)).
 
 The clock and the load probe are parameters, so a test can feed a noisy or a quiet clock. A batch's time
 includes tokenisation, as a caller of ``encode`` would see it.
@@ -52,6 +54,7 @@ class Limits:
     max_tail: float = 2.0  # p95 / p50 of one batch's repeated times (spikes from other processes)
     max_ci: float = 0.10  # half-width of the ratio's 95% CI / the ratio
     min_rounds: int = 3  # fewer rounds: the spread is unknown
+    max_other_cores: float = 0.25  # CPU other processes used on average (an idle machine here: 0.002)
 
 
 def usable_cores() -> int:
@@ -67,6 +70,19 @@ def one_minute_load() -> float | None:
         return os.getloadavg()[0]
     except (AttributeError, OSError):  # not on every platform
         return None
+
+
+def cpu_seconds() -> tuple[float, float] | None:
+    """(busy CPU seconds of the whole machine, CPU seconds of this process) now, from ``/proc/stat`` and
+    ``os.times()``; None where ``/proc/stat`` is missing (not Linux)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    own = os.times()
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK"), own.user + own.system
 
 
 def median_ci(values: Sequence[float]) -> tuple[float, float]:
@@ -135,6 +151,7 @@ class BatchTiming:
     load_average: float | None  # the highest 1-minute load average seen while measuring
     cores: int
     threads: int | None
+    other_cores: float | None = None  # CPU cores other processes kept busy on average while measuring (Linux)
 
     @property
     def rounds(self) -> int:
@@ -173,7 +190,11 @@ class BatchTiming:
             r = self.ratio(0, 1)
             if r.half_width > limits.max_ci:
                 out.append(f"ratio 95% CI {r.low:.3f}-{r.high:.3f} wider than +-{limits.max_ci:.0%}")
-        if self.load_average is not None and self.load_average > self.cores:
+        if self.other_cores is not None:  # what other processes used while measuring, this process left out
+            if self.other_cores > limits.max_other_cores:
+                out.append(f"other processes kept {self.other_cores:.2f} of {self.cores} cores busy while measuring "
+                           f"(above {limits.max_other_cores:g})")
+        elif self.load_average is not None and self.load_average > self.cores:
             out.append(f"1-min load average {self.load_average:.1f} above {self.cores} cores (other processes "
                        f"compete)")
         if self.threads is not None and self.threads > self.cores:
@@ -268,8 +289,11 @@ def _done(rounds: list[np.ndarray], plan: Plan, started: float, clock: Clock, n_
 
 def time_batch_size(embedders: Sequence[Embedder], texts: Sequence[str], batch_size: int, plan: Plan = Plan(), *,
                     clock: Clock = time.perf_counter, load: Callable[[], float | None] = one_minute_load,
-                    cores: int | None = None) -> BatchTiming:
-    """Warm up, then time rounds of interleaved batches at one batch size until ``plan`` says stop."""
+                    cores: int | None = None,
+                    cpu: Callable[[], tuple[float, float] | None] = cpu_seconds) -> BatchTiming:
+    """Warm up, then time rounds of interleaved batches at one batch size until ``plan`` says stop. ``cpu``
+    (:func:`cpu_seconds`) tells what other processes used meanwhile: the 1-minute load average lags by a minute
+    and counts this process's own threads (a ``run``'s training step just before made verify distrust itself)."""
     if plan.min_rounds < 1:
         raise ValidationError(f"latency rounds must be at least 1, got {plan.min_rounds}")
     batches = full_batches(texts, batch_size)
@@ -278,7 +302,7 @@ def time_batch_size(embedders: Sequence[Embedder], texts: Sequence[str], batch_s
             emb.encode(batches[i % len(batches)], batch_size=batch_size)
     loads = [load()]
     rounds: list[np.ndarray] = []
-    started = clock()
+    started, cpu_before = clock(), cpu()
     enabled = gc.isenabled()
     gc.collect()
     gc.disable()  # a collection inside one model's batch would bias it
@@ -290,8 +314,12 @@ def time_batch_size(embedders: Sequence[Embedder], texts: Sequence[str], batch_s
             gc.enable()
     loads.append(load())
     seen = [x for x in loads if x is not None]
+    cpu_after, wall = cpu(), clock() - started
+    other = None
+    if cpu_before is not None and cpu_after is not None and wall > 0:
+        other = max(0.0, ((cpu_after[0] - cpu_before[0]) - (cpu_after[1] - cpu_before[1])) / wall)
     return BatchTiming(batch_size, np.stack(rounds, axis=1), max(seen) if seen else None,
-                       cores or usable_cores(), torch_threads())
+                       cores or usable_cores(), torch_threads(), other)
 
 
 def compare(embedders: Sequence[Embedder], texts: Sequence[str], batch_sizes: Sequence[int], plan: Plan = Plan(), *,

@@ -35,12 +35,13 @@ class LatencyRow:
     reasons: tuple[str, ...] = ()  # why the measurement is not to be trusted
     load_average: float | None = None
     cores: int | None = None
+    other_cores: float | None = None  # CPU cores other processes kept busy while measuring
 
     @classmethod
     def of(cls, timing: BatchTiming, limits: Limits = Limits()) -> LatencyRow:
         """Embedder 0 is the candidate, 1 the source."""
         return cls(timing.batch_size, timing.stats(0), timing.stats(1), timing.ratio(0, 1),
-                   tuple(timing.reasons(ROLES, limits)), timing.load_average, timing.cores)
+                   tuple(timing.reasons(ROLES, limits)), timing.load_average, timing.cores, timing.other_cores)
 
     @property
     def reliable(self) -> bool:
@@ -70,7 +71,8 @@ class LatencyRow:
                 "throughput_ratio_ci95": None if ci is None else [rounded(ci[0]), rounded(ci[1])],
                 "time_ratio": None if self.time_ratio is None else self.time_ratio.to_dict(),
                 "reliable": self.reliable, "reasons": list(self.reasons),
-                "load_average": rounded(self.load_average, 2), "cores": self.cores}
+                "load_average": rounded(self.load_average, 2), "other_cores": rounded(self.other_cores, 3),
+                "cores": self.cores}
 
 
 @dataclass
