@@ -52,6 +52,13 @@ def is_export_folder(path: str | os.PathLike) -> bool:
     return (Path(path) / EXPORT_FILE).is_file()
 
 
+def graph_bytes(path: Path) -> int:
+    """A graph file's bytes with its weights beside it: OpenVINO's ``NAME.bin`` for ``NAME.xml``, ONNX external
+    data ``NAME.onnx.data`` (as ``export`` writes it) for ``NAME.onnx``."""
+    weights = path.with_suffix(".bin") if path.suffix == ".xml" else path.with_name(path.name + ".data")
+    return path.stat().st_size + (weights.stat().st_size if weights.is_file() else 0)
+
+
 def read_export_info(folder: str | os.PathLike) -> dict:
     """The parsed ``export.json`` of an export folder."""
     path = Path(folder) / EXPORT_FILE

@@ -38,7 +38,7 @@ from espresso_export.core.errors import GateFailedError, UnsupportedModelError, 
 from espresso_export.core.extras import require
 from espresso_export.model.layout import atomic_output, check_output, save_checkpoint, write_json
 from espresso_export.core.batching import length_sorted_batches
-from espresso_export.runtime import EXPORT_FILE, TOKENIZER_FILE, OnnxEncoder
+from espresso_export.runtime import EXPORT_FILE, TOKENIZER_FILE, OnnxEncoder, graph_bytes
 from espresso_export.core.types import Optimize, Quantize
 from espresso_export.exporting.graph import GraphInfo, export_onnx
 from espresso_export.exporting.layout import BASE_FILE, LAYOUT_VERSION, onnx_file_name, write_loader_files
@@ -97,12 +97,6 @@ def _provenance(ckpt: Checkpoint, weights_sha: str, options: ExportOptions) -> d
     if previous:
         prov["parent"] = previous
     return prov
-
-
-def _file_bytes(path: Path) -> int:
-    """A graph's bytes with its weights: ONNX external data (``.onnx.data``) or OpenVINO's ``.bin``."""
-    data = path.with_suffix(".bin") if path.suffix == ".xml" else path.with_name(path.name + ".data")
-    return path.stat().st_size + (data.stat().st_size if data.exists() else 0)
 
 
 def _post_description(ckpt: Checkpoint) -> list[str]:
@@ -228,7 +222,7 @@ def _write_onnx_files(ckpt: Checkpoint, tmp: Path, options: ExportOptions, weigh
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for f in files:
-        f["bytes"] = _file_bytes(tmp / f["file"])
+        f["bytes"] = graph_bytes(tmp / f["file"])
     write_json(tmp / EXPORT_FILE, _manifest(ckpt, graph, options, files, weights_sha))
     return graph, files
 

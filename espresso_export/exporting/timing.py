@@ -23,19 +23,8 @@ TIMING_SENTENCES = 128
 TIMING_ROUNDS = 3
 
 
-def measure(folder: Path, names: list[str], texts: list[str], batches: tuple[int, ...],
-            rounds: int = TIMING_ROUNDS, threads: int | None = None,
-            fixed_widths: dict[str, list[int]] | None = None) -> dict[str, dict[int, list[float]]]:
-    """Sentences per second of each file at each batch size, one list entry per interleaved round
-    (``fixed_widths``: an OpenVINO file's fixed-shape copies, as :func:`choose_fixed_widths` chose them)."""
-    from espresso_export.runtime import OnnxEncoder
-
-    widths = fixed_widths or {}
-    return _rates({name: OnnxEncoder(folder, name, threads=threads, fixed_widths=widths.get(name))
-                   for name in names}, texts, batches, rounds)
-
-
 def _rates(encoders: dict, texts: list[str], batches: tuple[int, ...], rounds: int) -> dict[str, dict[int, list[float]]]:
+    """Sentences per second of each encoder at each batch size, one list entry per interleaved round."""
     for enc in encoders.values():  # warm-up: first runs allocate and pick kernels (and compile fixed shapes)
         enc.encode(texts[:max(batches)], batch_size=max(batches))
         if 1 in batches:
@@ -60,19 +49,14 @@ def _encode(enc, texts: list[str], batch: int) -> None:
         enc.encode(texts, batch_size=batch)
 
 
-def choose_fixed_widths(folder: Path, name: str, texts: list[str], threads: int | None = None) -> dict:
-    """One text at a time through the OpenVINO file ``name``: its fixed-shape copies (runtime ``FIXED_WIDTHS``)
-    against the dynamic model, interleaved. The copies are kept only when faster in every round (the rule of
-    :func:`recommend`): padding costs compute, the shape change per call costs set-up, and which weighs more
-    depends on the model and the CPU. Returns ``{"fixed_widths": [...] or [], "fixed_vs_dynamic": ratio}``."""
-    from espresso_export.runtime import FIXED_WIDTHS, OnnxEncoder
-
-    ways = {"dynamic": (), "fixed": FIXED_WIDTHS}
-    rates = _rates({way: OnnxEncoder(folder, name, threads=threads, fixed_widths=w) for way, w in ways.items()},
-                   texts, (1,), TIMING_ROUNDS)
-    kept = recommend(rates, list(ways), "dynamic") == "fixed"
-    return {"fixed_widths": list(FIXED_WIDTHS) if kept else [],
-            "fixed_vs_dynamic": round(max(rates["fixed"][1]) / max(rates["dynamic"][1]), 3)}
+def choose_fixed_widths(dynamic, fixed, texts: list[str]) -> tuple[bool, float]:
+    """One text at a time through an OpenVINO file: ``fixed`` (its encoder with the fixed-shape copies, runtime
+    ``FIXED_WIDTHS``) against ``dynamic`` (the same file without them), interleaved. The copies are kept only
+    when faster in every round (the rule of :func:`recommend`): padding costs compute, the shape change per call
+    costs set-up, and which weighs more depends on the model and the CPU. Returns (kept, fixed / dynamic)."""
+    rates = _rates({"dynamic": dynamic, "fixed": fixed}, texts, (1,), TIMING_ROUNDS)
+    kept = recommend(rates, ["dynamic", "fixed"], "dynamic") == "fixed"
+    return kept, round(max(rates["fixed"][1]) / max(rates["dynamic"][1]), 3)
 
 
 def _unoptimized_onnx(f: dict, by_name: dict[str, dict]) -> str | None:
@@ -97,14 +81,19 @@ def _notes(name: str, against: str, ratios: dict[str, float] | None, what: str) 
 
 def time_files(folder: Path, files: list[dict], texts: list[str], batches: tuple[int, ...]) -> dict:
     """Time ``files`` (export.json entries, updated in place with ``speed``); returns the ``timing`` record."""
+    from espresso_export.runtime import FIXED_WIDTHS, OnnxEncoder
+
     texts = list(dict.fromkeys(texts))[:TIMING_SENTENCES]
-    names = [f["file"] for f in files]
-    batch1 = {f["file"]: choose_fixed_widths(folder, f["file"], texts) for f in files
-              if f.get("runtime") == "openvino" and 1 in batches}
+    encoders = {f["file"]: OnnxEncoder(folder, f["file"], fixed_widths=()) for f in files}
+    batch1: dict[str, float] = {}  # OpenVINO file -> its fixed-shape copies' speed against the dynamic model
     for f in files:
-        if f["file"] in batch1:
-            f["fixed_widths"] = batch1[f["file"]]["fixed_widths"]
-    rates = measure(folder, names, texts, batches, fixed_widths={n: c["fixed_widths"] for n, c in batch1.items()})
+        if f.get("runtime") == "openvino" and 1 in batches:
+            fixed = OnnxEncoder(folder, f["file"], fixed_widths=FIXED_WIDTHS)
+            kept, batch1[f["file"]] = choose_fixed_widths(encoders[f["file"]], fixed, texts)
+            f["fixed_widths"] = list(FIXED_WIDTHS) if kept else []
+            if kept:
+                encoders[f["file"]] = fixed  # the file is timed as it will run
+    rates = _rates(encoders, texts, batches, TIMING_ROUNDS)
     best = {n: {b: max(v) for b, v in r.items()} for n, r in rates.items()}
     by_name = {f["file"]: f for f in files}
     notes: list[str] = []
@@ -123,7 +112,7 @@ def time_files(folder: Path, files: list[dict], texts: list[str], batches: tuple
             speed["faster_than_fp32"] = all(v > 1.0 for v in r.values())
             notes += _notes(name, BASE_FILE, r, "not faster than")
         if name in batch1:  # one text at a time: fixed-shape copies against the dynamic model
-            speed["batch1_fixed_vs_dynamic"] = ratio = batch1[name]["fixed_vs_dynamic"]
+            speed["batch1_fixed_vs_dynamic"] = ratio = batch1[name]
             if f["fixed_widths"]:
                 notes.append(f"{name} runs one text at a time on fixed-shape copies ({ratio:.2f}x the dynamic model)")
         f["speed"] = speed

@@ -17,7 +17,7 @@ from espresso_export.core.errors import CorruptCheckpointError, UnsupportedModel
 from espresso_export.core.types import Head, Pooling
 from espresso_export.model.aliases import resolve_alias
 from espresso_export.model.architectures import for_model_type
-from espresso_export.runtime import EXPORT_FILE
+from espresso_export.runtime import EXPORT_FILE, graph_bytes
 from espresso_export.model.checkpoint import PROVENANCE_FILE, read_json, read_st_layout, weight_files
 from espresso_export.publishing.model_ids import is_hub_id, step_source
 
@@ -252,11 +252,8 @@ def read_onnx_export(folder: str | Path) -> OnnxFacts:
     manifest = read_json(folder / EXPORT_MANIFEST)
     if not isinstance(manifest, dict):
         raise ValidationError(f"{folder / EXPORT_MANIFEST} is not a JSON object")
-    openvino = [(f"openvino/{x.name}", x.stat().st_size + _size(x.with_suffix(".bin")))  # export --format onnx,openvino
+    openvino = [(f"openvino/{x.name}", graph_bytes(x))  # export --format onnx,openvino
                 for x in sorted((folder / "openvino").glob("*.xml"))]
     return OnnxFacts(folder=folder, graphs=[(f"onnx/{g.name}", g.stat().st_size) for g in graphs], manifest=manifest,
                      runtimes_layout=bool(nested), openvino=openvino)
 
-
-def _size(path: Path) -> int:
-    return path.stat().st_size if path.is_file() else 0

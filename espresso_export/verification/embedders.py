@@ -10,7 +10,6 @@ picks the implementation from the spec: an export folder (``export.json``, as
 
 from __future__ import annotations
 
-import importlib
 import os
 import time
 from abc import ABC, abstractmethod
@@ -157,9 +156,8 @@ def onnx_footprint(folder: Path, file: str) -> tuple[int | None, int]:
 def open_onnx(folder: Path, spec: str, *, threads: int | None, file: str | None = None) -> OnnxEmbedder:
     """An export folder's default file, or ``file`` (an ONNX or OpenVINO file the folder lists)."""
     openvino = file is not None and file.endswith(".xml")
-    require("openvino-runtime" if openvino else "onnx-runtime")
-    # the library imported before the timer: load time is the model's, not the library's
-    importlib.import_module("openvino" if openvino else "onnxruntime")
+    require("openvino-runtime" if openvino else "onnx-runtime")  # imports the library before the timer: load
+    # time is the model's, not the library's
 
     start = time.perf_counter()
     encoder = OnnxEncoder(folder, file, threads=threads)
