@@ -76,6 +76,20 @@ def test_onnx_encoder_matches_sentence_transformer(minilm_export):
     assert cosine_rows(int8, expected).min() >= 0.99
 
 
+def test_one_int8_encoder_serves_request_threads(minilm_export):
+    """The README's advice for single queries (one 1-thread encoder shared by request threads): each text gets
+    the vector it gets alone, for the per-token int8 file (one text a call, so its vector is exact)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    _, out, _ = minilm_export
+    enc = OnnxEncoder(out, "onnx/model_quantized.onnx", threads=1)
+    texts = [f"query {i}: " + " ".join(TEXTS[i % len(TEXTS)].split()[: 3 + i % 9]) for i in range(40)]
+    alone = np.stack([enc.encode(t) for t in texts])
+    with ThreadPoolExecutor(4) as pool:
+        together = np.stack(list(pool.map(enc.encode, texts)))
+    np.testing.assert_array_equal(together, alone)
+
+
 def test_dynamic_batch_and_sequence_axes(minilm_export):
     import torch
 
