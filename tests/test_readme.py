@@ -9,8 +9,24 @@ ROOT = Path(__file__).resolve().parents[1]
 OUTPUT_FLAGS = r"(?:-o|--output|--json|--markdown|--dry-run|--run-dir)"
 
 
+def _fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """(language, body) of every fenced block, fences paired in order (a regex from one fence to the next took a
+    closing fence for an opening one after a block of another language, and read the prose that followed)."""
+    blocks, body, lang = [], None, ""
+    for line in text.splitlines():
+        if line.startswith("```"):
+            if body is None:
+                body, lang = [], line[3:].strip()
+            else:
+                blocks.append((lang, "\n".join(body) + "\n"))
+                body = None
+        elif body is not None:
+            body.append(line)
+    return blocks
+
+
 def _code_blocks(text: str) -> list[str]:
-    return re.findall(r"^```(?:bash|python|sh)?\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE)
+    return [body for lang, body in _fenced_blocks(text) if lang in ("bash", "python", "sh", "")]
 
 
 def _outputs(block: str) -> list[str]:
@@ -49,3 +65,32 @@ def test_the_readme_gates_a_model_that_can_pass():
         if plain:  # shown as what a plain cut keeps, with its failure named right before it
             before = readme[:readme.index(c.split(" --")[0])]
             assert "fails (exit 3)" in before[-400:]
+
+
+def test_every_readme_command_and_option_exists():
+    """A newcomer copies the README's commands: each `espresso-export COMMAND --option` in its shell blocks must be
+    a command and an option the CLI has (renamed options left the README behind otherwise)."""
+    import typer
+
+    from espresso_export.cli.app import app
+
+    commands = typer.main.get_command(app).commands
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    checked, unknown = 0, []
+    for lang, body in _fenced_blocks(readme):
+        if lang not in ("bash", "sh", ""):
+            continue
+        for line in body.replace("\\\n", " ").splitlines():
+            line = re.sub(r"\s#.*", "", line)  # a trailing comment
+            for name, rest in re.findall(r"espresso-export\s+([a-z][a-z-]*)([^|;&]*)", line):
+                if name not in commands:
+                    unknown.append((name, line.strip()))
+                    continue
+                params = commands[name].params
+                options = {o for p in params for o in [*getattr(p, "opts", []), *getattr(p, "secondary_opts", [])]}
+                for flag in re.findall(r"(?<![\S=])(--?[a-zA-Z][\w-]*)", rest):
+                    checked += 1
+                    if flag not in options | {"--help"}:
+                        unknown.append((name, flag))
+    assert checked >= 100  # the parser sees the examples
+    assert unknown == []
