@@ -65,6 +65,12 @@ def test_openvino_files_are_validated_timed_and_never_the_default(ov_export):
     assert files[INT8_FILE]["bytes"] < files[FP32_FILE]["bytes"] / 3
     assert info["default_file"].endswith(".onnx") and result.default_file == info["default_file"]
     assert not files[INT8_FILE]["recommended"]
+    # not the default, so the summary says when an OpenVINO file is the faster one (and when it is slower)
+    for name in (FP32_FILE, INT8_FILE):
+        ratios = files[name]["speed"]["vs_onnx"]
+        faster = [n for n in info["timing"]["notes"] if n.startswith(f"{name} is faster than")]
+        assert len(faster) == all(r > 1 for r in ratios.values())
+        assert all(note in result.hints for note in faster)
 
 
 def test_plain_openvino_runs_the_int8_file_with_its_group_size(ov_export):
