@@ -76,12 +76,13 @@ def passage_specs(folder: Path, arm: str, unseen_text: str, share: float) -> lis
         from espresso_export.data import read_retrieval
 
         return [f"{_write_lines(folder / 'dbpedia-docs.txt', read_retrieval(DBPEDIA).docs)}:{share:g}"]
-    sources = {"python-docs": python_docs_paragraphs, "wordnet": wordnet_glosses, "foldoc": foldoc_entries}
+    sources = {"python-docs": python_docs_paragraphs, "wordnet": wordnet_glosses, "foldoc": foldoc_entries,
+               "wordnet-names": wordnet_names}
     names = unseen_names(unseen_text)
     return [f"{_write_lines(folder / f'{n}.txt', sources[n]())}:{share / len(names):g}" for n in names]
 
 
-UNSEEN_TEXTS = ("python-docs", "wordnet", "foldoc")
+UNSEEN_TEXTS = ("python-docs", "wordnet", "foldoc", "wordnet-names")
 
 
 def unseen_names(spec: str) -> list[str]:
@@ -169,6 +170,27 @@ def wordnet_glosses() -> list[str]:
         head, _, gloss = line.partition(" | ")
         fields = head.split()
         texts.append(f"{fields[4].replace('_', ' ')}: {gloss.strip()}")
+    return list(dict.fromkeys(texts))
+
+
+def wordnet_names() -> list[str]:
+    """WordNet 3.0's named entities alone (noun synsets that are instances: people, places, works, events; 7,730)
+    as ``"lemma (other lemmas): gloss"``: what a query that names an entity needs (benchmarks/README.md "Where
+    the cut loses retrieval"), where ``wordnet`` draws its texts from all 82,115 noun synsets."""
+    root = _debian_package("wordnet-base", CACHE / "wordnet", lambda x: next(x.rglob("data.noun")).parent)
+    texts = []
+    for line in (root / "data.noun").read_text(encoding="latin-1").splitlines():
+        if line.startswith("  "):  # the licence header
+            continue
+        head, _, gloss = line.partition(" | ")
+        fields = head.split()
+        words = int(fields[3], 16)
+        lemmas = [fields[4 + 2 * i].replace("_", " ") for i in range(words)]
+        pointers = fields[4 + 2 * words + 1:]
+        if "@i" not in pointers[::4]:  # an instance hypernym: a named entity
+            continue
+        others = f" ({', '.join(lemmas[1:])})" if len(lemmas) > 1 else ""
+        texts.append(f"{lemmas[0]}{others}: {gloss.strip()}")
     return list(dict.fromkeys(texts))
 
 
@@ -333,6 +355,8 @@ def heal_arm(arm: str, teacher: Path, args, work: Path) -> dict:
                      rank_temperature=args.rank_temperature, max_steps=args.max_steps, amp=args.amp,
                      freeze_embeddings=args.freeze_embeddings, progress=True)
     timings["distill"] = time.perf_counter() - start
+    if args.keep is not None:  # the healed model, for analyses after the run (the work folder is temporary)
+        shutil.copytree(work / "healed", args.keep / f"{arm}-healed", dirs_exist_ok=True)
     exported = None
     if args.measure != "pytorch":
         exported = export(work / "healed", work / "onnx", quantize="int8")  # as the recipes: O2 measured slower
@@ -398,7 +422,8 @@ def main() -> None:
     parser.add_argument("--rank-temperature", type=float, default=0.1, help="distill's --rank-temperature")
     parser.add_argument("--unseen-text", type=lambda v: "+".join(unseen_names(v)), default="python-docs",
                         help="the unseen arm's passages: python-docs (the Python manual), wordnet (noun glosses), "
-                             "foldoc (FOLDOC's entries), or several joined by + in equal shares")
+                             "foldoc (FOLDOC's entries), wordnet-names (WordNet's named entities alone), or several "
+                             "joined by + in equal shares")
     parser.add_argument("--pairs", action="store_true",
                         help="train on pairs (give --loss pair or pair+mse): --sentences * --passage-share of the "
                              "arm's passages each with a query-like text (its heading or one of its sentences), "
@@ -411,6 +436,7 @@ def main() -> None:
     parser.add_argument("--measure", choices=("both", "pytorch", "int8"), default="both",
                         help="which healed model verify measures (pytorch skips the export)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--keep", type=Path, default=None, help="copy each healed model to DIR/<arm>-healed")
     args = parser.parse_args()
     if not (DBPEDIA / "corpus.jsonl").is_file():
         sys.exit(f"dbpedia-5k not found at {DBPEDIA} (the project's shared data)")
