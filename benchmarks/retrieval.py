@@ -157,40 +157,37 @@ def _debian_package(name: str, target: Path, pick) -> Path:
     return target
 
 
-def wordnet_glosses() -> list[str]:
-    """Every noun synset of WordNet 3.0 as ``"lemma: gloss"`` (82,115 texts, median 12 words; 7,730 of them named
-    people, places, works and events), from Debian's ``wordnet-base`` (WordNet License, BSD-like), fetched once
-    with ``apt-get download``. General-knowledge text that never saw DBpedia, closer to its encyclopedic
-    entries than the Python manual; no package with encyclopedic passages was found (benchmarks/README.md)."""
+def _wordnet_nouns():
+    """(lemmas, is a named entity, gloss) of every noun synset of WordNet 3.0, from Debian's ``wordnet-base``
+    (WordNet License, BSD-like), fetched once with ``apt-get download``."""
     root = _debian_package("wordnet-base", CACHE / "wordnet", lambda x: next(x.rglob("data.noun")).parent)
-    texts = []
-    for line in (root / "data.noun").read_text(encoding="latin-1").splitlines():
-        if line.startswith("  "):  # the licence header
-            continue
-        head, _, gloss = line.partition(" | ")
-        fields = head.split()
-        texts.append(f"{fields[4].replace('_', ' ')}: {gloss.strip()}")
-    return list(dict.fromkeys(texts))
-
-
-def wordnet_names() -> list[str]:
-    """WordNet 3.0's named entities alone (noun synsets that are instances: people, places, works, events; 7,730)
-    as ``"lemma (other lemmas): gloss"``: what a query that names an entity needs (benchmarks/README.md "Where
-    the cut loses retrieval"), where ``wordnet`` draws its texts from all 82,115 noun synsets."""
-    root = _debian_package("wordnet-base", CACHE / "wordnet", lambda x: next(x.rglob("data.noun")).parent)
-    texts = []
     for line in (root / "data.noun").read_text(encoding="latin-1").splitlines():
         if line.startswith("  "):  # the licence header
             continue
         head, _, gloss = line.partition(" | ")
         fields = head.split()
         words = int(fields[3], 16)
-        lemmas = [fields[4 + 2 * i].replace("_", " ") for i in range(words)]
         pointers = fields[4 + 2 * words + 1:]
-        if "@i" not in pointers[::4]:  # an instance hypernym: a named entity
-            continue
-        others = f" ({', '.join(lemmas[1:])})" if len(lemmas) > 1 else ""
-        texts.append(f"{lemmas[0]}{others}: {gloss.strip()}")
+        # an instance hypernym (@i) makes the synset a named entity: a person, place, work or event
+        yield [fields[4 + 2 * i].replace("_", " ") for i in range(words)], "@i" in pointers[::4], gloss.strip()
+
+
+def wordnet_glosses() -> list[str]:
+    """Every noun synset of WordNet 3.0 as ``"lemma: gloss"`` (82,114 distinct texts, median 12 words; 7,730 of them named
+    people, places, works and events). General-knowledge text that never saw DBpedia, closer to its encyclopedic
+    entries than the Python manual; no package with encyclopedic passages was found (benchmarks/README.md)."""
+    return list(dict.fromkeys(f"{lemmas[0]}: {gloss}" for lemmas, _, gloss in _wordnet_nouns()))
+
+
+def wordnet_names() -> list[str]:
+    """WordNet 3.0's named entities alone (7,730) as ``"lemma (other lemmas): gloss"``: what a query that names an
+    entity needs (benchmarks/README.md "Where the cut loses retrieval"), where ``wordnet`` draws its texts from
+    all 82,115 noun synsets."""
+    texts = []
+    for lemmas, named, gloss in _wordnet_nouns():
+        if named:
+            others = f" ({', '.join(lemmas[1:])})" if len(lemmas) > 1 else ""
+            texts.append(f"{lemmas[0]}{others}: {gloss}")
     return list(dict.fromkeys(texts))
 
 
