@@ -6,8 +6,8 @@ folder by the same code the export runs (``exporting.int8_schemes.write_int8``) 
 graph starts from the same ``model.onnx``. Rows: source PyTorch, cut PyTorch, our fp32 graph (and O2), each
 int8 variant, the sentence-transformers peer, and the export's OpenVINO files (``--format onnx,openvino``, if
 openvino and nncf are installed; the int8 one also with its fixed-shape copies at batch 1). Batch 1 is one call
-per text in arrival order. Each measurement is repeated
-``--rounds`` times, interleaved config after config; the median is reported with the spread (min-max).
+per text in arrival order. Each measurement is repeated ``--rounds`` times, interleaved config after config;
+the median is reported with the spread (min-max).
 
 The peer: sentence-transformers' ``export_dynamic_quantized_onnx_model(model, "avx512_vnni", ...)`` needs
 optimum's ONNX support, which cannot be installed next to this project's transformers; it calls optimum's
@@ -158,7 +158,8 @@ def configs(source: Path, cut: Path, folder: Path, threads: int, rows: list[str]
     labels = {"onnx/model.onnx": "our fp32 graph", "onnx/model_O2.onnx": "our fp32 graph O2",
               "onnx/model_quantized.onnx": "int8 default on this CPU", "onnx/model_quantized_O2.onnx": "int8 default, O2",
               PEER_FILE: "peer: sentence-transformers avx512_vnni recipe",
-              OV_FP32: "OpenVINO fp32 (export --format openvino)", OV_INT8: "OpenVINO int8 (export --format openvino)",
+              OV_FP32: "OpenVINO fp32 (export --format openvino)",
+              OV_INT8: "OpenVINO int8 (export --format openvino)",
               } | {k: v[0] for k, v in VARIANTS.items()} | {k: v[0] for k, v in NBITS_FILES.items()}
     for f in read_export_info(folder)["files"]:
         out[f.get("bench_label") or labels[f["file"]]] = OnnxEncoder(folder, f["file"], threads=threads,
@@ -172,6 +173,8 @@ def configs(source: Path, cut: Path, folder: Path, threads: int, rows: list[str]
 
 
 def time_all(runs: dict, texts: list[str], one: list[str], rounds: int) -> dict:
+    from espresso_export.exporting.timing import encode_as_served
+
     rates = {n: {b: [] for b in BATCHES} for n in runs}
     for n, run in runs.items():  # warm-up
         run(texts[:32], 32)
@@ -179,13 +182,10 @@ def time_all(runs: dict, texts: list[str], one: list[str], rounds: int) -> dict:
     for r in range(rounds):
         for n, run in runs.items():
             for b in BATCHES:
+                batch_texts = one if b == 1 else texts
                 start = time.perf_counter()
-                if b == 1:  # one call per text in arrival order, as queries come (encode(one, 1) would sort them by
-                    for text in one:  # length, and consecutive calls of one shape hide OpenVINO's per-shape cost)
-                        run([text], 1)
-                else:
-                    run(texts, b)
-                rates[n][b].append(len(one if b == 1 else texts) / (time.perf_counter() - start))
+                encode_as_served(run, batch_texts, b)  # batch 1: one call per text in arrival order, as the export
+                rates[n][b].append(len(batch_texts) / (time.perf_counter() - start))
         print(f"round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
     return rates
 

@@ -174,8 +174,9 @@ def _wordnet_nouns():
 
 def wordnet_glosses() -> list[str]:
     """Every noun synset of WordNet 3.0 as ``"lemma: gloss"`` (82,114 distinct texts, median 12 words; 7,730 of
-    them named people, places, works and events). General-knowledge text that never saw DBpedia, closer to its encyclopedic
-    entries than the Python manual; no package with encyclopedic passages was found (benchmarks/README.md)."""
+    them named people, places, works and events). General-knowledge text that never saw DBpedia, closer to its
+    encyclopedic entries than the Python manual; no package with encyclopedic passages was found
+    (benchmarks/README.md)."""
     return list(dict.fromkeys(f"{lemmas[0]}: {gloss}" for lemmas, _, gloss in _wordnet_nouns()))
 
 

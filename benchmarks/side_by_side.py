@@ -58,7 +58,7 @@ def main() -> None:
     texts = list(dict.fromkeys(pairs.sentence1 + pairs.sentence2))
     enc = OnnxEncoder(args.folder)
     feeds = {b: [enc.feed(enc.tokenize(texts[i:i + b])) for i in range(0, n, b)] for b, n in ((1, 64), (32, 256))}
-    # sessions built here, not exporting.timing.measure (OnnxEncoder per file): the files compared need not be
+    # sessions built here, not OnnxEncoder per file as exporting.timing does: the files compared need not be
     # listed in the folder's export.json, and the feeds are tokenised once, outside the timed loop
     sessions = {}
     for label, (path, widths) in files.items():

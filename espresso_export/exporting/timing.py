@@ -28,25 +28,27 @@ def _rates(encoders: dict, texts: list[str], batches: tuple[int, ...], rounds: i
     for enc in encoders.values():  # warm-up: first runs allocate and pick kernels (and compile fixed shapes)
         enc.encode(texts[:max(batches)], batch_size=max(batches))
         if 1 in batches:
-            _encode(enc, texts, 1)
+            encode_as_served(enc.encode, texts, 1)
     rates: dict[str, dict[int, list[float]]] = {n: {b: [] for b in batches} for n in encoders}
     for _ in range(rounds):
         for name, enc in encoders.items():
             for b in batches:
                 start = time.perf_counter()
-                _encode(enc, texts, b)
+                encode_as_served(enc.encode, texts, b)
                 rates[name][b].append(len(texts) / (time.perf_counter() - start))
     return rates
 
 
-def _encode(enc, texts: list[str], batch: int) -> None:
-    """Batch 1 is one call per text in the given order, as queries arrive (``encode`` would sort them by length,
-    and the shape change from call to call, which costs OpenVINO's dynamic model, would not show)."""
+def encode_as_served(encode, texts: list[str], batch: int) -> None:
+    """``encode(texts, batch_size)`` (arguments by position) over ``texts``; batch 1 as one call per text in the
+    given order, as queries arrive (one call with batch size 1 would sort them by length, and the shape change
+    from call to call, which costs OpenVINO's dynamic model, would not show). ``benchmarks/int8.py`` times its
+    rows this way too."""
     if batch == 1:
         for text in texts:
-            enc.encode(text)
+            encode([text], 1)
     else:
-        enc.encode(texts, batch_size=batch)
+        encode(texts, batch)
 
 
 def choose_fixed_widths(dynamic, fixed, texts: list[str]) -> tuple[bool, float]:

@@ -9,9 +9,9 @@ Built as benchmark harnesses (pyperf, Google benchmark) do, because a shared mac
   2 threads, batch 1): the OpenVINO file took 5.1 ms a text right after a PyTorch batch against 2.3 ms after
   its own (cold caches; still 4.3 ms after a 100 ms pause), and PyTorch took 68.6 ms right after an
   onnxruntime batch against 35.9 ms (onnxruntime's threads spin on after a call). verify then reported 7.2x at
-  batch 1 where its own turns give 15.5x (and a separate run on other sentences 20.3x). The speed-up is the median of the per-round *paired*
-  ratios (candidate round time / source round time of the same round), which cancels slow drifts in the
-  machine's speed.
+  batch 1 where its own turns give 15.5x (and a separate run on other sentences 20.3x). The speed-up is the
+  median of the per-round *paired* ratios (candidate round time / source round time of the same round), which
+  cancels slow drifts in the machine's speed.
 * **Enough repetitions.** Rounds continue (at least ``min_rounds``) until the median ratio's 95% confidence
   interval is within ``ci_target`` of it, or ``budget_s`` seconds of measuring, or ``MAX_ROUNDS``.
 * **Spread reported.** Per model: median, quartiles, min and max of the round times; the p95/p50 of the same
