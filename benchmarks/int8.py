@@ -79,7 +79,8 @@ def prepare(model: str = "minilm", ready_cut: Path | None = None, extra: dict[st
         cut, folder = ready_cut, OUT / f"{name}-{ready_cut.name}-int8"
     elif not (cut / "model.safetensors").is_file():
         shrink(source, cut, layers=layers, dim=dim, overwrite=True)
-    done, code = folder / "bench_done", _exporting_code_hash()  # the files are rewritten when the code changes
+    # the files are rewritten when the code or the CPU changes (the export's int8 choices are per CPU)
+    done, code = folder / "bench_done", f"{_exporting_code_hash()} {int8_isa()['model']}"
     if not done.is_file() or done.read_text() != code:
         formats = ("onnx", "openvino") if _has_openvino() else ("onnx",)
         export(cut, folder, quantize="int8", optimize="O2", formats=formats, timing_batches=(), overwrite=True)

@@ -83,9 +83,11 @@ def test_export_folder_errors(bert_export, tmp_path):
 )
 def test_int8_isa_reads_cpuinfo_flags(tmp_path, flags, isa):
     cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\nprocessor\t: 1\nflags\t\t: {flags}\n")
+    cpu = "cpu family\t: 6\nmodel\t\t: 207\nmodel name\t: Intel(R) Xeon(R) Processor\n"
+    cpuinfo.write_text(f"processor\t: 0\n{cpu}flags\t\t: {flags}\n\nprocessor\t: 1\n{cpu}flags\t\t: {flags}\n")
     info = int8_isa(cpuinfo)
     assert info["isa"] == isa
+    assert info["model"] == "Intel(R) Xeon(R) Processor (family 6, model 207)"
     assert info["flags"]["avx2"] is ("avx2" in flags)
     assert int8_isa(tmp_path / "missing")["flags"] == {f: False for f in info["flags"]}
 

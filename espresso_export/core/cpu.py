@@ -19,25 +19,42 @@ INT8_FLAGS = ("avx512_vnni", "avx_vnni", "avx512f", "avx2")
 BF16_FLAGS = ("amx_bf16", "avx512_bf16", "bf16")
 
 
-def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str]:
-    """The CPU feature flags, or an empty set where ``/proc/cpuinfo`` is unavailable."""
+def _first_field(cpuinfo: str | Path, keys: tuple[str, ...]) -> str | None:
+    """The value of the first line of ``cpuinfo`` whose key is one of ``keys`` (None: no such line or no file)."""
     try:
         text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return set()
+        return None
     for line in text.splitlines():
         key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            return set(value.split())
-    return set()
+        if key.strip() in keys:
+            return value.strip()
+    return None
+
+
+def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str]:
+    """The CPU feature flags, or an empty set where ``/proc/cpuinfo`` is unavailable."""
+    return set((_first_field(cpuinfo, ("flags", "Features")) or "").split())
+
+
+def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
+    """The CPU's name as the kernel reports it (``model name``), else what Python knows (may be empty).
+
+    Recorded beside every speed and int8 measurement: two CPUs with the same flags (an AMD EPYC and an Intel
+    Xeon, both AVX-512 VNNI) ran the same int8 file at different ratios to fp32 here. x86 family and model numbers
+    are added: a virtual machine often names only the vendor ("Intel(R) Xeon(R) Processor")."""
+    name = _first_field(cpuinfo, ("model name", "Model", "Hardware")) or platform.processor()
+    family, number = _first_field(cpuinfo, ("cpu family",)), _first_field(cpuinfo, ("model",))
+    return f"{name} (family {family}, model {number})" if family and number else name
 
 
 def int8_isa(cpuinfo: str | Path = "/proc/cpuinfo") -> dict:
-    """``{"isa": best flag or machine name, "flags": {flag: present}, "machine": ...}``."""
+    """``{"isa": best flag or machine name, "flags": {flag: present}, "machine": ..., "model": CPU name}``."""
     flags = cpu_flags(cpuinfo)
     present = {f: f in flags for f in INT8_FLAGS}
     best = next((f for f in INT8_FLAGS if present[f]), None)
-    return {"isa": best or platform.machine() or "unknown", "flags": present, "machine": platform.machine()}
+    return {"isa": best or platform.machine() or "unknown", "flags": present, "machine": platform.machine(),
+            "model": cpu_model(cpuinfo)}
 
 
 def bf16_isa(cpuinfo: str | Path = "/proc/cpuinfo") -> str | None:

@@ -86,9 +86,10 @@ class LatencySetup:
     texts: int = 0
     min_rounds: int = 1
     budget_s: float = 0.0
+    cpu: dict = field(default_factory=dict)  # :func:`espresso_export.core.cpu.int8_isa`: ratios differ per CPU
 
     def to_dict(self) -> dict:
-        return {"threads": self.threads, "torch_threads": self.torch_threads,
+        return {"threads": self.threads, "torch_threads": self.torch_threads, "cpu": self.cpu,
                 "onnxruntime_threads": self.onnxruntime_threads, "openvino_threads": self.openvino_threads,
                 "texts": self.texts, "rounds": self.min_rounds,
                 "budget_seconds": self.budget_s}
@@ -121,8 +122,9 @@ def latency_title(setup: LatencySetup, rows: Sequence[LatencyRow]) -> str:
         threads += " onnxruntime"
     if setup.openvino_threads:
         threads += ", " + "/".join(str(t) for t in setup.openvino_threads.values()) + " OpenVINO"
+    cpu = f", CPU: {setup.cpu['model']} ({setup.cpu['isa']})" if setup.cpu.get("model") else ""
     return (f"latency: ms per batch (median and IQR of {shown} rounds of {setup.texts} texts; p95 of single "
-            f"batches), threads: {threads}")
+            f"batches), threads: {threads}{cpu}")
 
 
 LATENCY_HEADERS = ("batch", "model", "ms", "IQR", "p95", "sent/s", "speed-up")

@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from espresso_export.core.cpu import int8_isa
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.extras import require
 from espresso_export.data import BUILTIN, input_extras
@@ -117,7 +118,7 @@ def _latency(embedders: dict, texts: list[str], options: VerifyOptions, threads:
     ov = {role: e.details.get("inference_num_threads") for role, e in embedders.items() if e.kind == "openvino"}
     setup = LatencySetup(threads=threads, torch_threads=next(iter(timings.values())).threads,
                          onnxruntime_threads=ort, openvino_threads=ov, texts=len(texts), min_rounds=options.latency_rounds,
-                         budget_s=options.latency_budget)
+                         budget_s=options.latency_budget, cpu=int8_isa())
     return rows, setup
 
 

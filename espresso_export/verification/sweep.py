@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from espresso_export.core.cpu import int8_isa
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.extras import require
 from espresso_export.data import input_extras
@@ -304,7 +305,8 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, outp
         sts_sets=[set_info(s) for s in sets], metric=SweepMetric(options.metric),
         calibration=None if head is not Head.PCA else {"source": cal_label, "size": len(cal)},
         threads=threads, latency={"batch_size": options.latency_batch_size, "texts": len(sample),
-                                  "rounds": options.latency_rounds, "measured": "once per depth, widest head"},
+                                  "rounds": options.latency_rounds, "measured": "once per depth, widest head",
+                                  "cpu": int8_isa()},
         target_retention=options.target_retention, points=points, notes=_notes(sets, select, ckpt, depths),
     )
     timings["total"] = time.perf_counter() - start
