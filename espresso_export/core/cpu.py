@@ -40,9 +40,9 @@ def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str]:
 def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
     """The CPU's name as the kernel reports it (``model name``), else what Python knows (may be empty).
 
-    Recorded beside every speed and int8 measurement: two CPUs with the same flags (an AMD EPYC and an Intel
-    Xeon, both AVX-512 VNNI) ran the same int8 file at different ratios to fp32 here. x86 family and model numbers
-    are added: a virtual machine often names only the vendor ("Intel(R) Xeon(R) Processor")."""
+    Recorded beside speed and int8 measurements: a speed-up belongs to a CPU, not only to its instruction set,
+    and the flags alone do not tell two CPUs apart. x86 family and model numbers are added: a virtual machine
+    often names only the vendor ("Intel(R) Xeon(R) Processor")."""
     name = _first_field(cpuinfo, ("model name", "Model", "Hardware")) or platform.processor()
     family, number = _first_field(cpuinfo, ("cpu family",)), _first_field(cpuinfo, ("model",))
     return f"{name} (family {family}, model {number})" if family and number else name
