@@ -31,6 +31,7 @@ import numpy as np
 from espresso_export.core.batching import (
     length_sorted_batches,  # stdlib-only, as errors
 )
+from espresso_export.core.cpu import usable_cores  # stdlib-only
 from espresso_export.core.errors import (
     ValidationError,  # stdlib-only: keeps the runtime torch-free
 )
@@ -135,6 +136,27 @@ class _Port:
 FIXED_WIDTHS = (16, 32, 48, 64)
 
 
+class _Requests:
+    """``n`` infer requests of one compiled OpenVINO model, each used by one call at a time (:meth:`take`)."""
+
+    def __init__(self, compiled, n: int) -> None:
+        import queue
+
+        self.compiled = compiled
+        self.all = [compiled.create_infer_request() for _ in range(max(1, n))]
+        self.free: queue.SimpleQueue = queue.SimpleQueue()
+        for request in self.all:
+            self.free.put(request)
+
+    @contextlib.contextmanager
+    def take(self):
+        request = self.free.get()  # waits while every request is in use
+        try:
+            yield request
+        finally:
+            self.free.put(request)
+
+
 class OpenVinoSession:
     """An OpenVINO file (``openvino/*.xml`` of an export folder) behind onnxruntime's session interface
     (``get_inputs``, ``get_outputs``, ``run``), so :class:`OnnxEncoder` tokenises and batches for it the same way.
@@ -146,20 +168,20 @@ class OpenVinoSession:
     copy of the model; the outputs are the same (token outputs cut back to the text's width)."""
 
     def __init__(self, path: Path, threads: int | None = None, *, pad_token_id: int = 0,
-                 padding_side: str = "right", fixed_widths: Sequence[int] = ()) -> None:
-        # one stream: the calls here are one batch at a time
-        self.config: dict = {"PERFORMANCE_HINT": "LATENCY"}
+                 padding_side: str = "right", fixed_widths: Sequence[int] = (), streams: int = 1) -> None:
+        # LATENCY: each call is one batch; ``streams`` > 1 splits the threads into streams that run calls at once
+        self.config: dict = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": int(streams)}
         if threads is not None:
             self.config["INFERENCE_NUM_THREADS"] = int(threads)
-        self.path = Path(path)
+        self.path, self.streams = Path(path), int(streams)
         self.compiled = compile_openvino(str(path), self.config)
-        self.request = self.compiled.create_infer_request()
+        # an infer request is not safe to share between threads (calls from a server's threads gave other texts'
+        # vectors, max |diff| 0.24), where onnxruntime's run is: a call takes one of ``streams`` requests
+        self.requests = _Requests(self.compiled, self.streams)
         self.pad_token_id, self.padding_side = pad_token_id, padding_side
         self.fixed_widths = tuple(sorted(int(w) for w in fixed_widths))
-        self.fixed: dict[int, tuple] = {}  # width -> (compiled, request), compiled on first use
-        # one call at a time: an infer request is not safe to share between threads (calls from a server's
-        # threads gave other texts' vectors, max |diff| 0.24), where onnxruntime's run is
-        self.lock = threading.Lock()
+        self.fixed: dict[int, _Requests] = {}  # width -> its copy's requests, compiled on first use
+        self.lock = threading.Lock()  # compiling a fixed-shape copy
 
     def get_inputs(self) -> list[_Port]:
         return [_Port(p.get_any_name()) for p in self.compiled.inputs]
@@ -167,31 +189,34 @@ class OpenVinoSession:
     def get_outputs(self) -> list[_Port]:
         return [_Port(p.get_any_name()) for p in self.compiled.outputs]
 
-    def run(self, outputs: Sequence[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
-        with self.lock:
-            return self._run(outputs, feed)
+    @property
+    def request(self):
+        """The first infer request of the dynamic model (one call at a time: use :meth:`run`)."""
+        return self.requests.all[0]
 
-    def _run(self, outputs: Sequence[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+    def run(self, outputs: Sequence[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
         rows, width = next(iter(feed.values())).shape
         fixed = next((w for w in self.fixed_widths if w >= width), None) if rows == 1 else None
         # shared buffers (no copy of the inputs in, nor of the outputs not asked for); the asked ones are copied out
         if fixed is None:
-            result = self.request.infer(feed, share_inputs=True, share_outputs=True)
-            return [result[self.compiled.output(name)].copy() for name in outputs]
-        compiled, request = self._fixed(fixed)
-        result = request.infer({name: self._pad(name, array, fixed) for name, array in feed.items()},
-                               share_inputs=True, share_outputs=True)
-        return [self._cut(name, result[compiled.output(name)], width).copy() for name in outputs]
+            with self.requests.take() as request:
+                result = request.infer(feed, share_inputs=True, share_outputs=True)
+                return [result[self.compiled.output(name)].copy() for name in outputs]
+        requests = self._fixed(fixed)
+        with requests.take() as request:
+            result = request.infer({name: self._pad(name, array, fixed) for name, array in feed.items()},
+                                   share_inputs=True, share_outputs=True)
+            return [self._cut(name, result[requests.compiled.output(name)], width).copy() for name in outputs]
 
-    def _fixed(self, width: int) -> tuple:
-        if width not in self.fixed:
-            import openvino as ov
+    def _fixed(self, width: int) -> _Requests:
+        with self.lock:
+            if width not in self.fixed:
+                import openvino as ov
 
-            model = ov.Core().read_model(str(self.path))
-            model.reshape({p.get_any_name(): ov.PartialShape([1, width]) for p in model.inputs})
-            compiled = compile_openvino(model, self.config)
-            self.fixed[width] = (compiled, compiled.create_infer_request())
-        return self.fixed[width]
+                model = ov.Core().read_model(str(self.path))
+                model.reshape({p.get_any_name(): ov.PartialShape([1, width]) for p in model.inputs})
+                self.fixed[width] = _Requests(compile_openvino(model, self.config), self.streams)
+            return self.fixed[width]
 
     def _pad(self, name: str, array: np.ndarray, width: int) -> np.ndarray:
         extra = width - array.shape[1]
@@ -215,6 +240,13 @@ class OnnxEncoder:
     (``"openvino/openvino_model_qint8_quantized.xml"``, ``export --format onnx,openvino``) runs in OpenVINO
     (:class:`OpenVinoSession`) with the same tokenisation; ``fixed_widths`` overrides the export's choice of
     fixed-shape copies for one text at a time (:data:`FIXED_WIDTHS`; ``()``: the dynamic model only).
+
+    ``streams`` > 1 splits ``threads`` (default: the CPUs this process may use) into that many streams, each
+    running one batch at a time on ``threads // streams`` threads: :meth:`encode` runs its batches side by side
+    (texts that make fewer batches than streams are split over the streams), and as many callers can run at
+    once. For int8 files, whose integer kernels leave a second thread idle on
+    small products: measured on all-MiniLM-L6-v2 L3/d128 int8, batches of 32, 2 cores, 2 streams of 1 thread
+    ran 1.30x one stream of 2 threads (``benchmarks/README.md``, "streams"). The vectors are the same.
     """
 
     def __init__(
@@ -225,9 +257,16 @@ class OnnxEncoder:
         threads: int | None = None,
         providers: Sequence[str] | None = None,
         fixed_widths: Sequence[int] | None = None,
+        streams: int = 1,
     ) -> None:
         from tokenizers import Tokenizer
 
+        if int(streams) < 1:
+            raise ValueError(f"streams must be at least 1, got {streams}")
+        self.streams = int(streams)
+        self._pool, self._pool_lock = None, threading.Lock()  # the streams' threads, started on first need
+        if self.streams > 1:
+            threads = max(1, (threads or usable_cores()) // self.streams) * self.streams
         self.folder = Path(folder)
         self.info = read_export_info(self.folder)
         names = [f["file"] for f in self.info["files"]]
@@ -251,14 +290,14 @@ class OnnxEncoder:
         if path.suffix == ".xml":
             widths = self.entry.get("fixed_widths", ()) if fixed_widths is None else fixed_widths
             self.session = OpenVinoSession(path, threads, pad_token_id=self.pad_token_id,
-                                           padding_side=self.padding_side, fixed_widths=widths)
+                                           padding_side=self.padding_side, fixed_widths=widths, streams=self.streams)
         else:
             require("onnx-runtime")
             import onnxruntime as ort
 
             options = ort.SessionOptions()
-            if threads is not None:
-                options.intra_op_num_threads = int(threads)
+            if threads is not None:  # one session, run by each stream's thread at once (run() is thread-safe)
+                options.intra_op_num_threads = int(threads) // self.streams
                 options.inter_op_num_threads = 1
             options.log_severity_level = 3
             self.session = ort.InferenceSession(str(path), options, providers=list(providers or ["CPUExecutionProvider"]))
@@ -305,9 +344,27 @@ class OnnxEncoder:
         out = np.zeros((len(items), self.dim), dtype=np.float32)
         if items:
             encodings = self.tokenize(items)
-            for idx in length_sorted_batches([len(e.ids) for e in encodings], batch_size):
-                out[idx] = self.run([encodings[i] for i in idx])[0]
+            lengths = [len(e.ids) for e in encodings]
+            batches = length_sorted_batches(lengths, batch_size)
+            if len(batches) < self.streams and len(items) > 1:
+                # fewer batches than streams would leave threads idle: the texts split over the streams instead
+                batches = length_sorted_batches(lengths, -(-len(items) // self.streams))
+            if self.streams > 1 and len(batches) > 1:
+                for idx, vectors in zip(batches, self._workers().map(
+                        lambda idx: self.run([encodings[i] for i in idx])[0], batches)):
+                    out[idx] = vectors
+            else:
+                for idx in batches:
+                    out[idx] = self.run([encodings[i] for i in idx])[0]
         return out[0] if single else out
+
+    def _workers(self):
+        with self._pool_lock:  # callers on several threads share one pool
+            if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._pool = ThreadPoolExecutor(self.streams, thread_name_prefix="espresso-stream")
+            return self._pool
 
     def __repr__(self) -> str:
         return f"OnnxEncoder({str(self.folder)!r}, file={self.file!r}, dim={self.dim})"

@@ -228,3 +228,20 @@ def test_one_encoder_serves_several_threads(ov_export):
         batches = list(pool.map(lambda i: enc.encode(texts[i:i + 8], batch_size=8), range(0, len(texts), 8)))
     np.testing.assert_array_equal(together, alone)
     assert (np.concatenate(batches) * alone).sum(axis=1).min() >= 0.9999
+
+
+def test_streams_give_the_same_vectors(ov_export):
+    """``streams=2`` compiles two OpenVINO streams with a request each: batches encoded side by side, and
+    callers at once, get the vectors one stream gives."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    out, _ = ov_export
+    texts = [f"sentence {i} about " + "words " * (i % 23) for i in range(41)]
+    one = OnnxEncoder(out, INT8_FILE, threads=1, fixed_widths=FIXED_WIDTHS)
+    two = OnnxEncoder(out, INT8_FILE, threads=2, streams=2, fixed_widths=FIXED_WIDTHS)
+    assert int(two.session.compiled.get_property("NUM_STREAMS")) == 2
+    for batch in (1, 8):
+        np.testing.assert_array_equal(two.encode(texts, batch_size=batch), one.encode(texts, batch_size=batch))
+    with ThreadPoolExecutor(4) as pool:
+        together = np.stack(list(pool.map(two.encode, texts)))
+    np.testing.assert_array_equal(together, np.stack([one.encode(t) for t in texts]))

@@ -8,6 +8,7 @@ known for the instruction set it was checked on.
 
 from __future__ import annotations
 
+import os
 import platform
 from pathlib import Path
 
@@ -17,6 +18,14 @@ INT8_FLAGS = ("avx512_vnni", "avx_vnni", "avx512f", "avx2")
 # Arm's BF16 extension (``bf16`` in the Features line). Without one, bf16 products are converted in software (not
 # measured here), so distill's ``--amp auto`` stays fp32.
 BF16_FLAGS = ("amx_bf16", "avx512_bf16", "bf16")
+
+
+def usable_cores() -> int:
+    """CPUs this process may run on (its affinity mask), else the CPU count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _first_field(cpuinfo: str | Path, keys: tuple[str, ...]) -> str | None:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from espresso_export.core.cpu import usable_cores
 from espresso_export.core.errors import ValidationError
 from espresso_export.verification.embedders import Embedder
 
@@ -55,14 +56,6 @@ class Limits:
     max_ci: float = 0.10  # half-width of the ratio's 95% CI / the ratio
     min_rounds: int = 3  # fewer rounds: the spread is unknown
     max_other_cores: float = 0.25  # CPU other processes used on average (an idle machine here: 0.002)
-
-
-def usable_cores() -> int:
-    """CPUs this process may run on (its affinity mask), else the CPU count."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def one_minute_load() -> float | None:
