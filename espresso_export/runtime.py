@@ -236,7 +236,8 @@ class OnnxEncoder:
     ``file`` picks one ONNX file of the folder (e.g. ``"onnx/model.onnx"`` or
     ``"onnx/model_quantized.onnx"``; the names of older export folders, ``"model.onnx"`` and
     ``"model_int8.onnx"``, pick the same files); by default the one ``export.json`` names as
-    ``default_file``. ``threads`` sets onnxruntime's intra-op threads. An OpenVINO file of the folder
+    ``default_file``. ``threads`` sets the threads it computes on (onnxruntime's intra-op threads, OpenVINO's
+    ``INFERENCE_NUM_THREADS``; with ``streams``, split between them). An OpenVINO file of the folder
     (``"openvino/openvino_model_qint8_quantized.xml"``, ``export --format onnx,openvino``) runs in OpenVINO
     (:class:`OpenVinoSession`) with the same tokenisation; ``fixed_widths`` overrides the export's choice of
     fixed-shape copies for one text at a time (:data:`FIXED_WIDTHS`; ``()``: the dynamic model only).
@@ -244,9 +245,10 @@ class OnnxEncoder:
     ``streams`` > 1 splits ``threads`` (default: the CPUs this process may use) into that many streams, each
     running one batch at a time on ``threads // streams`` threads: :meth:`encode` runs its batches side by side
     (texts that make fewer batches than streams are split over the streams), and as many callers can run at
-    once. For int8 files, whose integer kernels leave a second thread idle on
-    small products: measured on all-MiniLM-L6-v2 L3/d128 int8, batches of 32, 2 cores, 2 streams of 1 thread
-    ran 1.30x one stream of 2 threads (``benchmarks/README.md``, "streams"). The vectors are the same.
+    once; the vectors are the same. It pays most for int8 files, whose integer kernels leave a second thread
+    idle on a small model's products: all-MiniLM-L6-v2 L3/d128 int8, 2 cores, ``encode`` over many texts, 2
+    streams of 1 thread ran 1.42x one stream of 2 threads at batch 1 and 1.28x at batch 32 (fp32: 1.28x /
+    1.11x; ``benchmarks/README.md``, "streams"). Streams add throughput: they do not shorten a call with one text.
     """
 
     def __init__(

@@ -124,6 +124,7 @@ def _espresso(facts: ModelFacts, repo_id: str, file: str) -> str:
         "from huggingface_hub import snapshot_download",
         "from espresso_export.runtime import OnnxEncoder", "",
         f'encoder = OnnxEncoder(snapshot_download("{repo_id}"), "{file}")',
+        "# many texts on a multi-core CPU: OnnxEncoder(..., threads=2, streams=2) encodes batches side by side",
         f"embeddings = encoder.encode({EXAMPLE_TEXTS})",
         f"print(embeddings.shape)  # (2, {facts.output_dim})"])
 
