@@ -5,8 +5,9 @@ head), exported once with ``--quantize int8 --optimize O2``; the other int8 vari
 folder by the same code the export runs (``exporting.int8_schemes.write_int8``) with the CPU forced, so every
 graph starts from the same ``model.onnx``. Rows: source PyTorch, cut PyTorch, our fp32 graph (and O2), each
 int8 variant, the sentence-transformers peer, and the export's OpenVINO files (``--format onnx,openvino``, if
-openvino and nncf are installed; the int8 one also with its fixed-shape copies at batch 1). Batch 1 is one call
-per text in arrival order. Each measurement is repeated ``--rounds`` times, interleaved config after config;
+openvino and nncf are installed; the int8 one also with its fixed-shape copies at batch 1) and, at 2+ threads,
+the fp32, int8 and OpenVINO int8 files with the threads split into streams (``OnnxEncoder(streams=)``: batches
+side by side; no gain at batch 1, where each call is one text). Batch 1 is one call per text in arrival order. Each measurement is repeated ``--rounds`` times, interleaved config after config;
 the median is reported with the spread (min-max).
 
 The peer: sentence-transformers' ``export_dynamic_quantized_onnx_model(model, "avx512_vnni", ...)`` needs
@@ -168,6 +169,12 @@ def configs(source: Path, cut: Path, folder: Path, threads: int, rows: list[str]
         if f["file"] == OV_INT8:  # with the fixed-shape copies one text at a time (what the export may choose)
             out["OpenVINO int8, fixed shapes at batch 1"] = OnnxEncoder(folder, OV_INT8, threads=threads,
                                                                         fixed_widths=FIXED_WIDTHS).encode
+    if threads > 1:  # the threads split into streams (runtime.OnnxEncoder(streams=)): batches side by side
+        for file, label in (("onnx/model.onnx", "our fp32 graph"), ("onnx/model_quantized.onnx", "int8 default"),
+                            (OV_INT8, "OpenVINO int8")):
+            if any(f["file"] == file for f in read_export_info(folder)["files"]):
+                out[f"{label}, {threads} streams of 1 thread"] = OnnxEncoder(folder, file, threads=threads,
+                                                                              streams=threads, fixed_widths=()).encode
     if rows:
         out = {k: v for k, v in out.items() if k == "our fp32 graph" or any(r in k for r in rows)}
     return out
