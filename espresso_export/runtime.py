@@ -136,6 +136,14 @@ class _Port:
 FIXED_WIDTHS = (16, 32, 48, 64)
 
 
+# With streams, ``encode`` makes at least this many batches a stream (smaller batches, never larger): texts
+# sorted by length make batches of unequal cost, and a stream left with the longest of two batches runs it
+# alone. Measured (all-MiniLM-L6-v2 L3/d128, 2 threads, 2 streams, paired to one 2-thread stream): 256 texts
+# at batch 128 (2 batches) 0.76x for int8, as 8 batches of 32 1.75x; 32 texts as 2 batches 1.12x, as 8
+# batches of 4 1.64x (fp32 1.00x -> 1.37x).
+BATCHES_PER_STREAM = 4
+
+
 class _Requests:
     """``n`` infer requests of one compiled OpenVINO model, each used by one call at a time (:meth:`take`)."""
 
@@ -244,8 +252,8 @@ class OnnxEncoder:
 
     ``streams`` > 1 splits ``threads`` (default: the CPUs this process may use) into that many streams, each
     running one batch at a time on ``threads // streams`` threads: :meth:`encode` runs its batches side by side
-    (texts that make fewer batches than streams are split over the streams), and as many callers can run at
-    once; the vectors are the same. It pays most for int8 files, whose integer kernels leave a second thread
+    (at least :data:`BATCHES_PER_STREAM` batches a stream: the batch size is lowered where the texts are too few
+    for that), and as many callers can run at once; the vectors are those of one stream at that batch size. It pays most for int8 files, whose integer kernels leave a second thread
     idle on a small model's products: all-MiniLM-L6-v2 L3/d128 int8, 2 cores, ``encode`` over many texts, 2
     streams of 1 thread ran 1.42x one stream of 2 threads at batch 1 and 1.28x at batch 32 (fp32: 1.28x /
     1.11x; ``benchmarks/README.md``, "streams"). Streams add throughput: they do not shorten a call with one text.
@@ -346,11 +354,9 @@ class OnnxEncoder:
         out = np.zeros((len(items), self.dim), dtype=np.float32)
         if items:
             encodings = self.tokenize(items)
-            lengths = [len(e.ids) for e in encodings]
-            batches = length_sorted_batches(lengths, batch_size)
-            if len(batches) < self.streams and len(items) > 1:
-                # fewer batches than streams would leave threads idle: the texts split over the streams instead
-                batches = length_sorted_batches(lengths, -(-len(items) // self.streams))
+            if self.streams > 1:  # smaller batches, so that every stream has several to run (module constant)
+                batch_size = min(batch_size, max(1, -(-len(items) // (BATCHES_PER_STREAM * self.streams))))
+            batches = length_sorted_batches([len(e.ids) for e in encodings], batch_size)
             if self.streams > 1 and len(batches) > 1:
                 for idx, vectors in zip(batches, self._workers().map(
                         lambda idx: self.run([encodings[i] for i in idx])[0], batches)):

@@ -240,8 +240,8 @@ def test_streams_give_the_same_vectors(ov_export):
     one = OnnxEncoder(out, INT8_FILE, threads=1, fixed_widths=FIXED_WIDTHS)
     two = OnnxEncoder(out, INT8_FILE, threads=2, streams=2, fixed_widths=FIXED_WIDTHS)
     assert int(two.session.compiled.get_property("NUM_STREAMS")) == 2
-    for batch in (1, 8):
-        np.testing.assert_array_equal(two.encode(texts, batch_size=batch), one.encode(texts, batch_size=batch))
+    for batch in (1, 8):  # 41 texts: batches of at most 6 on two streams (4 batches a stream)
+        np.testing.assert_array_equal(two.encode(texts, batch_size=batch), one.encode(texts, batch_size=min(batch, 6)))
     with ThreadPoolExecutor(4) as pool:
         together = np.stack(list(pool.map(two.encode, texts)))
     np.testing.assert_array_equal(together, np.stack([one.encode(t) for t in texts]))
