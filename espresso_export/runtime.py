@@ -253,10 +253,11 @@ class OnnxEncoder:
     ``streams`` > 1 splits ``threads`` (default: the CPUs this process may use) into that many streams, each
     running one batch at a time on ``threads // streams`` threads: :meth:`encode` runs its batches side by side
     (at least :data:`BATCHES_PER_STREAM` batches a stream: the batch size is lowered where the texts are too few
-    for that), and as many callers can run at once; the vectors are those of one stream at that batch size. It pays most for int8 files, whose integer kernels leave a second thread
-    idle on a small model's products: all-MiniLM-L6-v2 L3/d128 int8, 2 cores, ``encode`` over many texts, 2
-    streams of 1 thread ran 1.42x one stream of 2 threads at batch 1 and 1.28x at batch 32 (fp32: 1.28x /
-    1.11x; ``benchmarks/README.md``, "streams"). Streams add throughput: they do not shorten a call with one text.
+    for that), and as many callers can run at once; the vectors are those of one stream at that batch size. It
+    pays most for int8 files, whose integer kernels leave a second thread idle on a small model's products:
+    all-MiniLM-L6-v2 L3/d128 int8, 2 cores, ``encode`` over many texts, 2 streams of 1 thread ran 1.42x one
+    stream of 2 threads at batch 1 and 1.28x at batch 32 (fp32: 1.28x / 1.11x; ``benchmarks/README.md``,
+    "streams"). Streams add throughput: they do not shorten a call with one text.
     """
 
     def __init__(
@@ -310,7 +311,8 @@ class OnnxEncoder:
                 options.intra_op_num_threads = int(threads) // self.streams
                 options.inter_op_num_threads = 1
             options.log_severity_level = 3
-            self.session = ort.InferenceSession(str(path), options, providers=list(providers or ["CPUExecutionProvider"]))
+            self.session = ort.InferenceSession(str(path), options,
+                                                providers=list(providers or ["CPUExecutionProvider"]))
         self.input_names = [i.name for i in self.session.get_inputs()]
         outputs = [o.name for o in self.session.get_outputs()]
         self.token_output = TOKEN_OUTPUT if TOKEN_OUTPUT in outputs else LEGACY_TOKEN_OUTPUT

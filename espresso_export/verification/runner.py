@@ -117,8 +117,8 @@ def _latency(embedders: dict, texts: list[str], options: VerifyOptions, threads:
     ort = {role: e.details.get("intra_op_threads") for role, e in embedders.items() if e.kind == "onnx"}
     ov = {role: e.details.get("inference_num_threads") for role, e in embedders.items() if e.kind == "openvino"}
     setup = LatencySetup(threads=threads, torch_threads=next(iter(timings.values())).threads,
-                         onnxruntime_threads=ort, openvino_threads=ov, texts=len(texts), min_rounds=options.latency_rounds,
-                         budget_s=options.latency_budget, cpu=int8_isa())
+                         onnxruntime_threads=ort, openvino_threads=ov, texts=len(texts),
+                         min_rounds=options.latency_rounds, budget_s=options.latency_budget, cpu=int8_isa())
     return rows, setup
 
 
