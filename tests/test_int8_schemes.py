@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from espresso_export import export
+from espresso_export.core.cpu import usable_cores
 from espresso_export.core.errors import ValidationError
 from espresso_export.exporting.graph import load_model
 from espresso_export.exporting.int8_schemes import has_vnni, write_int8
@@ -102,6 +103,15 @@ def test_export_times_files_and_recommends_the_fastest_that_passed(tiny_bert, tm
     card_row = onnx_speed(info)  # the model card's summary row
     assert f"recommended `{timing['recommended']}`" in card_row  # its path (was onnx/onnx/...)
     assert all(note in card_row for note in timing["notes"]) and "sent/s at batch 4" in card_row
+    # the recommended file on two streams, at the largest batch size, where there are two cores
+    streams = timing["streams"]
+    if usable_cores() >= 2:
+        assert streams["file"] == timing["recommended"] and (streams["streams"], streams["batch"]) == (2, 4)
+        assert streams["vs_one_stream"] > 0 and streams["sentences_per_second"] > 0
+        assert any(h.startswith("OnnxEncoder(..., streams=2) ran") for h in result.hints)
+        assert f"{streams['vs_one_stream']:.2f}x one stream at batch 4" in card_row
+    else:
+        assert streams is None
 
 
 def test_the_recommendation_moves_only_for_a_file_faster_in_every_round():

@@ -256,6 +256,10 @@ def _timed(tmp: Path, files: list[dict], options: ExportOptions, result: ExportR
     if timing["recommended"]:
         result.hints.append(f"recommended file: {timing['recommended']} (measured at batch "
                             f"{', '.join(map(str, options.timing_batches))}; export.json 'timing')")
+    if streams := timing.get("streams"):
+        result.hints.append(
+            f"OnnxEncoder(..., streams={streams['streams']}) ran {streams['file']} at {streams['vs_one_stream']:.2f}x "
+            f"one stream, batch {streams['batch']}, {streams['threads']} threads (throughput, not one query's latency)")
     return timing
 
 

@@ -8,6 +8,11 @@ for, and recommends the file asked for unless another that passed validation is 
 (:func:`recommend`), so the default does not flip with the noise. Each file records its speed relative to
 its unoptimised sibling (``vs_unoptimized``) and, for int8/fp16, to the fp32 graph (``vs_fp32``); a
 ratio under 1 is reported as slower, not hidden.
+
+On a machine with 2+ cores the recommended file is also timed with its threads split into two streams
+(``OnnxEncoder(..., streams=2)``) at the largest batch size, against one stream: ``timing.streams``. int8 files
+gain most from it (their integer kernels leave a second thread idle on a small model's products), and how much
+depends on the model and the CPU, so it is measured here rather than advised blindly.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from espresso_export.exporting.layout import BASE_FILE
 
 TIMING_SENTENCES = 128
 TIMING_ROUNDS = 3
+STREAMS = 2  # what ``timing.streams`` measures: the recommended file on this many streams
 
 
 def _rates(encoders: dict, texts: list[str], batches: tuple[int, ...], rounds: int) -> dict[str, dict[int, list[float]]]:
@@ -132,8 +138,26 @@ def time_files(folder: Path, files: list[dict], texts: list[str], batches: tuple
     recommended = recommend(rates, [f["file"] for f in passed], static_default(passed)["file"]) if passed else None
     for f in files:
         f["recommended"] = f["file"] == recommended
+    streams = _streams(folder, encoders[recommended], recommended, texts, max(batches)) if recommended else None
     return {"batches": list(batches), "sentences": len(texts), "rounds": TIMING_ROUNDS, "kept": "best round",
-            "threads": os.cpu_count(), "recommended": recommended, "notes": notes, "rule": RULE}
+            "threads": os.cpu_count(), "recommended": recommended, "notes": notes, "rule": RULE,
+            "streams": streams}
+
+
+def _streams(folder: Path, one, file: str, texts: list[str], batch: int) -> dict | None:
+    """``file`` on :data:`STREAMS` streams of this machine's cores against one stream (``one``, already timed),
+    ``batch`` texts a call: None where there is one core or batch 1 only (one text a call gains nothing)."""
+    from espresso_export.core.cpu import usable_cores
+    from espresso_export.runtime import OnnxEncoder
+
+    cores = usable_cores()
+    if cores < STREAMS or batch < 2:
+        return None
+    many = OnnxEncoder(folder, file, threads=cores, streams=STREAMS, fixed_widths=())
+    rates = _rates({"one": one, "streams": many}, texts, (batch,), TIMING_ROUNDS)
+    return {"file": file, "streams": STREAMS, "threads": cores, "batch": batch,
+            "sentences_per_second": round(max(rates["streams"][batch]), 1),
+            "vs_one_stream": round(max(rates["streams"][batch]) / max(rates["one"][batch]), 3)}
 
 
 RULE = ("the file asked for (int8 before fp32, optimised first) unless a file that passed validation is faster in "

@@ -127,7 +127,12 @@ def onnx_speed(manifest: dict) -> str:
             parts.append(f"`{f['file']}` " + ", ".join(f"{v:,.0f} sent/s at batch {b}" for b, v in rates.items())
                          + ("" if not vs else " (" + ", ".join(f"{r:.2f}x" for r in vs.values()) + " fp32)"))
     parts += timing.get("notes", [])
-    return "; ".join(parts) + f" ({timing.get('threads')} threads, {manifest.get('cpu', {}).get('isa', '?')})"
+    if streams := timing.get("streams"):
+        parts.append(f"`{streams['file']}` on {streams['streams']} streams (`OnnxEncoder(..., streams="
+                     f"{streams['streams']})`): {streams['vs_one_stream']:.2f}x one stream at batch {streams['batch']}")
+    cpu = manifest.get("cpu", {})
+    where = ", ".join(x for x in (cpu.get("isa", "?"), cpu.get("model")) if x)
+    return "; ".join(parts) + f" ({timing.get('threads')} threads, {where})"
 
 
 def _per_vector(v) -> str:
