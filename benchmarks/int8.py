@@ -7,8 +7,9 @@ graph starts from the same ``model.onnx``. Rows: source PyTorch, cut PyTorch, ou
 int8 variant, the sentence-transformers peer, and the export's OpenVINO files (``--format onnx,openvino``, if
 openvino and nncf are installed; the int8 one also with its fixed-shape copies at batch 1) and, at 2+ threads,
 the fp32, int8 and OpenVINO int8 files with the threads split into streams (``OnnxEncoder(streams=)``: batches
-side by side; no gain at batch 1, where each call is one text). Batch 1 is one call per text in arrival order. Each measurement is repeated ``--rounds`` times, interleaved config after config;
-the median is reported with the spread (min-max).
+side by side; no gain at batch 1, where each call is one text). Batch 1 is one call per text in arrival order.
+Each measurement is repeated ``--rounds`` times, interleaved config after config; the median is reported with
+the spread (min-max).
 
 The peer: sentence-transformers' ``export_dynamic_quantized_onnx_model(model, "avx512_vnni", ...)`` needs
 optimum's ONNX support, which cannot be installed next to this project's transformers; it calls optimum's
@@ -163,7 +164,8 @@ def configs(source: Path, cut: Path, folder: Path, threads: int, rows: list[str]
               OV_FP32: "OpenVINO fp32 (export --format openvino)",
               OV_INT8: "OpenVINO int8 (export --format openvino)",
               } | {k: v[0] for k, v in VARIANTS.items()} | {k: v[0] for k, v in NBITS_FILES.items()}
-    for f in read_export_info(folder)["files"]:
+    files = read_export_info(folder)["files"]
+    for f in files:
         out[f.get("bench_label") or labels[f["file"]]] = OnnxEncoder(folder, f["file"], threads=threads,
                                                                      fixed_widths=()).encode
         if f["file"] == OV_INT8:  # with the fixed-shape copies one text at a time (what the export may choose)
@@ -172,7 +174,7 @@ def configs(source: Path, cut: Path, folder: Path, threads: int, rows: list[str]
     if threads > 1:  # the threads split into streams (runtime.OnnxEncoder(streams=)): batches side by side
         for file, label in (("onnx/model.onnx", "our fp32 graph"), ("onnx/model_quantized.onnx", "int8 default"),
                             (OV_INT8, "OpenVINO int8")):
-            if any(f["file"] == file for f in read_export_info(folder)["files"]):
+            if any(f["file"] == file for f in files):
                 out[f"{label}, {threads} streams of 1 thread"] = OnnxEncoder(folder, file, threads=threads,
                                                                               streams=threads, fixed_widths=()).encode
     if rows:

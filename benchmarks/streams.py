@@ -8,7 +8,7 @@ batch size (batch 1: each text its own call to the graph, as an indexing loop th
 Prints the median [min-max] sentences/s, the paired ratio of each file's streams to its one stream, and the
 paired ratio to the first file's one-stream encoder (each round's ratio; median [min-max] over rounds) and,
 with ``--source MODEL``, to that model in PyTorch (our encode, ``--threads`` torch threads). The vectors of the
-two ways are checked identical first (one stream at the batch size the streams use: ``BATCHES_PER_STREAM``).
+two ways are checked identical first (one stream at the batch size the streams use: ``batch_size_for``).
 
     python benchmarks/streams.py benchmarks/.out/minilm-L3-d128-int8 \\
         "fp32=onnx/model.onnx" "int8=onnx/model_quantized.onnx" \\
@@ -46,7 +46,7 @@ def main() -> None:
 
     from espresso_export.core.cpu import int8_isa
     from espresso_export.data import read_sts
-    from espresso_export.runtime import BATCHES_PER_STREAM, OnnxEncoder
+    from espresso_export.runtime import OnnxEncoder
 
     sts = read_sts(stsb("test"))
     texts = list(dict.fromkeys(sts.sentence1 + sts.sentence2))[: args.texts]
@@ -66,7 +66,7 @@ def main() -> None:
         label, _, file = spec.partition("=")
         one = OnnxEncoder(args.folder, file, threads=args.threads)
         many = OnnxEncoder(args.folder, file, threads=args.threads, streams=args.streams)
-        same = min(8, -(-len(texts) // (BATCHES_PER_STREAM * args.streams)))  # what the streams run at batch 8
+        same = many.batch_size_for(len(texts), 8)  # what the streams run when asked for batch 8
         diff = float(np.abs(one.encode(texts, batch_size=same) - many.encode(texts, batch_size=8)).max())
         if diff > 0:
             sys.exit(f"{label}: {args.streams} streams changed the vectors (max |diff| {diff:.2e})")

@@ -151,10 +151,9 @@ class _Requests:
         import queue
 
         self.compiled = compiled
-        self.all = [compiled.create_infer_request() for _ in range(max(1, n))]
         self.free: queue.SimpleQueue = queue.SimpleQueue()
-        for request in self.all:
-            self.free.put(request)
+        for _ in range(max(1, n)):
+            self.free.put(compiled.create_infer_request())
 
     @contextlib.contextmanager
     def take(self):
@@ -196,11 +195,6 @@ class OpenVinoSession:
 
     def get_outputs(self) -> list[_Port]:
         return [_Port(p.get_any_name()) for p in self.compiled.outputs]
-
-    @property
-    def request(self):
-        """The first infer request of the dynamic model (one call at a time: use :meth:`run`)."""
-        return self.requests.all[0]
 
     def run(self, outputs: Sequence[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
         rows, width = next(iter(feed.values())).shape
@@ -356,9 +350,8 @@ class OnnxEncoder:
         out = np.zeros((len(items), self.dim), dtype=np.float32)
         if items:
             encodings = self.tokenize(items)
-            if self.streams > 1:  # smaller batches, so that every stream has several to run (module constant)
-                batch_size = min(batch_size, max(1, -(-len(items) // (BATCHES_PER_STREAM * self.streams))))
-            batches = length_sorted_batches([len(e.ids) for e in encodings], batch_size)
+            size = self.batch_size_for(len(items), batch_size)
+            batches = length_sorted_batches([len(e.ids) for e in encodings], size)
             if self.streams > 1 and len(batches) > 1:
                 for idx, vectors in zip(batches, self._workers().map(
                         lambda idx: self.run([encodings[i] for i in idx])[0], batches)):
@@ -367,6 +360,13 @@ class OnnxEncoder:
                 for idx in batches:
                     out[idx] = self.run([encodings[i] for i in idx])[0]
         return out[0] if single else out
+
+    def batch_size_for(self, texts: int, batch_size: int) -> int:
+        """The batch size :meth:`encode` runs ``texts`` texts at when asked for ``batch_size``: lowered with streams
+        until every stream has :data:`BATCHES_PER_STREAM` batches (never raised)."""
+        if self.streams == 1:
+            return batch_size
+        return min(batch_size, max(1, -(-texts // (BATCHES_PER_STREAM * self.streams))))
 
     def _workers(self):
         with self._pool_lock:  # callers on several threads share one pool
