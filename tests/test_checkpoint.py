@@ -69,6 +69,21 @@ def test_missing_path_says_not_found(tmp_path):
         load("justaword")
 
 
+def test_a_mistyped_path_under_a_local_folder_is_not_sent_to_the_hub(tmp_path, monkeypatch):
+    """``out/nothing`` has the form of a Hub id; with ``out/`` here it is a typo of a path: exit 2, no download."""
+    from espresso_export.data.hub import hub_dataset
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    (tmp_path / "out").mkdir()
+    with pytest.raises(NotFoundError, match="no folder 'out/nothing' exists \\(read as a path"):
+        load("out/nothing")
+    assert hub_dataset("out/beir-set") is None  # a retrieval folder's typo likewise
+    assert hub_dataset("owner/dataset") is not None  # no local folder "owner": still a Hub id
+    with pytest.raises(OfflineError, match="unreachable"):
+        load("elsewhere/model")
+
+
 def test_hub_id_offline_gives_one_clear_sentence(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(OfflineError, match="unreachable"):

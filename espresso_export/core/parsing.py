@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from espresso_export.core.errors import ValidationError
+
+
+def under_local_folder(spec: str) -> bool:
+    """True for ``out/nothing`` when ``out/`` is a folder here: a mistyped path, not the Hub id ``out/nothing``.
+
+    A Hub id has the form of a relative path (``owner/name``); when its first part names a local folder, the user
+    meant a path, and the answer is "no such folder" (exit 2), not a download attempt."""
+    head, sep, _ = spec.partition("/")
+    return bool(sep) and bool(head) and Path(head).expanduser().is_dir()
 
 
 def parse_layers(text: str) -> int | list[int]:

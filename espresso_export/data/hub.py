@@ -15,6 +15,7 @@ from pathlib import Path
 
 from espresso_export.core.errors import NotFoundError, OfflineError, ValidationError
 from espresso_export.core.extras import require
+from espresso_export.core.parsing import under_local_folder
 from espresso_export.data.files import base_suffix
 
 HUB_PREFIX = "hf://"
@@ -46,6 +47,7 @@ def _looks_like_hub_id(spec: str) -> bool:
         and not name.startswith((".", "/", "~"))
         and not name.lower().endswith(_FILE_SUFFIXES)
         and all(part for part in name.split("/"))
+        and not under_local_folder(name)
     )
 
 

@@ -32,6 +32,7 @@ from espresso_export.core.errors import (
     ValidationError,
 )
 from espresso_export.model.aliases import packaged_path, resolve_alias
+from espresso_export.core.parsing import under_local_folder
 from espresso_export.model.post import DenseLayer, Normalize, PostModule
 from espresso_export.model.tokenizer_state import tokenizer_state
 from espresso_export.core.types import Pooling
@@ -103,6 +104,7 @@ def _looks_like_path(spec: str) -> bool:
         or spec.endswith(("/", os.sep))
         or (os.sep != "/" and os.sep in spec)
         or spec.count("/") > 1
+        or under_local_folder(spec)
     )
 
 
@@ -123,7 +125,9 @@ def resolve(spec: str | os.PathLike, *, revision: str | None = None) -> tuple[st
     if packaged is not None:
         return hub_id, packaged
     if _looks_like_path(text) or "/" not in hub_id:
-        raise NotFoundError(f"model not found: no folder {text!r} exists (and it is not a Hub id like owner/name)")
+        why = ("read as a path, since its first part is a folder here" if under_local_folder(text)
+               else "and it is not a Hub id like owner/name")
+        raise NotFoundError(f"model not found: no folder {text!r} exists ({why})")
     return hub_id, _download(hub_id, revision)
 
 
