@@ -204,6 +204,10 @@ def test_limit_spreads_over_the_file():
 def test_unknown_sts_spec_and_hub_ids(tmp_path):
     with pytest.raises(NotFoundError, match="STS set not found"):
         load_sts(tmp_path / "missing.tsv")
+    from espresso_export.verification.retrieval import load_retrieval
+
+    with pytest.raises(NotFoundError, match="retrieval set not found: no folder or file .*a BEIR folder"):
+        load_retrieval(tmp_path / "missing-beir")
     try:
         import datasets  # noqa: F401
     except ImportError:

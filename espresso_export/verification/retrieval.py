@@ -19,7 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from espresso_export.data import RetrievalSet, read_retrieval, retrieval_from_sts
-from espresso_export.core.errors import ValidationError
+from espresso_export.data.files import BUILTIN
+from espresso_export.data.hub import hub_dataset
+from espresso_export.core.errors import NotFoundError, ValidationError
 from espresso_export.core.metrics import RANKING_SCORES, scores_of
 from espresso_export.core.extras import require
 from espresso_export.core.types import IndexKind
@@ -72,6 +74,9 @@ def load_retrieval(spec: str | os.PathLike, *, columns: tuple[str, str, str] = D
     path = Path(str(spec)).expanduser()
     if path.is_dir():
         return read_retrieval(path)
+    if not path.exists() and str(spec) != BUILTIN and hub_dataset(str(spec)) is None:
+        raise NotFoundError(f"retrieval set not found: no folder or file {str(spec)!r} (use a BEIR folder, an STS "
+                            "file, 'builtin', or a Hub dataset id owner/name[:split])")
     sts = load_sts(spec, columns=columns, limit=limit)
     return replace(retrieval_from_sts(sts.pairs, min_score=min_score), name=f"{sts.name} (as retrieval)")
 
