@@ -157,6 +157,15 @@ def test_push_settings_are_checked_before_anything_runs(tmp_path):
         load_recipe(write(tmp_path, BASIC + "  - push: {repo_id: me/x, token: hf_secret}\n"))
 
 
+def test_verify_gates_are_checked_before_anything_runs(tmp_path):
+    """A retrieval gate with no retrieval set failed only at the verify step, after shrink, distill and export."""
+    gated = BASIC.replace("      min_retention: 0.5\n", "      min_retention: 0.5\n      min_retrieval_retention: 0.7\n")
+    with pytest.raises(ValidationError, match=r"r\.yaml:8: verify: the retrieval gate .* needs a retrieval set"):
+        load_recipe(write(tmp_path, gated))
+    with pytest.raises(ValidationError, match=r"verify: verify needs at least one STS set"):
+        load_recipe(write(tmp_path, BASIC), overrides=["verify.sts=[]"])
+
+
 def test_every_step_schema_mirrors_its_library_call():
     """Each step's keys are parameters of the call it makes (same names), so the docs of one apply to the other.
     The calls take their settings object or its fields as keywords (tests/test_settings.py checks the rest)."""

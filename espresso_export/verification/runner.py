@@ -23,6 +23,7 @@ from espresso_export.verification.latency import Plan, compare, default_threads,
 from espresso_export.verification.latency_report import LatencyRow, LatencySetup
 from espresso_export.verification.report import RetrievalRow, StsRow, Thresholds, VerifyReport
 from espresso_export.verification.retrieval import IndexOptions, evaluate, load_retrieval
+from espresso_export.verification.settings import NEEDS_STS, RETRIEVAL_GATE_NEEDS_SET
 from espresso_export.verification.sts import DEFAULT_COLUMNS, SMOKE_NOTE, StsSet, load_sts, sts_cosines
 
 
@@ -185,11 +186,11 @@ def verify(
     start = time.perf_counter()
     require(*_extras(options, candidate, against))
     if not options.sts:
-        raise ValidationError("verify needs at least one --sts set")
+        raise ValidationError(NEEDS_STS)
     if not options.batch_sizes or min(options.batch_sizes) < 1:
         raise ValidationError(f"latency batch sizes must be positive integers, got {list(options.batch_sizes)}")
     if thresholds.min_retrieval_retention is not None and not options.retrieval:
-        raise ValidationError("--min-retrieval-retention needs a --retrieval set")
+        raise ValidationError(RETRIEVAL_GATE_NEEDS_SET)
     sts_sets = [load_sts(spec, columns=options.sts_columns, limit=options.sts_limit) for spec in options.sts]
     retrieval_sets = [(spec, load_retrieval(spec, columns=options.sts_columns, min_score=options.retrieval_min_score,
                                             limit=options.sts_limit)) for spec in options.retrieval]

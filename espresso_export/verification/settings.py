@@ -17,6 +17,11 @@ MEASURE_THREADS_HELP = ("Intra-op threads for torch and onnxruntime (fixed for e
                         "torch's default, the physical core count.")
 
 
+NEEDS_STS = "verify needs at least one STS set (--sts; sts: in a recipe)"
+RETRIEVAL_GATE_NEEDS_SET = ("the retrieval gate (--min-retrieval-retention; min_retrieval_retention: in a recipe) "
+                            "needs a retrieval set (--retrieval; retrieval:)")
+
+
 @dataclass
 class VerifySettings:
     """:func:`espresso_export.verification.runner.verify`: the measurements and the gate."""
@@ -71,6 +76,11 @@ class VerifySettings:
     def __post_init__(self) -> None:
         from espresso_export.core.errors import ValidationError
 
+        # checks across keys live here, so a recipe fails on them before its first step, not at its verify step
+        if not self.sts:
+            raise ValidationError(NEEDS_STS)
+        if self.min_retrieval_retention is not None and not self.retrieval:
+            raise ValidationError(RETRIEVAL_GATE_NEEDS_SET)
         if self.sts_columns is not None and len(self.sts_columns) != 3:
             raise ValidationError(f"--sts-columns needs three names (sentence1, sentence2, score), got "
                                   f"{','.join(self.sts_columns)}")
