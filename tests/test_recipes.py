@@ -384,7 +384,7 @@ def test_run_defaults_to_runs_name_and_refuses_a_folder_that_is_not_a_run_folder
     model = tmp_path / "small"  # what `shrink ... -o small` leaves: a model folder, not a run folder
     model.mkdir()
     (model / "config.json").write_text("{}")
-    for flags in ([], ["--resume"], ["--overwrite"]):
+    for flags in ([], ["--resume"], ["--overwrite"], ["--plan"]):  # --plan approved it; the run then refused
         code, _, err = run(capsys, "run", tmp_path / "r.yaml", "-o", model, *flags)
         assert code == 2 and "is not a run folder (no run.json)" in err, flags
         assert sorted(p.name for p in model.iterdir()) == ["config.json"]

@@ -55,6 +55,9 @@ def run(
         overrides.append(f"output={output}")
     loaded = load_recipe(recipe, overrides=overrides)
     if show_plan:
+        from espresso_export.pipeline.state import check_run_folder
+
+        check_run_folder(loaded, resume=resume, overwrite=overwrite)  # the plan approves only what the run accepts
         rows = plan(loaded)
         if json_out:
             print_json({"recipe": loaded.to_dict(), "plan": rows})
