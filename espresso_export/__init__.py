@@ -17,6 +17,12 @@ no_onnxruntime_telemetry()  # onnxruntime would report usage from its import on 
 
 _LAZY = {
     "shrink": ("espresso_export.shrinking.shrink", "shrink"),
+    # each step's settings, declared once (README "Pipeline"): what the commands, recipes and these calls take
+    "ShrinkSettings": ("espresso_export.shrinking.settings", "ShrinkSettings"),
+    "DistillSettings": ("espresso_export.training.settings", "DistillSettings"),
+    "TrainSettings": ("espresso_export.training.settings", "TrainSettings"),
+    "VerifySettings": ("espresso_export.verification.settings", "VerifySettings"),
+    "PushSettings": ("espresso_export.publishing.settings", "PushSettings"),
     "ShrinkResult": ("espresso_export.shrinking.shrink", "ShrinkResult"),
     "distill": ("espresso_export.training.distill", "distill"),
     "DistillResult": ("espresso_export.training.distill", "DistillResult"),

@@ -94,3 +94,17 @@ def test_every_readme_command_and_option_exists():
                         unknown.append((name, flag))
     assert checked >= 100  # the parser sees the examples
     assert unknown == []
+
+
+def test_every_name_the_readme_gives_for_the_python_api_imports():
+    """`ShrinkSettings(...)` and `VerifySettings(...)` were named as the API's, and `from espresso_export import
+    ShrinkSettings` failed: every CamelCase name the README writes as code and `espresso_export` holds must import
+    from the top level, as must every `from espresso_export import ...` line."""
+    import espresso_export
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    imported = {n.strip() for line in re.findall(r"from espresso_export import ([\w, ]+)", text) for n in line.split(",")}
+    settings = set(re.findall(r"`(\w+(?:Settings|Options))[(`]", text))
+    missing = [n for n in sorted(imported | settings) if not hasattr(espresso_export, n)]
+    assert not missing, missing
+    assert {"ShrinkSettings", "VerifySettings", "ExportOptions"} <= settings
