@@ -138,7 +138,7 @@ def test_metrics_adapter_reads_the_verify_report_schema():
     assert m.source == "minilm" and m.candidate_dim == 8 and m.threads == 2 and m.gate_passed is True
     assert [(s.name, s.pairs, s.retention, s.smoke) for s in m.sts] == [
         ("sts-smoke", 173, 0.9323, True), ("sts-test", 1379, 0.9372, False)]
-    assert [(b.batch_size, b.p50_ratio, b.speedup) for b in m.latency] == [(1, 0.4622, 2.1232), (32, 0.4509, 2.1835)]
+    assert [(b.batch_size, b.ratio, b.speedup) for b in m.latency] == [(1, 0.4622, 2.1232), (32, 0.4509, 2.1835)]
     assert m.retrieval[0].candidate_mrr == 0.611204 and m.retrieval[0].mrr_retention == 0.9142
     assert (m.retrieval[0].candidate_ndcg, m.retrieval[0].ndcg_retention) == (0.512345, 0.9147)
     assert (m.retrieval[0].candidate_recall_100, m.retrieval[0].source_recall_100) == (0.702001, 0.76025)
@@ -197,7 +197,7 @@ def test_dry_run_stages_the_expected_files_with_card_metrics(shrunk, tmp_path, c
         "cosine_ndcg@10_retention": 0.9147, "cosine_recall@10": 0.4021, "cosine_mrr@10_retention": 0.9142}
     # the retention / latency / size table and the gate
     for text in ("| STS Spearman x100, sts-test (1379 pairs) | 76.88 | 82.03 | 0.9372 retained |",
-                 "| latency p50, batch 32 (ms) | 14.2 | 31.6 | 0.451 (2.18x throughput) |",
+                 "| latency, batch 32 (ms per batch) | 14.2 | 31.6 | 0.451 (2.18x faster) |",
                  "| nDCG@10, dbpedia-5k (400 queries, 5000 docs) | 0.5123 | 0.5601 | 0.9147 retained |",
                  "| recall@100, dbpedia-5k (400 queries, 5000 docs) | 0.7020 | 0.7602 | 0.9234 retained |",
                  "| parameters | 0.01M | 22.71M | 0.001 |", "Quality gate: **passed**."):
@@ -549,8 +549,8 @@ def test_card_marks_a_speed_up_verify_did_not_trust():
                        max_seq_length=128, do_lower_case=True, params=11456, weights_bytes=50_000, provenance=None,
                        metrics=parse_report(report))
     card = "\n".join(verification_section(facts))
-    assert "| latency p50, batch 1 (ms) |" in card and "(2.12x throughput) |" in card
-    assert "(2.18x? throughput) |" in card
+    assert "| latency, batch 1 (ms per batch) |" in card and "(2.12x faster) |" in card
+    assert "(2.18x? faster) |" in card
     assert "? verify marked this speed measurement unreliable: batch 32: 1-min load average 3.2 above 2" in card
 
 

@@ -70,6 +70,11 @@ def test_report_has_every_field(full_report):
         assert b["p50_ratio"] == pytest.approx(
             b["candidate"]["p50_ms"] / b["source"]["p50_ms"], rel=1e-3)
         assert b["throughput_ratio"] > 0
+        # the gate's latency ratio is the table's: 1 / the speed-up (it was the p50 of single batches, not shown)
+        assert b["latency_ratio"] == pytest.approx(1 / b["throughput_ratio"], rel=1e-3)
+    checks = {c["name"]: c["value"] for c in report["gate"]["checks"]}
+    assert [checks[f"latency ratio at batch {b['batch_size']} (1 / speed-up)"] for b in lat["batches"]] == [
+        b["latency_ratio"] for b in lat["batches"]]
     assert lat["batches"][0]["candidate"]["timed_batches"] == 16  # batch 1: every text once
     assert lat["batches"][1]["candidate"]["timed_batches"] == 2
 

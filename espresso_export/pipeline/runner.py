@@ -340,8 +340,8 @@ def _run_verify(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrit
     avg = report.sts_average or {}
     parts = [f"STS {number(avg.get('candidate_spearman'))} vs {number(avg.get('source_spearman'))} "
              f"(retention {number(avg.get('retention'), '.3f')})"]
-    parts += [f"p50 latency ratio {row.batch_size}: {row.p50_ratio:.3f}" for row in report.latency
-              if row.p50_ratio is not None]
+    parts += [f"latency ratio at batch {row.batch_size}: {row.latency_ratio:.3f}" for row in report.latency
+              if row.latency_ratio is not None]
     checks = report.checks
     parts.append("no gate" if not checks else "gate passed" if report.passed else "gate FAILED")
     return {"candidate": candidate, "sts": data["sts"], "latency": data["latency"], "size_ratios": data["size_ratios"],

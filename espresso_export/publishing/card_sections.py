@@ -159,9 +159,9 @@ def _metric_rows(facts: ModelFacts) -> list[list[str]]:
         rows.append([f"MRR@10, {where}", number(r.candidate_mrr, ".4f"),
                      number(r.source_mrr, ".4f"), f"{number(r.mrr_retention, '.4f')} retained"])
     for b in m.latency:
-        rows.append([f"latency p50, batch {b.batch_size} (ms)", number(b.candidate_p50_ms, ".1f"),
-                     number(b.source_p50_ms, ".1f"),
-                     f"{number(b.p50_ratio, '.3f')} ({number(b.speedup, '.2f')}x{'?' if b.reasons else ''} throughput)"])
+        rows.append([f"latency, batch {b.batch_size} (ms per batch)", number(b.candidate_ms, ".1f"),
+                     number(b.source_ms, ".1f"),
+                     f"{number(b.ratio, '.3f')} ({number(b.speedup, '.2f')}x{'?' if b.reasons else ''} faster)"])
     for label, (c, s, ratio) in m.size.items():
         show = _SIZE_FORMAT.get(label, _per_vector)
         rows.append([label, show(c), show(s), number(ratio, ".3f")])

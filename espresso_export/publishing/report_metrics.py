@@ -25,9 +25,9 @@ class StsMetric:
 @dataclass(frozen=True)
 class LatencyMetric:
     batch_size: int
-    candidate_p50_ms: float | None
-    source_p50_ms: float | None
-    p50_ratio: float | None
+    candidate_ms: float | None  # ms per batch: the median round's (verify's table); p50 of batches in old reports
+    source_ms: float | None
+    ratio: float | None  # candidate / source time of the same round, median over rounds (what the gate decides on)
     speedup: float | None  # candidate / source sentences per second
     reasons: tuple[str, ...] = ()  # why verify did not trust this measurement (empty: trusted)
 
@@ -96,10 +96,15 @@ def _sts(report: dict) -> list[StsMetric]:
             for s in (report.get("sts") or {}).get("sets", [])]
 
 
+def _batch_ms(stats: dict | None) -> float | None:
+    stats = stats or {}
+    return _num((stats.get("round_ms") or {}).get("median", stats.get("p50_ms")))
+
+
 def _latency(lat: dict) -> list[LatencyMetric]:
-    return [LatencyMetric(batch_size=int(b.get("batch_size", 0)),
-                          candidate_p50_ms=_num((b.get("candidate") or {}).get("p50_ms")),
-                          source_p50_ms=_num((b.get("source") or {}).get("p50_ms")), p50_ratio=_num(b.get("p50_ratio")),
+    """Reports before the latency ratio was recorded give their p50 figures (what their gate used)."""
+    return [LatencyMetric(batch_size=int(b.get("batch_size", 0)), candidate_ms=_batch_ms(b.get("candidate")),
+                          source_ms=_batch_ms(b.get("source")), ratio=_num(b.get("latency_ratio", b.get("p50_ratio"))),
                           speedup=_num(b.get("throughput_ratio")), reasons=tuple(b.get("reasons") or ()))
             for b in lat.get("batches", [])]
 

@@ -57,7 +57,8 @@ class VerifySettings:
                                                       "until the speed-up's 95% CI is within +-3%.")
     min_retention: Optional[float] = setting(None, help="Gate: candidate/source Spearman on every STS set must be at "
                                                         "least this.")
-    max_latency_ratio: Optional[float] = setting(None, help="Gate: candidate/source p50 ms per batch must be at most "
+    max_latency_ratio: Optional[float] = setting(None, help="Gate: candidate/source time per batch (same round, "
+                                                            "median over rounds: 1 / the speed-up) must be at most "
                                                             "this at every batch size.")
     min_retrieval_retention: Optional[float] = setting(None, help="Gate: candidate/source nDCG@10 on every retrieval "
                                                                   "set must be at least this.")
