@@ -57,6 +57,10 @@ def test_real_minilm_pca_head_reloads_in_sentence_transformers_and_transformers(
     provenance = json.loads((out / "espresso.json").read_text())
     assert provenance["layers"] == [1, 3, 5] and provenance["dim"] == 64 and provenance["head"] == "pca"
     assert provenance["calibration"]["size"] == 300 and len(provenance["source"]["weights_sha256"]) == 64
+    from espresso_export.publishing.facts import safetensors_params
+
+    # the count shrink reports is what the folder holds, the PCA head's Dense layer included (verify's and the card's)
+    assert result.params_after == sum(safetensors_params(f) for f in out.rglob("*.safetensors"))
     assert AutoModel.from_pretrained(str(out)).config.num_hidden_layers == 3
 
     model = st.SentenceTransformer(str(out), device="cpu")

@@ -86,6 +86,13 @@ class Checkpoint:
         return dense[-1].out_features if dense else self.hidden_size
 
     @property
+    def n_params(self) -> int:
+        """The encoder's parameters and the Dense head's: what the folder holds (shrink, verify and the card agree)."""
+        head = sum(m.weight.numel() + (0 if m.bias is None else m.bias.numel())
+                   for m in self.post if isinstance(m, DenseLayer))
+        return sum(p.numel() for p in self.model.parameters()) + head
+
+    @property
     def ese_trained(self) -> bool:
         return bool((self.provenance or {}).get("ese"))
 

@@ -68,10 +68,6 @@ class ShrinkResult:
         return d
 
 
-def _n_params(model) -> int:
-    return sum(p.numel() for p in model.parameters())
-
-
 def resolve_head(head: Head | str | None, dim: int | None, ckpt: Checkpoint) -> Head:
     """``None`` means auto: no head without ``--dim``, first-k for ESE-trained models, else PCA."""
     if head is not None and Head(head) is not Head.NONE and dim is None:
@@ -197,7 +193,7 @@ def _shrink(
     if chosen_head is Head.PCA:
         sentences, cal_label = _pca_calibration(calibration, calibration_samples, seed, dim, hints)
     weights_sha = ckpt.weights_sha256()
-    params_before = _n_params(ckpt.model)
+    params_before = ckpt.n_params
     cut(ckpt.model, ckpt.arch, keep)
     post, explained = build_head(ckpt, chosen_head, dim, sentences, batch_size=batch_size, progress=progress)
     ckpt.post = post
@@ -208,7 +204,7 @@ def _shrink(
     out_dim = ckpt.output_dim
     result = ShrinkResult(
         output=None, source=ckpt.source, layers=keep, source_depth=n, dim=out_dim, head=chosen_head,
-        pooling=ckpt.pooling, params_before=params_before, params_after=_n_params(ckpt.model),
+        pooling=ckpt.pooling, params_before=params_before, params_after=ckpt.n_params,
         seconds=0.0, explained_variance=explained, calibration_size=len(sentences), hints=hints, vocab=vocab,
     )
     provenance = _provenance(ckpt, result, weights_sha, select, sentences, cal_label, seed)

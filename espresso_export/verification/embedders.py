@@ -89,13 +89,9 @@ class TorchEmbedder(Embedder):
     @classmethod
     def from_checkpoint(cls, ckpt, *, spec: str | None = None, load_seconds: float = 0.0,
                         disk_bytes: int | None = None) -> TorchEmbedder:
-        from espresso_export.model.checkpoint import DenseLayer
-
-        post_params = sum(m.weight.numel() + (0 if m.bias is None else m.bias.numel())
-                          for m in ckpt.post if isinstance(m, DenseLayer))
         return cls(
             spec=spec or ckpt.source, kind="pytorch", dim=ckpt.output_dim,
-            n_params=sum(p.numel() for p in ckpt.model.parameters()) + post_params,
+            n_params=ckpt.n_params,
             disk_bytes=disk_bytes, load_seconds=load_seconds, path=ckpt.path,
             details={"layers": ckpt.depth, "pooling": ckpt.pooling.value}, checkpoint=ckpt,
         )
