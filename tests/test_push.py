@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 import os
 import re
 import shutil
@@ -533,7 +534,11 @@ def test_export_with_safetensors_is_pushed_as_the_runtimes_layout(shrunk, tmp_pa
     assert not any(p.startswith("onnx/onnx/") for p in staged)
     assert not [s for s in json.loads(stdout)["skipped"] if s["path"].startswith("onnx/")]
     card = (out / "README.md").read_text()
-    assert "## Load it with" in card and 'model_kwargs={"file_name": "onnx/model_quantized.onnx"}' in card
+    default = json.loads((both / "export.json").read_text())["default_file"]  # what OnnxEncoder(folder) loads
+    assert default.startswith("onnx/model_quantized")
+    # the snippets load the file the export recommends (they loaded model_quantized.onnx whatever it said)
+    assert "## Load it with" in card and f'model_kwargs={{"file_name": "{default}"}}' in card
+    assert 'dtype: "q8" });  // onnx/model_quantized.onnx' in card  # transformers.js picks graphs by dtype only
 
 
 def test_card_marks_a_speed_up_verify_did_not_trust():
@@ -549,6 +554,10 @@ def test_card_marks_a_speed_up_verify_did_not_trust():
                        max_seq_length=128, do_lower_case=True, params=11456, weights_bytes=50_000, provenance=None,
                        metrics=parse_report(report))
     card = "\n".join(verification_section(facts))
+    assert "Measured by `espresso-export verify` " in card and " on the PyTorch model against " in card
+    report["candidate"] |= {"kind": "onnx", "file": "onnx/model_quantized.onnx"}  # verify of the export folder
+    onnx_card = "\n".join(verification_section(replace(facts, metrics=parse_report(report))))
+    assert " on `onnx/model_quantized.onnx` of the export (its parameters and bytes below are that file's)" in onnx_card
     assert "| latency, batch 1 (ms per batch) |" in card and "(2.12x faster) |" in card
     assert "(2.18x? faster) |" in card
     assert "? verify marked this speed measurement unreliable: batch 32: 1-min load average 3.2 above 2" in card

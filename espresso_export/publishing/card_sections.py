@@ -175,8 +175,10 @@ def verification_section(facts: ModelFacts) -> list[str]:
         return lines + ["No `espresso-export verify` report was included, so this card makes no quality or speed "
                         "claims. Measure it with `espresso-export verify MODEL --against SOURCE --json report.json` "
                         "and push again with `--verify-report report.json`.", ""]
-    lines += [f"Measured by `espresso-export verify` {m.version or ''} against {display_id(m.source)}, side by side in "
-              f"one process{f', {m.threads} thread(s)' if m.threads else ''}; the full report is "
+    measured = (f" on `{m.candidate_file}` of the export (its parameters and bytes below are that file's)"
+                if m.candidate_file else " on the PyTorch model" if m.candidate_kind == "pytorch" else "")
+    lines += [f"Measured by `espresso-export verify` {m.version or ''}{measured} against {display_id(m.source)}, side "
+              f"by side in one process{f', {m.threads} thread(s)' if m.threads else ''}; the full report is "
               "`verify_report.json`.", ""]
     lines += markdown_table(["metric", "this model", short_id(m.source), "ratio"], _metric_rows(facts))
     unreliable = [f"batch {b.batch_size}: {'; '.join(b.reasons)}" for b in m.latency if b.reasons]

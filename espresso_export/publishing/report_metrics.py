@@ -74,6 +74,7 @@ class CardMetrics:
     gate: list[GateCheck] = field(default_factory=list)
     gate_passed: bool | None = None
     version: str | None = None
+    candidate_file: str | None = None  # the graph verify ran, for an export folder (onnx/model_quantized.onnx)
 
 
 def _num(x) -> float | None:
@@ -148,7 +149,7 @@ def parse_report(report: dict) -> CardMetrics:
         source=str(src.get("spec", "?")), threads=lat.get("threads"), size=size, candidate_dim=cand.get("dim"),
         sts=sts, latency=latency, retrieval=retrieval, gate=checks,
         gate_passed=bool(gate["passed"]) if checks and "passed" in gate else None,
-        version=report.get("espresso_version"),
+        version=report.get("espresso_version"), candidate_file=cand.get("file"),
     )
 
 

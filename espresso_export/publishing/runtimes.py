@@ -53,9 +53,15 @@ def onnx_files(facts: ModelFacts) -> list[str]:
     return facts.onnx.repo_paths if facts.onnx else []
 
 
-def cpu_file(facts: ModelFacts) -> str:
-    """The graph a CPU user should load: our int8 when the export has it, else fp32."""
-    return INT8_FILE if INT8_FILE in onnx_files(facts) else FP32_FILE
+def cpu_file(facts: ModelFacts, runtime: str | None = None) -> str:
+    """The graph a CPU user should load: the one the export recommends (the fastest that passed validation, timed
+    on the export's machine: `export.json` `default_file`), else our int8 when the export has it, else fp32.
+    transformers.js picks a graph by dtype, so it gets one of the names it knows (:data:`_DTYPE`)."""
+    files = onnx_files(facts)
+    recommended = facts.onnx.repo_path(facts.onnx.manifest.get("default_file") or "") if facts.onnx else ""
+    if recommended in files and (runtime != "transformers.js" or recommended in _DTYPE):
+        return recommended
+    return INT8_FILE if INT8_FILE in files else FP32_FILE
 
 
 def openvino_file(facts: ModelFacts) -> str | None:
@@ -67,7 +73,7 @@ def openvino_file(facts: ModelFacts) -> str | None:
 def snippet(runtime: str, facts: ModelFacts, repo_id: str, file: str | None = None) -> str:
     """The code that loads ``repo_id`` with ``runtime`` on graph ``file`` (default: :func:`cpu_file`, or
     :func:`openvino_file` for :data:`OPENVINO`)."""
-    file = file or (openvino_file(facts) if runtime == OPENVINO else cpu_file(facts))
+    file = file or (openvino_file(facts) if runtime == OPENVINO else cpu_file(facts, runtime))
     return _SNIPPETS[runtime](facts, repo_id, file)
 
 
@@ -141,7 +147,7 @@ _SNIPPETS = {
 
 def _table(facts: ModelFacts) -> list[str]:
     rows = ["| runtime | file (any `onnx/model*.onnx` loads) | output |", "|---|---|---|"]
-    rows += [f"| {r.name} | `{cpu_file(facts)}` | {r.output} |" for r in RUNTIMES.values()]
+    rows += [f"| {r.name} | `{cpu_file(facts, key)}` | {r.output} |" for key, r in RUNTIMES.items()]
     rows.append(f"| text-embeddings-inference (ONNX backend) | `{FP32_FILE}` | `{EMBEDDING_OUTPUT}` |")
     if ov_file := openvino_file(facts):
         rows.append(f"| {_OPENVINO_NAME} | `{ov_file}` | `{TOKEN_OUTPUT}`, pooled and projected by the repository's "
