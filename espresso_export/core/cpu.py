@@ -70,3 +70,29 @@ def bf16_isa(cpuinfo: str | Path = "/proc/cpuinfo") -> str | None:
     """The first of :data:`BF16_FLAGS` this CPU has (bf16 products in hardware), or None."""
     flags = cpu_flags(cpuinfo)
     return next((f for f in BF16_FLAGS if f in flags), None)
+
+
+# above this many cores kept busy by other processes on average while timing, a speed measurement is not trusted
+# (verify's latency, the export's timing); an idle machine here: 0.002
+MAX_OTHER_CORES = 0.25
+
+
+def cpu_seconds() -> tuple[float, float] | None:
+    """(busy CPU seconds of the whole machine, CPU seconds of this process) now, from ``/proc/stat`` and
+    ``os.times()``; None where ``/proc/stat`` is missing (not Linux)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    own = os.times()
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK"), own.user + own.system
+
+
+def other_cores(before: tuple[float, float] | None, after: tuple[float, float] | None, wall: float) -> float | None:
+    """CPU cores other processes kept busy on average between two :func:`cpu_seconds` readings ``wall`` seconds
+    apart (this process's own time left out); None where ``/proc/stat`` is missing. An idle machine: ~0.002."""
+    if before is None or after is None or wall <= 0:
+        return None
+    return max(0.0, ((after[0] - before[0]) - (after[1] - before[1])) / wall)

@@ -255,7 +255,8 @@ def _timed(tmp: Path, files: list[dict], options: ExportOptions, result: ExportR
     result.hints += timing["notes"]
     if timing["recommended"]:
         result.hints.append(f"recommended file: {timing['recommended']} (measured at batch "
-                            f"{', '.join(map(str, options.timing_batches))}; export.json 'timing')")
+                            f"{', '.join(map(str, options.timing_batches))}; export.json 'timing'"
+                            f"{'' if timing['reliable'] else '; the timing was NOT reliable'})")
     if streams := timing.get("streams"):
         result.hints.append(
             f"OnnxEncoder(..., streams={streams['streams']}) ran {streams['file']} at {streams['vs_one_stream']:.2f}x "

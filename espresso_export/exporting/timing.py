@@ -94,7 +94,46 @@ def _notes(name: str, against: str, ratios: dict[str, float] | None, what: str) 
 
 
 def time_files(folder: Path, files: list[dict], texts: list[str], batches: tuple[int, ...]) -> dict:
-    """Time ``files`` (export.json entries, updated in place with ``speed``); returns the ``timing`` record."""
+    """Time ``files`` (export.json entries, updated in place with ``speed``); returns the ``timing`` record.
+
+    What other processes used meanwhile is measured (``/proc/stat``, as verify does): above
+    :data:`~espresso_export.core.cpu.MAX_OTHER_CORES` the record says ``"reliable": false`` with its reasons, the
+    first note says so, and the recommendation stays the file asked for (a disturbed round must not pick it)."""
+    from espresso_export.core.cpu import cpu_seconds, other_cores
+
+    before, started = cpu_seconds(), time.perf_counter()
+    timing = _time_files(folder, files, texts, batches)
+    busy = other_cores(before, cpu_seconds(), time.perf_counter() - started)
+    reasons = _unreliable(busy, timing.get("streams"))
+    timing.update(other_cores=None if busy is None else round(busy, 3), reliable=not reasons, reasons=reasons)
+    if reasons:
+        timing["notes"].insert(0, "timing NOT reliable (" + "; ".join(reasons) + "): the speeds and ratios below may "
+                               "be wrong; export again on an idle machine")
+        asked = static_default([f for f in files if f.get("validation", {}).get("passed", True)
+                                and f["file"].endswith(".onnx")] or files)["file"]
+        if timing["recommended"] not in (None, asked):
+            timing["notes"].insert(1, f"the recommendation stays {asked}, the file asked for: "
+                                      f"{timing['recommended']} was faster only on this disturbed timing")
+            for f in files:
+                f["recommended"] = f["file"] == asked
+            timing["recommended"] = asked
+    return timing
+
+
+def _unreliable(busy: float | None, streams: dict | None) -> list[str]:
+    from espresso_export.core.cpu import MAX_OTHER_CORES, usable_cores
+
+    reasons = []
+    if busy is not None and busy > MAX_OTHER_CORES:
+        reasons.append(f"other processes kept {busy:.2f} of {usable_cores()} cores busy while timing (above "
+                       f"{MAX_OTHER_CORES:g})")
+    if streams and streams["vs_one_stream"] > streams["streams"] * 1.1:  # N streams on the same threads: at most Nx
+        reasons.append(f"{streams['streams']} streams timed at {streams['vs_one_stream']:.2f}x one stream, more than "
+                       "their number: the one-stream rounds were disturbed")
+    return reasons
+
+
+def _time_files(folder: Path, files: list[dict], texts: list[str], batches: tuple[int, ...]) -> dict:
     from espresso_export.runtime import FIXED_WIDTHS, OnnxEncoder
 
     texts = list(dict.fromkeys(texts))[:TIMING_SENTENCES]

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from espresso_export.core.cpu import usable_cores
+from espresso_export.core.cpu import MAX_OTHER_CORES, cpu_seconds, other_cores, usable_cores
 from espresso_export.core.errors import ValidationError
 from espresso_export.verification.embedders import Embedder
 
@@ -55,7 +55,7 @@ class Limits:
     max_tail: float = 2.0  # p95 / p50 of one batch's repeated times (spikes from other processes)
     max_ci: float = 0.10  # half-width of the ratio's 95% CI / the ratio
     min_rounds: int = 3  # fewer rounds: the spread is unknown
-    max_other_cores: float = 0.25  # CPU other processes used on average (an idle machine here: 0.002)
+    max_other_cores: float = MAX_OTHER_CORES  # CPU other processes used on average
 
 
 def one_minute_load() -> float | None:
@@ -63,19 +63,6 @@ def one_minute_load() -> float | None:
         return os.getloadavg()[0]
     except (AttributeError, OSError):  # not on every platform
         return None
-
-
-def cpu_seconds() -> tuple[float, float] | None:
-    """(busy CPU seconds of the whole machine, CPU seconds of this process) now, from ``/proc/stat`` and
-    ``os.times()``; None where ``/proc/stat`` is missing (not Linux)."""
-    try:
-        with open("/proc/stat", encoding="ascii") as f:
-            fields = [int(x) for x in f.readline().split()[1:9]]
-    except (OSError, ValueError):
-        return None
-    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
-    own = os.times()
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK"), own.user + own.system
 
 
 def median_ci(values: Sequence[float]) -> tuple[float, float]:
@@ -308,9 +295,7 @@ def time_batch_size(embedders: Sequence[Embedder], texts: Sequence[str], batch_s
     loads.append(load())
     seen = [x for x in loads if x is not None]
     cpu_after, wall = cpu(), clock() - started
-    other = None
-    if cpu_before is not None and cpu_after is not None and wall > 0:
-        other = max(0.0, ((cpu_after[0] - cpu_before[0]) - (cpu_after[1] - cpu_before[1])) / wall)
+    other = other_cores(cpu_before, cpu_after, wall)
     return BatchTiming(batch_size, np.stack(rounds, axis=1), max(seen) if seen else None,
                        cores or usable_cores(), torch_threads(), other)
 
