@@ -301,6 +301,8 @@ def test_run_end_to_end_gate_stops_before_push_then_resume(minilm_path, calibrat
     shrunk = json.loads((out_dir / "1-shrink" / "espresso.json").read_text())
     assert distilled["step"] == "distill" and distilled["student"]["layers"] == shrunk["layers"]  # healed the cut
     assert {"model.onnx", "model_quantized.onnx"} <= {p.name for p in (out_dir / "3-export" / "onnx").iterdir()}
+    timing = json.loads((out_dir / "3-export" / "export.json").read_text())["timing"]
+    assert timing["threads"] == 1 and timing["streams"] is None  # the recipe's threads: 1 (the export used them all)
     report = json.loads((out_dir / "4-verify" / "report.json").read_text())
     assert report["candidate"]["path"] == str(out_dir / "3-export") and report["gate"]["passed"] is False
 

@@ -64,6 +64,9 @@ class ExportOptions:
         help="Time every written file at these batch sizes on the probe sentences; the default file (int8, "
              "optimised first) gives way only to a file that passed and is faster in every round (none: no "
              "timing).")
+    threads: int | None = setting(None, min=1, help="Threads the timing runs each file on (onnxruntime's intra-op, "
+                                                       "OpenVINO's), as a user would serve it. Default: every core "
+                                                       "this process may use.")
     min_cosine: dict[str, float] = setting(default_factory=dict, cli=False,
                                            help="Stricter or looser parity gates per precision, e.g. {int8: 0.995}.")
     trust_remote_code: bool = setting(False, recipe=False, help="Allow model code from the checkpoint's repository (off by "

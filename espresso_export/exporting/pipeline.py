@@ -251,7 +251,7 @@ def _timed(tmp: Path, files: list[dict], options: ExportOptions, result: ExportR
     from espresso_export.exporting.timing import time_files
 
     pairs = read_sts(BUILTIN)
-    timing = time_files(tmp, files, pairs.sentence1 + pairs.sentence2, options.timing_batches)
+    timing = time_files(tmp, files, pairs.sentence1 + pairs.sentence2, options.timing_batches, options.threads)
     result.hints += timing["notes"]
     if timing["recommended"]:
         result.hints.append(f"recommended file: {timing['recommended']} (measured at batch "

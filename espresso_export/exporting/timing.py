@@ -18,7 +18,6 @@ depends on the model and the CPU, so it is measured here rather than advised bli
 from __future__ import annotations
 
 import math
-import os
 import time
 from pathlib import Path
 
@@ -93,7 +92,8 @@ def _notes(name: str, against: str, ratios: dict[str, float] | None, what: str) 
     return [f"{name} is {what} {against} at batch {b} ({_x(r)})" for b, r in slow.items()]
 
 
-def time_files(folder: Path, files: list[dict], texts: list[str], batches: tuple[int, ...]) -> dict:
+def time_files(folder: Path, files: list[dict], texts: list[str], batches: tuple[int, ...],
+               threads: int | None = None) -> dict:
     """Time ``files`` (export.json entries, updated in place with ``speed``); returns the ``timing`` record.
 
     What other processes used meanwhile is measured (``/proc/stat``, as verify does): above
@@ -102,7 +102,7 @@ def time_files(folder: Path, files: list[dict], texts: list[str], batches: tuple
     from espresso_export.core.cpu import cpu_seconds, other_cores
 
     before, started = cpu_seconds(), time.perf_counter()
-    timing = _time_files(folder, files, texts, batches)
+    timing = _time_files(folder, files, texts, batches, threads)
     busy = other_cores(before, cpu_seconds(), time.perf_counter() - started)
     reasons = _unreliable(busy, timing.get("streams"))
     timing.update(other_cores=None if busy is None else round(busy, 3), reliable=not reasons, reasons=reasons)
@@ -133,15 +133,19 @@ def _unreliable(busy: float | None, streams: dict | None) -> list[str]:
     return reasons
 
 
-def _time_files(folder: Path, files: list[dict], texts: list[str], batches: tuple[int, ...]) -> dict:
+def _time_files(folder: Path, files: list[dict], texts: list[str], batches: tuple[int, ...],
+                threads: int | None) -> dict:
+    from espresso_export.core.cpu import usable_cores
     from espresso_export.runtime import FIXED_WIDTHS, OnnxEncoder
 
+    threads = threads or usable_cores()
+
     texts = list(dict.fromkeys(texts))[:TIMING_SENTENCES]
-    encoders = {f["file"]: OnnxEncoder(folder, f["file"], fixed_widths=()) for f in files}
+    encoders = {f["file"]: OnnxEncoder(folder, f["file"], threads=threads, fixed_widths=()) for f in files}
     batch1: dict[str, float] = {}  # OpenVINO file -> its fixed-shape copies' speed against the dynamic model
     for f in files:
         if f.get("runtime") == "openvino" and 1 in batches:
-            fixed = OnnxEncoder(folder, f["file"], fixed_widths=FIXED_WIDTHS)
+            fixed = OnnxEncoder(folder, f["file"], threads=threads, fixed_widths=FIXED_WIDTHS)
             kept, batch1[f["file"]] = choose_fixed_widths(encoders[f["file"]], fixed, texts)
             f["fixed_widths"] = list(FIXED_WIDTHS) if kept else []
             if kept:
@@ -177,19 +181,17 @@ def _time_files(folder: Path, files: list[dict], texts: list[str], batches: tupl
     recommended = recommend(rates, [f["file"] for f in passed], static_default(passed)["file"]) if passed else None
     for f in files:
         f["recommended"] = f["file"] == recommended
-    streams = _streams(folder, encoders[recommended], recommended, texts, max(batches)) if recommended else None
+    streams = _streams(folder, encoders[recommended], recommended, texts, max(batches), threads) if recommended else None
     return {"batches": list(batches), "sentences": len(texts), "rounds": TIMING_ROUNDS, "kept": "best round",
-            "threads": os.cpu_count(), "recommended": recommended, "notes": notes, "rule": RULE,
+            "threads": threads, "recommended": recommended, "notes": notes, "rule": RULE,
             "streams": streams}
 
 
-def _streams(folder: Path, one, file: str, texts: list[str], batch: int) -> dict | None:
-    """``file`` on :data:`STREAMS` streams of this machine's cores against one stream (``one``, already timed),
-    ``batch`` texts a call: None where there is one core or batch 1 only (one text a call gains nothing)."""
-    from espresso_export.core.cpu import usable_cores
+def _streams(folder: Path, one, file: str, texts: list[str], batch: int, cores: int) -> dict | None:
+    """``file`` on :data:`STREAMS` streams of ``cores`` threads against one stream (``one``, already timed),
+    ``batch`` texts a call: None where there is one thread or batch 1 only (one text a call gains nothing)."""
     from espresso_export.runtime import OnnxEncoder
 
-    cores = usable_cores()
     if cores < STREAMS or batch < 2:
         return None
     many = OnnxEncoder(folder, file, threads=cores, streams=STREAMS, fixed_widths=())

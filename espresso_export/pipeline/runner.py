@@ -318,7 +318,8 @@ def _run_train(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite
 def _run_export(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):
     from espresso_export.exporting.pipeline import export
 
-    r = export(flow.model, folder, replace(step.config, overwrite=overwrite, progress=progress))
+    r = export(flow.model, folder, replace(step.config, threads=step.config.threads or flow.threads,
+                                           overwrite=overwrite, progress=progress))
     parts = []
     for f in r.files:
         v = f.get("validation")
