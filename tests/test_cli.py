@@ -64,7 +64,7 @@ def test_shrink_json_end_to_end(capsys, tiny_bert, tmp_path):
     (["--layers", "9"], "the model has 4 layers"),
     (["--layers", "1,1"], "duplicates"),
     (["--layers", "two"], "comma-separated"),
-    (["--layers", "2", "--dim", "0"], "between 1 and 32"),
+    (["--layers", "2", "--dim", "0"], "greater than or equal to 1"),
     (["--layers", "2", "--dim", "33"], "between 1 and 32"),
     (["--layers", "2", "--head", "pca"], "needs --dim"),
 ])

@@ -43,7 +43,7 @@ class ExportOptions:
     optimize: Optimize = setting(Optimize.NONE, help="Also write graph-optimised files: O1 basic, O2 + fusions, O3 + "
                                                      "GELU approximation.")
     opset: int = setting(DEFAULT_OPSET, help=f"ONNX opset ({MIN_OPSET}-{MAX_OPSET}).")
-    max_seq_length: int | None = setting(None, flags=("--max-seq-len",),
+    max_seq_length: int | None = setting(None, min=1, flags=("--max-seq-len",),
                                          help="Truncate inputs to N tokens (default: the model's).")
     validate: bool = setting(True, help="Check every written file against PyTorch (--no-validate skips the parity "
                                         "check; not recommended).")

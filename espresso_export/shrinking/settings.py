@@ -48,7 +48,7 @@ class ShrinkSettings:
     layers: Union[int, list[int]] = setting(
         help="How many layers to keep (4), or 0-based layer indices to keep (0,2,4).", flags=("--layers", "-l"),
         cli_type=str, parse=parse_layers)
-    dim: Optional[int] = setting(None, help="Output embedding width k.", flags=("--dim", "-d"))
+    dim: Optional[int] = setting(None, min=1, help="Output embedding width k.", flags=("--dim", "-d"))
     head: Optional[Head] = setting(None, help="pca (fitted), truncate (first-k, for ESE-trained models) or none. "
                                               "Default: truncate for ESE-trained models, pca otherwise; none without "
                                               "--dim.")

@@ -50,7 +50,7 @@ class TrainerSettings:
 class DistillSettings(TrainerSettings):
     """:func:`espresso_export.training.distill.distill`: HPD, or shrink-then-heal a cut teacher."""
 
-    dim: Optional[int] = setting(None, flags=("--dim", "-d"), help="Embedding width d of the student (PCA of the "
+    dim: Optional[int] = setting(None, min=1, flags=("--dim", "-d"), help="Embedding width d of the student (PCA of the "
                                                                    "teacher).")
     corpus: Optional[list[str]] = setting(
         None, path="data", flags=("--corpus", "-c"),
