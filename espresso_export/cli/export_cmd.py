@@ -45,8 +45,8 @@ def _speed(f: dict) -> str:
         return ""
     rates = ", ".join(f"{v:,.0f}/s @{b}" for b, v in speed["sentences_per_second"].items())
     vs = speed.get("vs_fp32") or speed.get("vs_unoptimized")
-    ratio = "" if not vs else " (" + ", ".join(f"{r:.2f}x" for r in vs.values()) + \
-        (" of fp32)" if "vs_fp32" in speed else " of unoptimised)")
+    what = " of onnx/model.onnx)" if "vs_fp32" in speed else " of unoptimised)"  # OpenVINO files too: the ONNX fp32
+    ratio = "" if not vs else " (" + ", ".join(f"{r:.2f}x" for r in vs.values()) + what
     return f"; {rates}{ratio}"
 
 

@@ -301,7 +301,7 @@ def write_staging(prepared: Prepared, dest: Path, repo_id: str, *, link: bool = 
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
     items = sorted(copies.items())
-    for rel, src in track(items, description="staging" if progress else None, total_items=len(items)):
+    for rel, src in track(items, description="copying the model's files" if progress else None, total_items=len(items)):
         _copy(src, dest / rel, link)
     return [StagedFile(path=rel, size=(dest / rel).stat().st_size, sha256=file_sha256(dest / rel))
             for rel in sorted([*generated, *copies])]

@@ -307,7 +307,7 @@ def compare(embedders: Sequence[Embedder], texts: Sequence[str], batch_sizes: Se
     from espresso_export.core.progress import track
 
     return {bs: time_batch_size(embedders, texts, bs, plan, clock=clock, load=load)
-            for bs in track(list(batch_sizes), description=progress)}
+            for bs in track(list(batch_sizes), description=progress, total_items=len(batch_sizes))}
 
 
 def measure(embedders: Sequence[Embedder], texts: Sequence[str], batch_sizes: Sequence[int], *, rounds: int = 3,

@@ -274,7 +274,7 @@ class VerifyReport:
         out.append(Section(
             "gate" + ("" if checks else ": no thresholds given"), ("check", "threshold", "value", "result"),
             [(ch.name, ch.threshold, ch.cell(), "pass" if ch.passed else "FAIL") for ch in checks],
-            [f"within the noise of its set (the 95% interval holds the threshold; more queries would decide it): "
+            [f"within the noise of its set (the 95% interval holds the threshold; more pairs or queries would decide it): "
              f"{', '.join(noisy)}" + noise_policy(self.thresholds)] if noisy else []))
         return out
 

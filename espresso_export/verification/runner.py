@@ -113,7 +113,7 @@ def _latency(embedders: dict, texts: list[str], options: VerifyOptions, threads:
     """Candidate and source timed side by side at every batch size (:mod:`.latency`)."""
     plan = Plan(min_rounds=options.latency_rounds, budget_s=options.latency_budget)
     timings = compare([embedders["candidate"], embedders["source"]], texts, options.batch_sizes, plan,
-                      progress="latency" if progress else None)
+                      progress="latency (batch sizes timed)" if progress else None)
     rows = [LatencyRow.of(t) for t in timings.values()]
     ort = {role: e.details.get("intra_op_threads") for role, e in embedders.items() if e.kind == "onnx"}
     ov = {role: e.details.get("inference_num_threads") for role, e in embedders.items() if e.kind == "openvino"}
