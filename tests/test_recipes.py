@@ -235,8 +235,12 @@ def test_run_list_and_plan(tmp_path, capsys):
     code, out, _ = run(capsys, *shipped, "--json")  # a shipped recipe, its data replaced by --set
     rows = json.loads(out)["plan"]
     assert code == 0 and rows[1]["reads"].endswith("(healing)") and rows[4]["reads"].endswith("4-verify/report.json")
-    code, out, _ = run(capsys, *shipped)  # the table
-    assert code == 0 and "shrink" in out and "push" in out
+    code, out, _ = run(capsys, *shipped)  # the table, under the recipe's header (what it gives, as measured)
+    assert code == 0 and "shrink" in out and "push" in out and "Expected (measured" in out
+    code, out, _ = run(capsys, "run", "--list")  # what each recipe does in a paragraph (was ~170 lines of numbers)
+    flat = " ".join(out.split())
+    assert code == 0 and all(p.stem in out for p in SHIPPED) and "Expected (measured" not in out
+    assert "healed by distillation from itself" in flat and "run NAME --plan" in flat
 
 
 def test_run_bad_recipe_is_one_line_exit_2(tmp_path, capsys):

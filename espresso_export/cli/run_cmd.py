@@ -48,7 +48,7 @@ def run(
     if recipe is None:
         raise ValidationError("give a recipe file or a shipped recipe name (see `espresso-export run --list`)")
     from espresso_export.pipeline.runner import plan, run_recipe
-    from espresso_export.pipeline.recipes import load_recipe
+    from espresso_export.pipeline.recipes import find_recipe, load_recipe, recipe_header
 
     overrides = list(set_ or [])
     if output is not None:
@@ -62,6 +62,10 @@ def run(
         if json_out:
             print_json({"recipe": loaded.to_dict(), "plan": rows})
             return
+        if header := recipe_header(find_recipe(recipe)):  # what it gives, as measured, before what it would run
+            from espresso_export.cli.tables import recipe_list, show
+
+            show(recipe_list([(loaded.name, " ".join(" ".join(header).split()))], title="recipe"))
         _grid(f"plan of {loaded.name} -> {loaded.run_folder} (nothing run)", ("#", "step", "reads", "writes", "settings"),
               [(str(r["index"]), r["step"], r["reads"], r["writes"], r["settings"]) for r in rows])
         return
@@ -89,7 +93,7 @@ def _grid(title: str, headers, rows) -> None:
 
 
 def _list(json_out: bool) -> None:
-    from espresso_export.pipeline.recipes import recipe_header, shipped_recipes
+    from espresso_export.pipeline.recipes import recipe_header, recipe_summary, shipped_recipes
     from espresso_export.cli.render import print_hints, print_json
 
     found = [(p, recipe_header(p)) for p in shipped_recipes()]
@@ -101,4 +105,6 @@ def _list(json_out: bool) -> None:
         return
     from espresso_export.cli.tables import recipe_list, show
 
-    show(recipe_list([(p.stem, " ".join(" ".join(h).split())) for p, h in found]))  # reflowed to the width
+    show(recipe_list([(p.stem, recipe_summary(h)) for p, h in found],  # reflowed to the width
+                     footer="What each gives (measured numbers, data, caveats): `espresso-export run NAME --plan`, "
+                            "or the header of recipes/NAME.yaml; `run --list --json` has every header whole."))

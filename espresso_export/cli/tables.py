@@ -148,15 +148,18 @@ def model_tables(aliases: Sequence[tuple[str, str, str, bool]], architectures: S
             grid("supported architectures", ("family", "model_type"), architectures, width, whole=("family",))]
 
 
-def recipe_list(found: Sequence[tuple[str, str]]):
-    """``run --list``: each recipe's name, then its header comment as a paragraph using the whole line."""
+def recipe_list(found: Sequence[tuple[str, str]], title: str = "shipped recipes (espresso-export run NAME)",
+                footer: str | None = None):
+    """``run --list``: each recipe's name, then what it does as a paragraph using the whole line."""
     from rich.console import Group
     from rich.padding import Padding
     from rich.text import Text
 
-    parts: list = [Text("shipped recipes (espresso-export run NAME)", style="italic")]
+    parts: list = [Text(title, style="italic")]
     for name, header in found:
         parts += [Text(name, style="bold"), Padding(_text(header), (0, 0, 1, 2))]
+    if footer:
+        parts.append(Text(footer, style="italic"))
     return Group(*parts)
 
 

@@ -395,5 +395,11 @@ def recipe_header(path: Path) -> list[str]:
     return lines
 
 
+def recipe_summary(header: list[str]) -> str:
+    """What a recipe does: its header up to the measured numbers ("Expected ..."), as one paragraph."""
+    text = " ".join(" ".join(header).split())
+    return text.split(" Expected (", 1)[0].split("Expected (", 1)[0].strip() or text
+
+
 __all__ = ["Recipe", "Step", "STEP_TYPES", "load_recipe", "parse_recipe", "find_recipe",
-           "shipped_recipes", "recipe_header"]
+           "shipped_recipes", "recipe_header", "recipe_summary"]
