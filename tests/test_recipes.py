@@ -11,7 +11,8 @@ from espresso_export.cli.app import main
 from espresso_export.core.errors import NotFoundError, ValidationError
 from espresso_export.pipeline.runner import plan
 from espresso_export.data.corpus import split_weight
-from espresso_export.pipeline.recipes import STEP_TYPES, load_recipe, parse_recipe, recipe_header, shipped_recipes
+from espresso_export.pipeline.headers import recipe_header
+from espresso_export.pipeline.recipes import STEP_TYPES, load_recipe, parse_recipe, shipped_recipes
 from espresso_export.core.types import Quantize
 
 SHIPPED = shipped_recipes()

@@ -48,7 +48,8 @@ def run(
     if recipe is None:
         raise ValidationError("give a recipe file or a shipped recipe name (see `espresso-export run --list`)")
     from espresso_export.pipeline.runner import plan, run_recipe
-    from espresso_export.pipeline.recipes import find_recipe, load_recipe, recipe_header
+    from espresso_export.pipeline.headers import recipe_header
+    from espresso_export.pipeline.recipes import find_recipe, load_recipe
 
     overrides = list(set_ or [])
     if output is not None:
@@ -93,7 +94,8 @@ def _grid(title: str, headers, rows) -> None:
 
 
 def _list(json_out: bool) -> None:
-    from espresso_export.pipeline.recipes import recipe_header, recipe_summary, shipped_recipes
+    from espresso_export.pipeline.headers import recipe_header, recipe_summary
+    from espresso_export.pipeline.recipes import shipped_recipes
     from espresso_export.cli.render import print_hints, print_json
 
     found = [(p, recipe_header(p)) for p in shipped_recipes()]

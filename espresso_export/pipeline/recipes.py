@@ -385,21 +385,4 @@ def find_recipe(spec: str | os.PathLike) -> Path:
     raise NotFoundError(f"recipe not found: {spec} (neither a file nor a shipped recipe name{listed})")
 
 
-def recipe_header(path: Path) -> list[str]:
-    """The leading comment lines of a recipe file (its description, expected retention and speed-up)."""
-    lines = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.startswith("#"):
-            break
-        lines.append(line.lstrip("#").strip())
-    return lines
-
-
-def recipe_summary(header: list[str]) -> str:
-    """What a recipe does: its header up to the measured numbers ("Expected ..."), as one paragraph."""
-    text = " ".join(" ".join(header).split())
-    return text.split(" Expected (", 1)[0].split("Expected (", 1)[0].strip() or text
-
-
-__all__ = ["Recipe", "Step", "STEP_TYPES", "load_recipe", "parse_recipe", "find_recipe",
-           "shipped_recipes", "recipe_header", "recipe_summary"]
+__all__ = ["Recipe", "Step", "STEP_TYPES", "load_recipe", "parse_recipe", "find_recipe", "shipped_recipes"]
