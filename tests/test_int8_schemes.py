@@ -110,13 +110,14 @@ def test_export_times_files_and_recommends_the_fastest_that_passed(tiny_bert, tm
     assert all(note in card_row for note in timing["notes"]) and "sent/s at batch 4" in card_row
     # the recommended file on two streams, at the largest batch size, where there are two cores
     streams = timing["streams"]
-    if usable_cores() >= 2:
+    moved = any(n.startswith("the recommendation stays") for n in timing["notes"])  # disturbed: no streams record
+    if usable_cores() >= 2 and not moved:
         assert streams["file"] == timing["recommended"] and (streams["streams"], streams["batch"]) == (2, 4)
         assert streams["vs_one_stream"] > 0 and streams["sentences_per_second"] > 0
         assert any(h.startswith("OnnxEncoder(..., streams=2) ran") for h in result.hints)
         assert f"{streams['vs_one_stream']:.2f}x one stream at batch 4" in card_row
     else:
-        assert streams is None
+        assert streams is None and not result.hints[-1].startswith("OnnxEncoder(..., streams=")
 
 
 def test_export_timing_on_a_busy_machine_says_it_is_not_reliable(tiny_bert, tmp_path):

@@ -45,7 +45,7 @@ def _speed(f: dict) -> str:
         return ""
     rates = ", ".join(f"{v:,.0f}/s @{b}" for b, v in speed["sentences_per_second"].items())
     vs = speed.get("vs_fp32") or speed.get("vs_unoptimized")
-    what = " of onnx/model.onnx)" if "vs_fp32" in speed else " of unoptimised)"  # OpenVINO files too: the ONNX fp32
+    what = " of onnx/model.onnx)" if "vs_fp32" in speed else " of unoptimised)"  # an OpenVINO file's vs_fp32 too
     ratio = "" if not vs else " (" + ", ".join(f"{r:.2f}x" for r in vs.values()) + what
     return f"; {rates}{ratio}"
 

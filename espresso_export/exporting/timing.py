@@ -109,14 +109,15 @@ def time_files(folder: Path, files: list[dict], texts: list[str], batches: tuple
     if reasons:
         timing["notes"].insert(0, "timing NOT reliable (" + "; ".join(reasons) + "): the speeds and ratios below may "
                                "be wrong; export again on an idle machine")
-        asked = static_default([f for f in files if f.get("validation", {}).get("passed", True)
-                                and f["file"].endswith(".onnx")] or files)["file"]
+        passed = _recommendable(files)
+        asked = static_default(passed)["file"] if passed else None
         if timing["recommended"] not in (None, asked):
             timing["notes"].insert(1, f"the recommendation stays {asked}, the file asked for: "
-                                      f"{timing['recommended']} was faster only on this disturbed timing")
+                                      f"{timing['recommended']} was faster only on this disturbed timing (its "
+                                      "streams timing is dropped)")
             for f in files:
                 f["recommended"] = f["file"] == asked
-            timing["recommended"] = asked
+            timing["recommended"], timing["streams"] = asked, None
     return timing
 
 
@@ -139,7 +140,6 @@ def _time_files(folder: Path, files: list[dict], texts: list[str], batches: tupl
     from espresso_export.runtime import FIXED_WIDTHS, OnnxEncoder
 
     threads = threads or usable_cores()
-
     texts = list(dict.fromkeys(texts))[:TIMING_SENTENCES]
     encoders = {f["file"]: OnnxEncoder(folder, f["file"], threads=threads, fixed_widths=()) for f in files}
     batch1: dict[str, float] = {}  # OpenVINO file -> its fixed-shape copies' speed against the dynamic model
@@ -176,8 +176,7 @@ def _time_files(folder: Path, files: list[dict], texts: list[str], batches: tupl
             if f["fixed_widths"]:
                 notes.append(f"{name} runs one text at a time on fixed-shape copies ({ratio:.2f}x the dynamic model)")
         f["speed"] = speed
-    # the default file stays an ONNX file (onnxruntime alone loads it): OpenVINO files are timed, not recommended
-    passed = [f for f in files if f.get("validation", {}).get("passed", True) and f["file"].endswith(".onnx")]
+    passed = _recommendable(files)
     recommended = recommend(rates, [f["file"] for f in passed], static_default(passed)["file"]) if passed else None
     for f in files:
         f["recommended"] = f["file"] == recommended
@@ -185,6 +184,12 @@ def _time_files(folder: Path, files: list[dict], texts: list[str], batches: tupl
     return {"batches": list(batches), "sentences": len(texts), "rounds": TIMING_ROUNDS, "kept": "best round",
             "threads": threads, "recommended": recommended, "notes": notes, "rule": RULE,
             "streams": streams}
+
+
+def _recommendable(files: list[dict]) -> list[dict]:
+    """The files that may become the default: passed validation, and ONNX (onnxruntime alone loads it): OpenVINO
+    files are timed, not recommended."""
+    return [f for f in files if f.get("validation", {}).get("passed", True) and f["file"].endswith(".onnx")]
 
 
 def _streams(folder: Path, one, file: str, texts: list[str], batch: int, cores: int) -> dict | None:

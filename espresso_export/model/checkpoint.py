@@ -31,8 +31,8 @@ from espresso_export.core.errors import (
     UnsupportedModelError,
     ValidationError,
 )
-from espresso_export.model.aliases import packaged_path, resolve_alias
 from espresso_export.core.parsing import under_local_folder
+from espresso_export.model.aliases import packaged_path, resolve_alias
 from espresso_export.model.post import DenseLayer, Normalize, PostModule
 from espresso_export.model.tokenizer_state import tokenizer_state
 from espresso_export.core.types import Pooling
