@@ -52,6 +52,18 @@ def test_mix_specs_are_checked(two_sources, tmp_path):
     assert split_weight("builtin:0.3") == ("builtin", 0.3)
 
 
+def test_a_named_field_keeps_the_title_and_a_missing_one_names_the_fields(tmp_path):
+    """`--corpus-field body` dropped the documents' titles (only `text` kept them), so healing saw other texts than
+    search embeds; a missing field said only which was missing."""
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(json.dumps({"_id": "d1", "title": "Hugh Downs", "body": "An American broadcaster."}) + "\n")
+    assert read_corpus([str(docs)], field="body").sentences == ["Hugh Downs An American broadcaster."]
+    assert read_corpus([str(docs)], field="title").sentences == ["Hugh Downs"]
+    with pytest.raises(ValidationError, match=r"docs\.jsonl:1: no 'text or .*' field \(the record has: _id, title, "
+                                              r"body; name the text's field with --corpus-field"):
+        read_corpus([str(docs)])
+
+
 def test_training_length_is_chosen_from_the_corpus(tiny_bert, two_sources):
     a, b = two_sources
     student = load(tiny_bert)

@@ -70,9 +70,14 @@ def _jsonl_texts(path: Path, text: str, field: str | None) -> list[str]:
     for where, obj in jsonl_objects(path, text):
         key = field or next((k for k in TEXT_FIELDS if k in obj), None)
         if key is None or key not in obj:
-            raise ValidationError(f"{where}: no {field or ' or '.join(TEXT_FIELDS)!r} field")
+            raise ValidationError(f"{where}: no {field or ' or '.join(TEXT_FIELDS)!r} field (the record has: "
+                                  f"{', '.join(map(str, obj)) or 'nothing'}; name the text's field with --corpus-field, "
+                                  "corpus_field: in a recipe)")
         value = "" if obj[key] is None else str(obj[key])
-        items.append(titled(obj, value) if key == "text" and "title" in obj else value)
+        # a document's title goes in front of its text, as verify embeds BEIR documents: for the field the user
+        # named too (`--corpus-field body` dropped the title)
+        with_title = (key == "text" or field is not None) and key != "title" and "title" in obj
+        items.append(titled(obj, value) if with_title else value)
     return items
 
 
