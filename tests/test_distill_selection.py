@@ -100,5 +100,6 @@ def test_eval_retrieval_alone_and_a_missing_folder(setup):
     alone = setup["run"](None, eval_retrieval=str(beir), epochs=1)
     assert alone.eval["score"] == "100 x mean retention vs the teacher (nDCG@10)" and alone.eval["sts"] is None
     assert alone.eval["best_step"] == 0  # nDCG@10 is 1.0 before training (the constructed answers)
+    assert alone.task.score_label == "eval (100 x mean retention)"  # the progress lines: not a Spearman
     with pytest.raises(NotFoundError, match="retrieval set not found"):
         setup["run"](None, eval_retrieval=str(setup["tmp"] / "missing"), epochs=1)

@@ -55,7 +55,9 @@ def _distill(settings: DistillSettings, *, teacher: str, output: Path, resume: b
         rows.append(("training length", f"{lengths['chosen']} tokens ({lengths['rule']}; {cut})"))
     if result.eval:
         e = result.eval
-        rows.append((f"eval ({e.get('score', 'STS Spearman')})", f"{e['initial']:.2f} before -> best {e['best']:.2f} at step {e['best_step']}"))
+        # the score's name goes with the values: as the row's label it took 68 of 80 columns and squeezed the rest
+        rows.append(("eval", f"{e['initial']:.2f} before -> best {e['best']:.2f} at step {e['best_step']} "
+                             f"({e.get('score', 'STS Spearman')})"))
     h = result.heldout
     if h["sentences"]:
         rows.append(("held-out relative MSE", f"{h['relative_mse_before']:.4f} -> {h['relative_mse_after']:.4f} "

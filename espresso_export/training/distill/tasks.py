@@ -193,6 +193,13 @@ class HealTask(TrainingTask):
         h = self.embed([self.sentences[i] for i in idx])
         return float(np.square(h - np.asarray(self.targets.targets[idx])).sum(1).mean() / self.target_energy)
 
+    @property
+    def score_label(self) -> str:
+        """With a retrieval set the score is a mean retention x100, not a Spearman: the progress lines say so."""
+        if self.selection is None or self.selection.retrieval is None:
+            return "eval"
+        return "eval (100 x mean retention)"
+
     def evaluate(self) -> float | None:
         if self.selection is None or (self.selection.sts is None and self.selection.retrieval is None):
             return None
