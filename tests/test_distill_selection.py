@@ -92,7 +92,7 @@ def test_retrieval_selected_checkpoint_differs_from_the_sts_selected_one(setup):
     assert retrieval_scores(lambda t: encode(other, t), data)["ndcg_at_10"] == pytest.approx(measured[-1]["ndcg_at_10"],
                                                                                             abs=1e-4)
     prov = json.loads((tmp / "by-both" / "espresso.json").read_text())
-    assert prov["best_eval"]["retrieval"] == str(beir) and prov["best_eval"]["best_step"] == 0
+    assert prov["best_eval"]["retrieval"] == str(beir.resolve()) and prov["best_eval"]["best_step"] == 0
 
 
 def test_eval_retrieval_alone_and_a_missing_folder(setup):
@@ -103,3 +103,20 @@ def test_eval_retrieval_alone_and_a_missing_folder(setup):
     assert alone.task.score_label == "eval (100 x mean retention)"  # the progress lines: not a Spearman
     with pytest.raises(NotFoundError, match="retrieval set not found"):
         setup["run"](None, eval_retrieval=str(setup["tmp"] / "missing"), epochs=1)
+
+
+def test_verify_says_when_it_reports_on_the_sets_that_chose_the_checkpoint(setup, tiny_bert, monkeypatch):
+    """Reporting on the eval sets that picked the kept checkpoint overstates its retention (a walk-through: 0.968
+    nDCG@10 retention on the selection half, 0.875 on the held-out half), and verify said nothing."""
+    from espresso_export import verify
+
+    beir, sts = _constructed_sets(setup)
+    tmp = setup["tmp"]
+    setup["run"](tmp / "chosen", eval_sts=str(sts), eval_retrieval=str(beir), epochs=1)
+    monkeypatch.chdir(beir.parent)  # recorded as absolute paths: a relative spec from elsewhere still matches
+    fast = {"batch_sizes": [4], "latency_texts": 8, "latency_rounds": 1, "latency_budget": 0, "cache": False}
+    report = verify(tmp / "chosen", str(tiny_bert), sts=[sts.name, "builtin"], retrieval=[beir.name], **fast)
+    said = [n for n in report.notes if "also chose the candidate's kept checkpoint" in n]
+    assert [n.split(" also")[0] for n in said] == [sts.name, beir.name]
+    held_out = verify(tmp / "chosen", str(tiny_bert), sts=["builtin"], **fast)  # not a selection set here
+    assert not [n for n in held_out.notes if "kept checkpoint" in n]

@@ -238,6 +238,8 @@ def test_run_list_and_plan(tmp_path, capsys):
     assert code == 0 and rows[1]["reads"].endswith("(healing)") and rows[4]["reads"].endswith("4-verify/report.json")
     code, out, _ = run(capsys, *shipped)  # the table, under the recipe's header (what it gives, as measured)
     assert code == 0 and "shrink" in out and "push" in out and "Expected (measured" in out
+    code, _, err = run(capsys, *shipped, "--set", "distill.eval_retrieval=builtin")  # chosen and reported on
+    assert code == 0 and "verify reports on builtin, which also chooses the kept checkpoint" in err
     code, out, _ = run(capsys, "run", "--list")  # what each recipe does in a paragraph (was ~170 lines of numbers)
     flat = " ".join(out.split())
     assert code == 0 and all(p.stem in out for p in SHIPPED) and "Expected (measured" not in out

@@ -47,7 +47,7 @@ def run(
         return
     if recipe is None:
         raise ValidationError("give a recipe file or a shipped recipe name (see `espresso-export run --list`)")
-    from espresso_export.pipeline.runner import plan, run_recipe
+    from espresso_export.pipeline.runner import plan, run_recipe, selection_warnings
     from espresso_export.pipeline.headers import recipe_header
     from espresso_export.pipeline.recipes import find_recipe, load_recipe
 
@@ -55,6 +55,8 @@ def run(
     if output is not None:
         overrides.append(f"output={output}")
     loaded = load_recipe(recipe, overrides=overrides)
+    if not json_out:
+        print_hints(selection_warnings(loaded))
     if show_plan:
         from espresso_export.pipeline.state import check_run_folder
 

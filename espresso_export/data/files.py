@@ -20,6 +20,27 @@ from espresso_export.core.errors import NotFoundError, ValidationError
 BUILTIN = "builtin"
 
 
+def spec_key(spec: str | Path | None) -> str | None:
+    """A data spec as one string to compare: a local file or folder by its absolute path, else as written
+    (``builtin``, a Hub id). What a checkpoint was selected on is recorded this way, and compared this way with
+    what verify reports on."""
+    if spec is None:
+        return None
+    path = Path(str(spec)).expanduser()
+    return str(path.resolve()) if path.exists() else str(spec)
+
+
+def selected_on(provenance: dict | None) -> set[str]:
+    """The data specs (:func:`spec_key`) that chose the kept checkpoint of any training step in a provenance
+    chain (``best_eval``: distill's or train's ``--eval-sts`` / ``--eval-retrieval``)."""
+    found: set[str] = set()
+    while provenance:
+        best = provenance.get("best_eval") or {}
+        found |= {k for k in (spec_key(best.get("sts")), spec_key(best.get("retrieval"))) if k}
+        provenance = provenance.get("parent")
+    return found
+
+
 def builtin_resource(name: str) -> Path:
     """A file shipped in ``espresso_export/resources`` (the calibration corpus, the STS smoke set)."""
     return Path(str(resources.files("espresso_export") / "resources" / name))

@@ -79,6 +79,21 @@ class RunResult:
 
 # --- the plan -----------------------------------------------------------------------------------------------
 
+def selection_warnings(recipe: Recipe) -> list[str]:
+    """Sets a training step chooses its kept checkpoint on that the verify step also reports on: its retention
+    there is optimistic (verify notes it too; said before anything runs)."""
+    from espresso_export.data.files import spec_key
+
+    chose = {spec_key(v) for s in recipe.steps if s.kind in ("distill", "train")
+             for v in (getattr(s.config, "eval_sts", None), getattr(s.config, "eval_retrieval", None)) if v}
+    verify = recipe.step("verify")
+    if verify is None or not chose:
+        return []
+    return [f"verify reports on {spec}, which also chooses the kept checkpoint (eval_sts / eval_retrieval): its "
+            "retention there will be optimistic; report on a set training never saw"
+            for spec in [*verify.config.sts, *verify.config.retrieval] if spec_key(spec) in chose]
+
+
 def plan(recipe: Recipe) -> list[dict]:
     """What each step reads and writes, without running anything."""
     rows, model, export, report, cut_from = [], "source", None, None, None

@@ -22,6 +22,7 @@ from espresso_export.training import distributed
 from espresso_export.model.bidirectional import describe as describe_attention, switch
 from espresso_export.model.checkpoint import Checkpoint, DenseLayer, load
 from espresso_export.data import read_sts, sentences_sha256
+from espresso_export.data.files import spec_key
 from espresso_export.model.embed import encode_layers
 from espresso_export.training.ese import EseConfig, EseData, EseObjective, check_loss_fits
 from espresso_export.core.errors import ValidationError
@@ -219,7 +220,7 @@ def train_ese(
 def _eval_info(eval_sts, eval_pairs, result, task: EseTask) -> dict | None:
     if eval_pairs is None:
         return None
-    return {"sts": str(eval_sts), "pairs": len(eval_pairs), "initial": result.initial_score, "best": result.best_score,
+    return {"sts": spec_key(eval_sts), "pairs": len(eval_pairs), "initial": result.initial_score, "best": result.best_score,
             "best_step": result.best_step, "history": result.history, "last": task.last_eval,
             "score": "mean STS Spearman x100 over the cut points" if len(task.cut_points) > 1 else "STS Spearman x100",
             "cut_points": task.cut_points}

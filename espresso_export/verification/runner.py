@@ -17,6 +17,7 @@ from espresso_export.core.cpu import int8_isa
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.extras import require
 from espresso_export.data import BUILTIN, input_extras
+from espresso_export.data.files import selected_on, spec_key
 from espresso_export.model.vocabulary import count_tokens, coverage, find_pruning, tokenizer_json
 from espresso_export.verification.embedders import EncodeCache, open_embedder
 from espresso_export.verification.latency import Plan, compare, default_threads, fixed_threads, time_loads
@@ -72,21 +73,19 @@ def _pruned_vocabulary(embedders: dict, sts_sets, retrieval_sets) -> dict | None
     """When the candidate's provenance says its vocabulary was pruned: the share of the verify texts' tokens
     (as the source tokenizes them) that the pruned vocabulary kept. ``None`` for an unpruned candidate."""
 
-    def parts(e):  # (tokenizer, lower-cases?, provenance) of a PyTorch or an ONNX embedder
+    def parts(e):  # (tokenizer, lower-cases?) of a PyTorch or an ONNX embedder
         ckpt, enc = getattr(e, "checkpoint", None), getattr(e, "encoder", None)
-        if ckpt is not None:
-            return ckpt.tokenizer, ckpt.do_lower_case, ckpt.provenance
-        return enc.tokenizer, enc.do_lower_case, enc.info.get("provenance")
+        return (ckpt.tokenizer, ckpt.do_lower_case) if ckpt is not None else (enc.tokenizer, enc.do_lower_case)
 
-    record = find_pruning(parts(embedders["candidate"])[2])
+    record = find_pruning(_provenance(embedders["candidate"]))
     if record is None:
         return None
-    tokenizer, lower, _ = parts(embedders["source"])
+    tokenizer, lower = parts(embedders["source"])
     texts = [t for s in sts_sets for t in s.sentences()] + [t for _, r in retrieval_sets for t in r.queries + r.docs]
     texts = list(dict.fromkeys(texts))
     found = coverage(tokenizer, texts, record, lower=lower)
     if found["computed"]:  # a removed token splits into more pieces: longer inputs, more time per text
-        cand_tokenizer, cand_lower, _ = parts(embedders["candidate"])
+        cand_tokenizer, cand_lower = parts(embedders["candidate"])
         found["candidate_tokens"] = int(count_tokens(tokenizer_json(cand_tokenizer), texts, lower=cand_lower).sum())
     return found
 
@@ -150,7 +149,17 @@ def _notes(embedders: dict, sts_sets, options: VerifyOptions, vocabulary, latenc
             notes.append(f"the {role} ONNX runtime did not accept a thread count: its latency used the runtime's default")
     if thresholds.max_latency_ratio is not None and not all(r.reliable for r in latency_rows):
         notes.append("the latency gate was applied to a measurement marked unreliable (see the latency table)")
+    chose = selected_on(_provenance(embedders["candidate"]))
+    for spec in [*options.sts, *options.retrieval]:
+        if spec_key(spec) in chose:
+            notes.append(f"{spec} also chose the candidate's kept checkpoint (its training's --eval-sts / "
+                         "--eval-retrieval): its retention there is optimistic; report on a set training never saw")
     return notes
+
+
+def _provenance(embedder) -> dict | None:
+    ckpt, enc = getattr(embedder, "checkpoint", None), getattr(embedder, "encoder", None)
+    return ckpt.provenance if ckpt is not None else enc.info.get("provenance") if enc is not None else None
 
 
 def _extras(options: VerifyOptions, *models) -> list[str]:

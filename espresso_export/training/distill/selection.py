@@ -24,6 +24,7 @@ import numpy as np
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.metrics import sts_spearman, top_k_by_cosine
 from espresso_export.data import RetrievalSet, StsPairs, sentences_sha256
+from espresso_export.data.files import spec_key
 
 Embed = Callable[[Sequence[str]], np.ndarray]
 
@@ -99,10 +100,10 @@ class Selection:
         """The provenance of the selection (``result``: the trainer's :class:`TrainResult`)."""
         if self.sts is None and self.retrieval is None:
             return None
-        info = {"sts": None if self.sts is None else str(sts_spec), "pairs": None if self.sts is None else len(self.sts),
+        info = {"sts": None if self.sts is None else spec_key(sts_spec), "pairs": None if self.sts is None else len(self.sts),
                 "score": self.rule, "initial": result.initial_score, "best": result.best_score,
                 "best_step": result.best_step, "history": result.history}
         if self.retrieval is not None:
-            info.update(retrieval=str(retrieval_spec), queries=len(self.retrieval.evaluated_queries),
+            info.update(retrieval=spec_key(retrieval_spec), queries=len(self.retrieval.evaluated_queries),
                         docs=len(self.retrieval.docs), teacher=self.teacher, measured=self.measured)
         return info
