@@ -231,6 +231,7 @@ def test_run_list_and_plan(tmp_path, capsys):
     rows = json.loads(out)["plan"]
     assert code == 0 and [r["writes"] for r in rows] == ["1-shrink", "2-export", "3-verify"]
     assert rows[2]["reads"] == "2-export against source" and not (tmp_path / "runs").exists()
+    assert rows[2]["settings"].startswith("sts=['builtin']")  # the gate's data, shown though it is the default
     shipped = ("run", "minilm-L3-d128", "--plan", "--set", "distill.corpus=builtin", "--set", "verify.sts=[builtin]",
                "--set", "verify.retrieval=[builtin]")
     code, out, _ = run(capsys, *shipped, "--json")  # a shipped recipe, its data replaced by --set

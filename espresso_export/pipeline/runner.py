@@ -126,11 +126,13 @@ def plan(recipe: Recipe) -> list[dict]:
 
 
 def _settings(step: Step) -> str:
-    """The settings that differ from the library's defaults."""
+    """The settings that differ from the library's defaults, and the data a step reads even by default (a gate
+    decided on verify's built-in smoke set must show it)."""
     out = []
     for f in step_fields(type(step.config)):
         value = getattr(step.config, f.name)
-        if value != f.default and not (isinstance(value, tuple) and list(value) == f.default):
+        data = f.spec.path == "data" and value not in (None, [], ())
+        if data or (value != f.default and not (isinstance(value, tuple) and list(value) == f.default)):
             shown = value.value if hasattr(value, "value") else value
             if isinstance(shown, (list, tuple)):
                 shown = [v.value if hasattr(v, "value") else v for v in shown]
