@@ -40,7 +40,7 @@ def sweep(
     relevant_score: RelevantScoreOpt = 4.0,
     target_retention: Annotated[float, typer.Option(
         "--target-retention", help="Recommend the smallest and the fastest point keeping this fraction of the "
-                                   "source's Spearman.")] = 0.95,
+                                   "source's score (STS Spearman, or nDCG@10 with --metric retrieval).")] = 0.95,
     calibration: CalibrationOpt = None,
     calibration_samples: CalibrationSamplesOpt = 4096,
     threads: MeasureThreadsOpt = None,

@@ -24,7 +24,9 @@ from espresso_export.data.files import (
 from espresso_export.data.hub import HUB_PREFIX, HubDataset, hub_dataset, input_extras
 from espresso_export.data.pairs import TextPairs, is_scored, read_pairs, read_sentence_pairs, read_training_data
 from espresso_export.data.retrieval import RetrievalSet, read_retrieval, retrieval_from_sts
-from espresso_export.data.sts import DEFAULT_COLUMNS, StsPairs, check_scores, is_stsb, read_hub_sts, read_sts
+from espresso_export.data.sts import (
+    DEFAULT_COLUMNS, StsPairs, check_scores, is_stsb, read_hub_sts, read_sts, spread_subset,
+)
 
 __all__ = [
     "BUILTIN", "DEFAULT_COLUMNS", "HUB_PREFIX", "TEXT_FIELDS", "Corpus", "CorpusSource", "HubDataset",
@@ -32,5 +34,5 @@ __all__ = [
     "hub_dataset", "input_extras",
     "is_scored", "is_stsb", "jsonl_objects", "open_text", "parse_score", "read_corpus", "read_hub_sts",
     "read_pairs", "read_retrieval", "read_sentence_pairs", "read_sentences", "read_sts", "read_training_data",
-    "retrieval_from_sts", "sentences_sha256", "sniff_delimiter",
+    "retrieval_from_sts", "sentences_sha256", "sniff_delimiter", "spread_subset",
 ]

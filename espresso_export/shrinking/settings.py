@@ -29,8 +29,8 @@ def pooling_setting():
     return setting(None, help=POOLING_HELP)
 
 
-def seed_setting():
-    return setting(0, help=SEED_HELP)
+def seed_setting(help: str = SEED_HELP):
+    return setting(0, help=help)
 
 
 def select_setting():

@@ -21,7 +21,7 @@ from espresso_export import __version__
 from espresso_export.training import distributed
 from espresso_export.model.bidirectional import describe as describe_attention, switch
 from espresso_export.model.checkpoint import Checkpoint, DenseLayer, load
-from espresso_export.data import read_sts, sentences_sha256
+from espresso_export.data import read_sts, sentences_sha256, spread_subset
 from espresso_export.data.files import spec_key
 from espresso_export.model.embed import encode_layers
 from espresso_export.training.ese import EseConfig, EseData, EseObjective, check_loss_fits
@@ -189,7 +189,7 @@ def train_ese(
 
     examples = EseData.read(data, limit=data_limit, positive_threshold=positive_threshold)
     check_loss_fits(objective, examples)
-    eval_pairs = read_sts(eval_sts, limit=eval_limit) if eval_sts is not None else None
+    eval_pairs = spread_subset(read_sts(eval_sts), eval_limit, "--eval-limit") if eval_sts is not None else None
     ckpt, source_sha, wrapper = _load_model(model, attention=attention, pooling=pooling, lora=lora,
                                             trust_remote_code=trust_remote_code)
     ese_on = bool(objective.alpha or objective.beta)

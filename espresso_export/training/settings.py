@@ -31,7 +31,8 @@ class TrainerSettings:
     max_steps: Optional[int] = setting(None, min=1, help="Stop after this many steps.")
     eval_sts: Optional[str] = setting(None, path="data", help="STS file evaluated after every epoch; the best "
                                       "checkpoint is kept. Never the test split you report on.")
-    eval_limit: Optional[int] = setting(None, min=2, help="Evaluate on the first N pairs only.")
+    eval_limit: Optional[int] = setting(None, min=2, help="Evaluate on N pairs taken evenly over the set (as verify's "
+                                                           "--sts-limit; files are often sorted by score).")
     seed: int = seed_setting()
     device: str = setting("cpu", help="cpu, cuda or mps.")
     amp: str = setting("auto", help="Mixed precision: auto, off, bf16, fp16. auto is on for CUDA and, for distill "

@@ -71,7 +71,7 @@ class VerifySettings:
     cache: bool = setting(True, help="Keep the source's embeddings under $ESPRESSO_CACHE (default "
                                      "~/.cache/espresso-export), keyed by its files, the texts and the batch size, "
                                      "and reuse them on the next run.")
-    seed: int = seed_setting()
+    seed: int = seed_setting("Random seed (which texts the latency is timed on).")
     trust_remote_code: bool = trust_remote_code_setting()
 
     def __post_init__(self) -> None:

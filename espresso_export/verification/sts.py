@@ -17,7 +17,7 @@ import numpy as np
 from espresso_export.core.errors import NotFoundError, ValidationError
 from espresso_export.core.metrics import cosine_rows
 from espresso_export.data import (
-    BUILTIN, DEFAULT_COLUMNS, StsPairs, check_scores, hub_dataset, read_hub_sts, read_sts,
+    BUILTIN, DEFAULT_COLUMNS, StsPairs, check_scores, hub_dataset, read_hub_sts, read_sts, spread_subset,
 )
 from espresso_export.verification.embedders import EncodeCache
 
@@ -70,18 +70,6 @@ def load_sts(spec: str | os.PathLike, *, columns: tuple[str, str, str] = DEFAULT
         raise NotFoundError(f"STS set not found: no file {text!r} (use a file, 'builtin', or a Hub dataset id owner/name[:split])")
     subset = spread_subset(pairs, limit)
     return StsSet(text, kind, subset if subset is pairs else check_scores(subset, f"{text} (--sts-limit {limit}):"))
-
-
-def spread_subset(pairs: StsPairs, limit: int | None) -> StsPairs:
-    """``limit`` pairs taken evenly over the whole set (files are often sorted by genre or score)."""
-    n = len(pairs)
-    if limit is None or limit >= n:
-        return pairs
-    if limit < 2:
-        raise ValidationError(f"--sts-limit must be at least 2, got {limit}")
-    idx = [i * n // limit for i in range(limit)]
-    return StsPairs(name=pairs.name, sentence1=[pairs.sentence1[i] for i in idx],
-                    sentence2=[pairs.sentence2[i] for i in idx], scores=[pairs.scores[i] for i in idx])
 
 
 def sts_cosines(cache: EncodeCache, sts: StsSet) -> np.ndarray:

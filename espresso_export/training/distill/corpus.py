@@ -11,7 +11,7 @@ import numpy as np
 
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.types import CorpusSample
-from espresso_export.data import Corpus, read_corpus, read_retrieval, read_sentence_pairs, read_sts
+from espresso_export.data import Corpus, read_corpus, read_retrieval, read_sentence_pairs, read_sts, spread_subset
 from espresso_export.training.distill.args import DistillArgs
 
 
@@ -124,7 +124,8 @@ def load_corpus(a: DistillArgs) -> CorpusSplit:
         sentences, pair_rows, added = add_pair_sentences(sentences, pair_list)
         counts.update(pairs=pair_counts, pair_sentences_added=added, training_sentences=len(sentences))
     split = _hold_out(sentences, counts, pair_rows, a.heldout, a.batch_size, a.seed)
-    split.eval_pairs = read_sts(a.eval_sts, limit=a.eval_limit) if a.eval_sts is not None else None
+    split.eval_pairs = (spread_subset(read_sts(a.eval_sts), a.eval_limit, "--eval-limit")
+                        if a.eval_sts is not None else None)
     split.eval_retrieval = read_retrieval(a.eval_retrieval) if a.eval_retrieval is not None else None
     return split
 
