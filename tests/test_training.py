@@ -180,3 +180,20 @@ def test_progress_goes_to_plain_lines_when_stderr_is_not_a_terminal(tmp_path, ca
     lines = [line for line in err.splitlines() if line.startswith("training: ")]
     assert len(lines) == result.steps and lines[-1].startswith("training: 18/18 (100%), epoch-mean loss ")
     assert "sent/s" in lines[0] and "ETA" in lines[0] and "\x1b[" not in err
+
+
+def test_time_in_paused_stays_out_of_the_log_lines_eta(capsys, monkeypatch):
+    """An evaluation between steps (distill --eval-retrieval encodes a corpus) made the first ETA hours long."""
+    import time
+
+    from espresso_export.core.progress import Bar
+
+    monkeypatch.setenv("ESPRESSO_PROGRESS_SECONDS", "0")
+    with Bar("healing", 100) as bar:
+        with bar.paused():
+            time.sleep(0.5)  # an evaluation: 50x a step's time
+        time.sleep(0.01)
+        bar.advance(1)
+    line = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("healing: 1/100"))
+    eta = line.rsplit("ETA ", 1)[1]  # h:mm:ss; about 1 s, not 50 s (the pause counted as work)
+    assert int(eta.split(":")[-2]) == 0 and int(eta.split(":")[-1]) < 10, line

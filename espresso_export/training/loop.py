@@ -136,7 +136,7 @@ class Trainer:
             m.eval()
         score = None
         if self.dist.main:  # one rank evaluates; the others wait for its score
-            with torch.inference_mode():
+            with torch.inference_mode(), bar.paused():
                 score = self.task.evaluate()
         for m in self.modules.values():
             m.train()
