@@ -140,6 +140,7 @@ def test_the_best_evaluated_weights_are_kept(tmp_path):
     result = train(task, TrainConfig(**CFG), tmp_path / "run")
     assert (result.initial_score, result.best_score, result.best_step) == (0.5, 9.0, 12)
     assert [h["score"] for h in result.history] == [0.5, 2.0, 9.0, 1.0]
+    assert [h["epoch"] for h in result.history] == [0, 1, 2, 3]  # epochs finished (was 0, 0, 1, 2)
     for k, v in task.snapshots[2].items():
         assert torch.equal(v, task.net.state_dict()[k]), k
     assert (tmp_path / "run" / BEST_DIR / "model.safetensors").is_file()

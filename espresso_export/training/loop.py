@@ -129,7 +129,9 @@ class Trainer:
         restore_best_weights(self)
 
     # -- one step -------------------------------------------------------------------------------------
-    def _evaluate(self, bar: Bar, label: str) -> float | None:
+    def _evaluate(self, bar: Bar, label: str, epochs_done: int = 0) -> float | None:
+        """Score the model; its history entry's ``epoch`` counts the epochs finished (0 before training, 1 after
+        the first: it said 0 there too, while the progress line said "epoch 1")."""
         import torch
 
         for m in self.modules.values():
@@ -146,7 +148,7 @@ class Trainer:
             return None
         improved = self.best is None or score > self.best["score"]
         loss = self._mean_loss()
-        self.history.append({"epoch": self.epoch, "step": self.step, "score": round(float(score), 4),
+        self.history.append({"epoch": epochs_done, "step": self.step, "score": round(float(score), 4),
                              "loss": None if loss is None else round(loss, 6)})
         if improved:
             save_best(self, float(score))
@@ -233,7 +235,8 @@ class Trainer:
             self._train_batch(batches[self.position], bar, flag, pace, on_step)
         epoch_done = self.position >= len(batches)  # else the run stopped at its last step mid-epoch
         self.last_epoch_loss = self._mean_loss() if self.epoch_loss[1] else self.last_epoch_loss
-        self._evaluate(bar, f"epoch {self.epoch + 1}" if epoch_done else f"step {self.step}")
+        self._evaluate(bar, f"epoch {self.epoch + 1}" if epoch_done else f"step {self.step}",
+                       self.epoch + 1 if epoch_done else self.epoch)
         self.epoch_loss = [0.0, 0]
         if epoch_done:
             self.epoch += 1
@@ -253,7 +256,7 @@ class Trainer:
         try:
             with stop_flag(repeat_interrupts=not self.dist.enabled) as flag, bar:
                 if self.step == 0 and self.initial_score is None:
-                    self.initial_score = self._evaluate(bar, "before training")
+                    self.initial_score = self._evaluate(bar, "before training", self.epoch)
                 for m in self.modules.values():
                     m.train()
                 while self.step < self.total:
