@@ -122,6 +122,20 @@ def test_gate_fails_with_exit_3_naming_the_threshold(shrunk, minilm_path, tmp_pa
     assert report["gate"]["failed"] == ["STS retention on builtin (smoke set)"]
 
 
+def test_batch_sizes_none_is_a_quality_only_check(shrunk, minilm_path, tmp_path, capsys):
+    """`--batch-sizes none` (as export's `--timing-batches none`): no latency; a latency gate then cannot hold."""
+    out = tmp_path / "quality.json"
+    code = main(["verify", str(shrunk), "--against", str(minilm_path), "--sts-limit", "40", "--batch-sizes", "none",
+                 "--json", str(out)])
+    report = json.loads(out.read_text())
+    assert code == 0 and report["latency"]["batches"] == [] and report["sts"]["sets"][0]["pairs"] == 40
+    shown = capsys.readouterr().out
+    assert "STS: Spearman" in shown and "ms per batch" not in shown  # the tables, without the latency one
+    code = main(["verify", str(shrunk), "--against", str(minilm_path), "--batch-sizes", "none",
+                 "--max-latency-ratio", "0.5"])
+    assert code == 2 and "the latency gate (--max-latency-ratio" in capsys.readouterr().err
+
+
 def test_gate_passes_with_exit_0_when_it_can_hold(minilm_path, tmp_path, capsys):
     """All 6 layers, no head: the shrunk folder is the source model, so retention 0.999 holds."""
     from espresso_export import shrink

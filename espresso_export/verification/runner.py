@@ -24,7 +24,7 @@ from espresso_export.verification.latency import Plan, compare, default_threads,
 from espresso_export.verification.latency_report import LatencyRow, LatencySetup
 from espresso_export.verification.report import RetrievalRow, StsRow, Thresholds, VerifyReport
 from espresso_export.verification.retrieval import IndexOptions, evaluate, load_retrieval
-from espresso_export.verification.settings import NEEDS_STS, RETRIEVAL_GATE_NEEDS_SET
+from espresso_export.verification.settings import LATENCY_GATE_NEEDS_BATCHES, NEEDS_STS, RETRIEVAL_GATE_NEEDS_SET
 from espresso_export.verification.sts import DEFAULT_COLUMNS, SMOKE_NOTE, StsSet, load_sts, sts_cosines
 
 
@@ -109,7 +109,9 @@ def _caches(embedders: dict, options: VerifyOptions, progress: bool) -> dict[str
 
 def _latency(embedders: dict, texts: list[str], options: VerifyOptions, threads: int,
              progress: bool) -> tuple[list[LatencyRow], LatencySetup]:
-    """Candidate and source timed side by side at every batch size (:mod:`.latency`)."""
+    """Candidate and source timed side by side at every batch size (:mod:`.latency`); none: no latency."""
+    if not options.batch_sizes:
+        return [], LatencySetup(threads=threads, cpu=int8_isa())
     plan = Plan(min_rounds=options.latency_rounds, budget_s=options.latency_budget)
     timings = compare([embedders["candidate"], embedders["source"]], texts, options.batch_sizes, plan,
                       progress="latency (batch sizes timed)" if progress else None)
@@ -196,8 +198,10 @@ def verify(
     require(*_extras(options, candidate, against))
     if not options.sts:
         raise ValidationError(NEEDS_STS)
-    if not options.batch_sizes or min(options.batch_sizes) < 1:
+    if options.batch_sizes and min(options.batch_sizes) < 1:
         raise ValidationError(f"latency batch sizes must be positive integers, got {list(options.batch_sizes)}")
+    if thresholds.max_latency_ratio is not None and not options.batch_sizes:
+        raise ValidationError(LATENCY_GATE_NEEDS_BATCHES)
     if thresholds.min_retrieval_retention is not None and not options.retrieval:
         raise ValidationError(RETRIEVAL_GATE_NEEDS_SET)
     sts_sets = [load_sts(spec, columns=options.sts_columns, limit=options.sts_limit) for spec in options.sts]

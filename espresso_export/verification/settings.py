@@ -18,6 +18,8 @@ MEASURE_THREADS_HELP = ("Intra-op threads for torch and onnxruntime (fixed for e
 
 
 NEEDS_STS = "verify needs at least one STS set (--sts; sts: in a recipe)"
+LATENCY_GATE_NEEDS_BATCHES = ("the latency gate (--max-latency-ratio; max_latency_ratio: in a recipe) needs batch "
+                              "sizes to time (--batch-sizes; batch_sizes:), not none")
 RETRIEVAL_GATE_NEEDS_SET = ("the retrieval gate (--min-retrieval-retention; min_retrieval_retention: in a recipe) "
                             "needs a retrieval set (--retrieval; retrieval:)")
 
@@ -46,8 +48,10 @@ class VerifySettings:
     nlist: int = setting(100, min=1, help="IVF: number of k-means cells.")
     nprobe: int = setting(10, min=1, help="IVF: cells searched per query.")
     batch_sizes: list[int] = setting(default_factory=lambda: [1, 32], cli_type=str,
-                                     parse=lambda text: parse_int_list(text, "--batch-sizes"),
-                                     help="Latency batch sizes, comma-separated.")
+                                     parse=lambda text: [] if str(text).strip().lower() == "none"
+                                     else parse_int_list(text, "--batch-sizes"),
+                                     help="Latency batch sizes, comma-separated; none: no latency (a quality-only "
+                                          "check).")
     threads: Optional[int] = setting(None, min=1, help=MEASURE_THREADS_HELP)
     latency_texts: int = setting(128, min=1, help="Texts timed per batch size and round (a fixed sample of the STS "
                                                   "sentences).")
@@ -82,6 +86,8 @@ class VerifySettings:
             raise ValidationError(NEEDS_STS)
         if self.min_retrieval_retention is not None and not self.retrieval:
             raise ValidationError(RETRIEVAL_GATE_NEEDS_SET)
+        if self.max_latency_ratio is not None and not self.batch_sizes:
+            raise ValidationError(LATENCY_GATE_NEEDS_BATCHES)
         if self.sts_columns is not None and len(self.sts_columns) != 3:
             raise ValidationError(f"--sts-columns needs three names (sentence1, sentence2, score), got "
                                   f"{','.join(self.sts_columns)}")
