@@ -120,3 +120,19 @@ def test_verify_says_when_it_reports_on_the_sets_that_chose_the_checkpoint(setup
     assert [n.split(" also")[0] for n in said] == [sts.name, beir.name]
     held_out = verify(tmp / "chosen", str(tiny_bert), sts=["builtin"], **fast)  # not a selection set here
     assert not [n for n in held_out.notes if "kept checkpoint" in n]
+
+
+def test_distill_warns_on_a_test_split_and_on_a_held_out_error_that_rose(setup):
+    """Two things the summary printed without comment: selecting on a file named test, and a held-out relative
+    MSE that went up (0.44 -> 0.71 in a walk-through's 2-step run)."""
+    _, sts = _constructed_sets(setup)
+    named_test = sts.with_name("my-sts-test.jsonl")
+    named_test.write_text(sts.read_text())
+    steady = setup["run"](None, eval_sts=str(named_test), epochs=1, heldout=16)
+    assert any(h.startswith("warning: --eval-sts my-sts-test.jsonl reads like a test split") for h in steady.hints)
+    h = steady.heldout
+    assert (h["relative_mse_after"] > h["relative_mse_before"]) == any("held-out relative MSE rose" in x
+                                                                      for x in steady.hints)
+    wild = setup["run"](None, epochs=1, heldout=16, lr=50.0)  # a learning rate that wrecks the student
+    assert wild.heldout["relative_mse_after"] > wild.heldout["relative_mse_before"]
+    assert any(x.startswith("warning: the held-out relative MSE rose") for x in wild.hints)

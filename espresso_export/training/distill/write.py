@@ -129,5 +129,18 @@ def write_result(a: DistillArgs, corpus: CorpusSplit, models: Models, targets: T
         eval=prov["best_eval"], heldout=t.heldout,
         params=sum(p.numel() for p in s_ckpt.model.parameters()) + projection.weight.numel() + projection.bias.numel(),
         seconds=round(time.perf_counter() - start, 2), run_dir=str(run_dir), precision=prov["training"]["precision"],
-        hints=[], task=t.task,
+        hints=_warnings(a, t.heldout), task=t.task,
     )
+
+
+def _warnings(a: DistillArgs, heldout: dict) -> list[str]:
+    """What the summary should not print without comment."""
+    out = []
+    if heldout.get("sentences") and heldout["relative_mse_after"] > heldout["relative_mse_before"]:
+        out.append(f"warning: the held-out relative MSE rose ({heldout['relative_mse_before']:.4f} -> "
+                   f"{heldout['relative_mse_after']:.4f}): training made the student worse on texts it did not see "
+                   "(too few steps for the warm-up, or a learning rate too high)")
+    if a.eval_sts is not None and "test" in Path(str(a.eval_sts)).name.lower():
+        out.append(f"warning: --eval-sts {Path(str(a.eval_sts)).name} reads like a test split: the kept checkpoint "
+                   "is chosen on it, so its scores there are optimistic; choose on a dev split, report on test")
+    return out
