@@ -352,13 +352,11 @@ class OnnxEncoder:
             encodings = self.tokenize(items)
             size = self.batch_size_for(len(items), batch_size)
             batches = length_sorted_batches([len(e.ids) for e in encodings], size)
-            if self.streams > 1 and len(batches) > 1:
-                for idx, vectors in zip(batches, self._workers().map(
-                        lambda idx: self.run([encodings[i] for i in idx])[0], batches)):
-                    out[idx] = vectors
-            else:
-                for idx in batches:
-                    out[idx] = self.run([encodings[i] for i in idx])[0]
+            side_by_side = self.streams > 1 and len(batches) > 1  # else one batch after the other, here
+            mapped = (self._workers().map if side_by_side else map)(
+                lambda idx: self.run([encodings[i] for i in idx])[0], batches)
+            for idx, vectors in zip(batches, mapped):
+                out[idx] = vectors
         return out[0] if single else out
 
     def batch_size_for(self, texts: int, batch_size: int) -> int:

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from espresso_export.core.cpu import int8_isa
-from espresso_export.core.errors import ValidationError
 from espresso_export.core.extras import require
 from espresso_export.data import BUILTIN, input_extras
 from espresso_export.data.files import selected_on, spec_key
@@ -24,7 +23,7 @@ from espresso_export.verification.latency import Plan, compare, default_threads,
 from espresso_export.verification.latency_report import LatencyRow, LatencySetup
 from espresso_export.verification.report import RetrievalRow, StsRow, Thresholds, VerifyReport
 from espresso_export.verification.retrieval import IndexOptions, evaluate, load_retrieval
-from espresso_export.verification.settings import LATENCY_GATE_NEEDS_BATCHES, NEEDS_STS, RETRIEVAL_GATE_NEEDS_SET
+from espresso_export.verification.settings import check_across
 from espresso_export.verification.sts import DEFAULT_COLUMNS, SMOKE_NOTE, StsSet, load_sts, sts_cosines
 
 
@@ -196,14 +195,9 @@ def verify(
         options, thresholds = resolve(VerifySettings, settings, kwargs, call="verify").build()
     start = time.perf_counter()
     require(*_extras(options, candidate, against))
-    if not options.sts:
-        raise ValidationError(NEEDS_STS)
-    if options.batch_sizes and min(options.batch_sizes) < 1:
-        raise ValidationError(f"latency batch sizes must be positive integers, got {list(options.batch_sizes)}")
-    if thresholds.max_latency_ratio is not None and not options.batch_sizes:
-        raise ValidationError(LATENCY_GATE_NEEDS_BATCHES)
-    if thresholds.min_retrieval_retention is not None and not options.retrieval:
-        raise ValidationError(RETRIEVAL_GATE_NEEDS_SET)
+    check_across(options.sts, options.retrieval, options.batch_sizes,
+                 min_retrieval_retention=thresholds.min_retrieval_retention,
+                 max_latency_ratio=thresholds.max_latency_ratio)
     sts_sets = [load_sts(spec, columns=options.sts_columns, limit=options.sts_limit) for spec in options.sts]
     retrieval_sets = [(spec, load_retrieval(spec, columns=options.sts_columns, min_score=options.retrieval_min_score,
                                             limit=options.sts_limit)) for spec in options.retrieval]

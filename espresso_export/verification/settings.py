@@ -24,6 +24,21 @@ RETRIEVAL_GATE_NEEDS_SET = ("the retrieval gate (--min-retrieval-retention; min_
                             "needs a retrieval set (--retrieval; retrieval:)")
 
 
+def check_across(sts, retrieval, batch_sizes, *, min_retrieval_retention, max_latency_ratio) -> None:
+    """The checks across keys, for the flat settings (so a recipe fails before its first step) and for
+    :func:`~espresso_export.verification.runner.verify`'s structured options alike."""
+    from espresso_export.core.errors import ValidationError
+
+    if not sts:
+        raise ValidationError(NEEDS_STS)
+    if batch_sizes and min(batch_sizes) < 1:
+        raise ValidationError(f"latency batch sizes must be positive integers, got {list(batch_sizes)}")
+    if max_latency_ratio is not None and not batch_sizes:
+        raise ValidationError(LATENCY_GATE_NEEDS_BATCHES)
+    if min_retrieval_retention is not None and not retrieval:
+        raise ValidationError(RETRIEVAL_GATE_NEEDS_SET)
+
+
 @dataclass
 class VerifySettings:
     """:func:`espresso_export.verification.runner.verify`: the measurements and the gate."""
@@ -81,13 +96,8 @@ class VerifySettings:
     def __post_init__(self) -> None:
         from espresso_export.core.errors import ValidationError
 
-        # checks across keys live here, so a recipe fails on them before its first step, not at its verify step
-        if not self.sts:
-            raise ValidationError(NEEDS_STS)
-        if self.min_retrieval_retention is not None and not self.retrieval:
-            raise ValidationError(RETRIEVAL_GATE_NEEDS_SET)
-        if self.max_latency_ratio is not None and not self.batch_sizes:
-            raise ValidationError(LATENCY_GATE_NEEDS_BATCHES)
+        check_across(self.sts, self.retrieval, self.batch_sizes, min_retrieval_retention=self.min_retrieval_retention,
+                     max_latency_ratio=self.max_latency_ratio)
         if self.sts_columns is not None and len(self.sts_columns) != 3:
             raise ValidationError(f"--sts-columns needs three names (sentence1, sentence2, score), got "
                                   f"{','.join(self.sts_columns)}")
