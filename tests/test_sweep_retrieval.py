@@ -23,7 +23,8 @@ def test_sweep_on_retrieval_scores_points_by_ndcg(tiny_bert, calibration_file, t
     assert code == 0, capsys.readouterr().err
     report = json.loads((out / "sweep.json").read_text())
     assert report["metric"] == "retrieval"
-    (target,) = report["sts"]
+    (target,) = report["retrieval"]
+    assert "sts" not in report  # the key names what it holds, as in verify's report
     assert target["kind"] == "retrieval" and target["queries"] > 10 and target["metric"] == "nDCG@10 x100"
     # the source's score is what verify's faiss retrieval measures: nDCG@10 x100 of the full model
     source = evaluate(EncodeCache(open_embedder(str(tiny_bert))), load_retrieval("builtin"))

@@ -48,7 +48,7 @@ def _sweep() -> SweepResult:
               point(3, [1, 3, 5], 128, 69.72, 1430.9, 14_740_000, True)]
     return SweepResult(source="minilm", source_depth=6, source_dim=384, source_spearman=82.03, source_per_set={},
                        source_sentences_per_s=731.2, source_p50_ms=43.8, source_params=22_710_000, head=Head.PCA,
-                       select=Select.SPREAD, select_auto=True, sts_sets=[], calibration=None, threads=2, latency={},
+                       select=Select.SPREAD, select_auto=True, sets=[], calibration=None, threads=2, latency={},
                        target_retention=0.8, points=points)
 
 

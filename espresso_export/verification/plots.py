@@ -36,7 +36,7 @@ def plot_sweep(result: SweepResult, path: Path) -> Path:
         if result.source_spearman > 0:
             ax.axhline(result.target_retention * result.source_spearman, color="gray", ls=":", lw=1,
                        label=f"target: {100 * result.target_retention:g}% of source")
-        sets = ", ".join(s["name"] for s in result.sts_sets)
+        sets = ", ".join(s["name"] for s in result.sets)
         ax.set_title(f"{Path(result.source).name}: depth x width sweep ({result.head.value} head, "
                      f"layers: {result.selection})", fontsize=10)
         ax.set_xscale("log")  # depth 1 runs ~10x faster than the full model: a linear axis crowds the deep cuts

@@ -302,7 +302,7 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, outp
         source_spearman=float(np.mean(list(source_per_set.values()))), source_per_set=source_per_set,
         source_sentences_per_s=stats[-1].sentences_per_s, source_p50_ms=stats[-1].p50_ms,
         source_params=source_params, head=head, select=select, select_auto=select_auto,
-        sts_sets=[set_info(s) for s in sets], metric=SweepMetric(options.metric),
+        sets=[set_info(s) for s in sets], metric=SweepMetric(options.metric),
         calibration=None if head is not Head.PCA else {"source": cal_label, "size": len(cal)},
         threads=threads, latency={"batch_size": options.latency_batch_size, "texts": len(sample),
                                   "rounds": options.latency_rounds, "measured": "once per depth, widest head",

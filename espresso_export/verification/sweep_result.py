@@ -55,7 +55,7 @@ class SweepResult:
     source_params: int
     head: Head
     select: Select  # first or spread: how the layers were selected
-    sts_sets: list[dict]
+    sets: list[dict]  # the sets the points are scored on: STS sets, or retrieval sets with ``metric`` retrieval
     calibration: dict | None
     threads: int
     latency: dict
@@ -98,6 +98,11 @@ class SweepResult:
     def score_key(self) -> str:
         return score_key(self.metric)
 
+    @property
+    def sets_key(self) -> str:
+        """The JSON key of the sets scored on: ``sts`` or ``retrieval``, like verify's report."""
+        return self.metric.value
+
     def shrink_command(self, point: SweepPoint) -> str:
         if self.select_auto:  # shrink's own default picks the same layers
             layers, select = str(point.layers), ""
@@ -128,7 +133,8 @@ class SweepResult:
                        "per_set": {k: round(v, 4) for k, v in self.source_per_set.items()},
                        "sentences_per_s": round(self.source_sentences_per_s, 4),
                        "p50_ms": round(self.source_p50_ms, 4), "params": self.source_params},
-            "head": self.head.value, "select": self.select.value, "select_auto": self.select_auto, "sts": self.sts_sets,
+            "head": self.head.value, "select": self.select.value, "select_auto": self.select_auto,
+            self.sets_key: self.sets,
             "calibration": self.calibration, "threads": self.threads, "latency": self.latency,
             "target_retention": self.target_retention, "recommended": pick,
             "metric": self.metric.value,
@@ -152,7 +158,8 @@ class SweepResult:
             source=src["id"], source_depth=src["depth"], source_dim=src["dim"],
             source_spearman=src.get(key, src.get("spearman")),
             source_per_set=src["per_set"], source_sentences_per_s=src["sentences_per_s"], source_p50_ms=src["p50_ms"],
-            source_params=src["params"], head=Head(d["head"]), select=Select(d["select"]), select_auto=d.get("select_auto", False), sts_sets=d["sts"],
+            source_params=src["params"], head=Head(d["head"]), select=Select(d["select"]), select_auto=d.get("select_auto", False),
+            sets=d.get(d.get("metric", "sts"), d.get("sts", [])),  # sweeps before 2026-11-25 kept both under "sts"
             calibration=d["calibration"], threads=d["threads"], latency=d["latency"],
             target_retention=d["target_retention"],
             metric=SweepMetric(d.get("metric", "sts")),
