@@ -232,6 +232,27 @@ def test_switches_show_no_type_in_help():
         assert "<bool>" not in res.output, args
 
 
+def test_help_at_80_columns_shows_every_option_whole():
+    """At 80 columns typer's panels cut names ("--max-latency-ra…") and squeezed help to 18 characters: help is
+    click's layout there, every line fits, every option is named in full, examples break between options."""
+    from typer.testing import CliRunner
+
+    from espresso_export.cli.app import app
+
+    commands = [info.name or info.callback.__name__ for info in app.registered_commands]
+    for args in ([], *([c.replace("_", "-")] for c in commands)):
+        res = CliRunner().invoke(app, [*args, "--help"], terminal_width=80)
+        assert res.exit_code == 0, args
+        assert all(len(line) <= 80 for line in res.output.splitlines()), (args, max(res.output.splitlines(), key=len))
+        assert "…" not in res.output and "╭" not in res.output and "\\[" not in res.output, args
+        wide = CliRunner().invoke(app, [*args, "--help"], terminal_width=200).output
+        names = {n.rstrip(",") for n in wide.split() if n.startswith("--") and len(n) > 16 and "…" not in n}
+        assert all(n in res.output for n in names), (args, names)
+    verify = CliRunner().invoke(app, ["verify", "--help"], terminal_width=80).output
+    assert "    espresso-export verify small/ \\\n        --against sentence-transformers/all-mpnet-base-v2" in verify
+    assert "╭" in CliRunner().invoke(app, ["verify", "--help"], terminal_width=200).output  # wide: typer's panels
+
+
 def test_a_reader_that_stops_early_gets_no_error_line():
     """``espresso-export run --help | head``: the closed pipe ends the command silently with exit 1 (as rich and
     click do), not with "error: BrokenPipeError"."""

@@ -7,6 +7,7 @@ validation error, 3 failed quality gate, 130 interrupted (Ctrl-C), 143 terminate
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 
 import typer
@@ -25,12 +26,74 @@ def _bare_switches(params) -> None:
             param.metavar = ""
 
 
+# Below this many columns help is click's plain layout (each option's name in full, its help wrapped beside it).
+# typer's rich panels give every option five columns (name, short name, "--no-" name, type, help): at 80 columns
+# the names were cut ("--max-latency-ra…", "--trust-remote-c…") and the help squeezed to 18 characters a line.
+RICH_HELP_MIN_COLUMNS = 120
+
+
+def _help_columns(ctx: typer.Context) -> int:
+    """The width help is drawn at: the caller's (``CliRunner(terminal_width=)``), else ``COLUMNS`` or the terminal's."""
+    return ctx.terminal_width or shutil.get_terminal_size().columns
+
+
+def _plain_epilog(epilog: str | None, width: int) -> str | None:
+    """An epilog for click's layout. Each indented paragraph is an example command: click would re-wrap it
+    mid-word ("all-mpnet-" / "base-v2"), so it is marked ``\\b`` (printed as written), its comment ("cmd    (why)")
+    goes on a ``#`` line above it, and it is broken before its options into continuation lines that fit."""
+    if not epilog:
+        return epilog
+    paragraphs = epilog.replace("\\[", "[").split("\n\n")
+    return "\n\n".join("\b\n" + _example_lines(p.strip(), width - 4) if p.startswith("  ") else p
+                        for p in paragraphs)
+
+
+def _example_lines(example: str, width: int) -> str:
+    """``width`` leaves room for click's indent and " \\"; a line breaks only outside single quotes, where a shell
+    reads backslash-newline as a space (inside double quotes it joins the lines: still one Python statement)."""
+    command, _, comment = example.partition("    (")
+    pieces: list[list[tuple[str, bool]]] = []  # an option with its values (or the command before them): its words,
+    quoted = False                             # each with whether a line may break before it
+    for token in command.split():
+        if not pieces or (token.startswith("-") and not quoted):
+            pieces.append([])
+        pieces[-1].append((token, not quoted))
+        quoted ^= token.count("'") % 2 == 1
+    words = [w for piece in pieces
+             for w in ([(" ".join(t for t, _ in piece), True)] if len(" ".join(t for t, _ in piece)) <= width else piece)]
+    lines = [f"# {comment.rstrip(')')}"] if comment else []
+    line = ""
+    for word, breakable in words:
+        if line and breakable and len(line) + 1 + len(word) > width:
+            lines.append(line + " \\")
+            line = "    " + word
+        else:
+            line = f"{line} {word}" if line else word
+    return "\n".join("  " + x for x in [*lines, line])
+
+
 class _BareSwitches:
     """Mixed into the class of every command and of the root (set once, here, through typer's ``cls`` hook)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         _bare_switches(self.params)
+
+    def format_help(self, ctx: typer.Context, formatter) -> None:
+        if _help_columns(ctx) >= RICH_HELP_MIN_COLUMNS:
+            super().format_help(ctx, formatter)
+            return
+        # typer's switch for its click layout; the texts lose rich's escapes ("\\[") and the examples keep their lines
+        saved = [(self, "rich_markup_mode", None), (self, "epilog", _plain_epilog(self.epilog, formatter.width))]
+        saved += [(p, "help", p.help.replace("\\[", "[")) for p in self.params if getattr(p, "help", None)]
+        saved = [(obj, name, getattr(obj, name), value) for obj, name, value in saved]
+        try:
+            for obj, name, _, value in saved:
+                setattr(obj, name, value)
+            super().format_help(ctx, formatter)
+        finally:
+            for obj, name, old, _ in saved:
+                setattr(obj, name, old)
 
     def get_help_option(self, ctx):
         option = super().get_help_option(ctx)
