@@ -49,6 +49,35 @@ def test_sweep_writes_table_json_and_plot(swept):
     assert any(p["pareto"] for p in points)
     assert report["recommended"]["smallest"]["command"].startswith("espresso-export shrink ")
     assert set(report["timings_seconds"]) >= {"encode", "latency", "total"}
+    # one timed round (FAST): its spread is unknown, and the sweep says the throughput is not to be trusted
+    assert report["latency"]["reliable"] is False and report["latency"]["reasons"][0].startswith("1 round(s)")
+    assert report["notes"][0].startswith("throughput NOT reliable (1 round(s): too few")
+
+
+def test_sweep_on_a_busy_machine_says_its_throughput_is_not_reliable(tiny_bert, tmp_path, capsys):
+    """Another process keeping a core busy while the depths are timed: verify and export say so, sweep did not
+    (its sent/s, speed-ups and "fastest" pick were printed as measured)."""
+    import subprocess
+    import sys
+
+    if not Path("/proc/stat").is_file():
+        pytest.skip("other processes' CPU time is read from /proc/stat (Linux)")
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        code = main(["sweep", str(tiny_bert), "--layers", "2,4", "--dims", "16", "--sts", "builtin", "--threads", "1",
+                     "--latency-texts", "16", "--latency-batch-size", "8", "--target-retention", "0.1",
+                     "-o", str(tmp_path / "s")])
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    latency = json.loads((tmp_path / "s" / "sweep.json").read_text())["latency"]
+    assert latency["rounds"] == 3 and latency["reliable"] is False and latency["other_cores"] > 0.25
+    assert any(r.startswith("other processes kept ") for r in latency["reasons"])
+    assert "note: throughput NOT reliable (" in captured.err
+    assert "x?" in captured.out  # the speed-up cells carry the mark
 
 
 def _shrunk_score(minilm_path, calibration_file, **select) -> tuple[list[int], float]:

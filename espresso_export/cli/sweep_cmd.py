@@ -48,7 +48,8 @@ def sweep(
                                                     help="Batch size of the throughput measurement.")] = 32,
     latency_texts: Annotated[int, typer.Option("--latency-texts", min=1, help="Texts timed per depth and round.")] = 64,
     latency_rounds: Annotated[int, typer.Option("--latency-rounds", min=1,
-                                                help="Timed rounds, alternating the depths.")] = 2,
+                                                help="Timed rounds, alternating the depths (fewer than 3: the "
+                                                     "timing is reported as not reliable).")] = 3,
     batch_size: BatchSizeOpt = 64,
     overwrite: OverwriteOpt = False,
     seed: SeedOpt = 0,

@@ -95,10 +95,11 @@ def sweep_table(result, width: int):
                       pad_edge=False)
         for i, h in enumerate(headers):
             table.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
+        mark = "" if result.timing_reliable else "?"  # the notes under the table say why
         for p in sorted(result.points, key=lambda p: (p.layers, p.dim)):
             ret = "n/a" if p.retention is None else f"{p.retention:.3f}"
             table.add_row(",".join(map(str, p.kept)), str(p.dim), f"{p.spearman:.2f}", ret,
-                          f"{p.sentences_per_s:.1f}", f"{p.sentences_per_s / result.source_sentences_per_s:.2f}x",
+                          f"{p.sentences_per_s:.1f}", f"{p.sentences_per_s / result.source_sentences_per_s:.2f}x{mark}",
                           f"{p.params / 1e6:.2f}M", str(p.bytes_per_vector), "*" if p.pareto else "",
                           style="green" if p.meets_target else None)
         table.add_row(f"all {result.source_depth} (source)", str(result.source_dim), f"{result.source_spearman:.2f}",

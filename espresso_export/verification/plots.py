@@ -43,7 +43,9 @@ def plot_sweep(result: SweepResult, path: Path) -> Path:
         ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
         ax.xaxis.set_minor_formatter(ticker.FormatStrFormatter("%g"))
         ax.set_xlabel(f"throughput, sentences/s, log scale (batch {result.latency['batch_size']}, "
-                      f"{result.threads} thread(s))")
+                      f"{result.threads} thread(s))" + ("" if result.timing_reliable else
+                                                        "\nthroughput NOT reliable (why: sweep.json, "
+                                                        "latency.reasons)"))
         ax.set_ylabel(f"{result.metric_label} ({sets})")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="best", framealpha=0.85)

@@ -72,7 +72,7 @@ class SweepOptions:
     batch_size: int = 64  # encoding
     latency_batch_size: int = 32
     latency_texts: int = 64
-    latency_rounds: int = 2
+    latency_rounds: int = 3  # fewer: the spread is unknown and the timing is reported as not reliable
     seed: int = 0
 
 
@@ -237,17 +237,22 @@ def _inputs(options: SweepOptions, head: Head, dims: list[int]):
 
 def _latency(ckpt: Checkpoint, texts: list[str], depths: list[int], kept: dict[int, list[int]],
              widest: dict[int, list], options: SweepOptions, progress: bool):
-    """(the timed sample, one LatencyStats per depth then one for the full source)."""
-    from espresso_export.verification.latency import measure
+    """(the timed sample, one LatencyStats per depth then one for the full source, the timing's record)."""
+    from espresso_export.verification.latency import Plan, compare
 
     sample = texts if len(texts) <= options.latency_texts else \
         random.Random(options.seed).sample(texts, options.latency_texts)
     embedders = [_DepthEmbedder.of(ckpt, None if d == ckpt.depth else kept[d], widest[d]) for d in depths]
     embedders.append(_DepthEmbedder.of(ckpt, None, ckpt.post))
-    stats = [s[options.latency_batch_size] for s in measure(
-        embedders, sample, [options.latency_batch_size], rounds=options.latency_rounds, warmup=1,
-        progress="latency (per depth)" if progress else None)]
-    return sample, stats
+    bs = options.latency_batch_size
+    timing = compare(embedders, sample, [bs], Plan(min_rounds=options.latency_rounds, warmup=1,
+                                                   max_rounds=options.latency_rounds),
+                     progress="latency (per depth)" if progress else None)[bs]
+    reasons = timing.reasons([f"L{d}" for d in depths] + ["source"])  # as verify judges its own timing
+    record = {"reliable": not reasons, "reasons": reasons,
+              "other_cores": None if timing.other_cores is None else round(timing.other_cores, 3),
+              "load_average": timing.load_average, "cores": timing.cores}
+    return sample, [timing.stats(e) for e in range(len(embedders))], record
 
 
 def _notes(sets, select: Select, ckpt: Checkpoint, depths: list[int]) -> list[str]:
@@ -291,7 +296,7 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, outp
             points, widest, source_per_set, source_params = _score_points(
                 ckpt, pooled, texts, sets, head, kept, dims, options.target_retention)
         with _timed(timings, "latency"):
-            sample, stats = _latency(ckpt, texts.texts, depths, kept, widest, options, progress)
+            sample, stats, timing = _latency(ckpt, texts.texts, depths, kept, widest, options, progress)
     by_depth = dict(zip(depths, stats))
     for p in points:
         p.sentences_per_s, p.p50_ms = by_depth[p.layers].sentences_per_s, by_depth[p.layers].p50_ms
@@ -306,9 +311,12 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, outp
         calibration=None if head is not Head.PCA else {"source": cal_label, "size": len(cal)},
         threads=threads, latency={"batch_size": options.latency_batch_size, "texts": len(sample),
                                   "rounds": options.latency_rounds, "measured": "once per depth, widest head",
-                                  "cpu": int8_isa()},
+                                  "cpu": int8_isa(), **timing},
         target_retention=options.target_retention, points=points, notes=_notes(sets, select, ckpt, depths),
     )
+    if not timing["reliable"]:
+        result.notes.insert(0, f"throughput NOT reliable ({'; '.join(timing['reasons'])}): the sent/s, speed-ups "
+                               f"and the fastest pick may be off; run again on a quiet machine")
     timings["total"] = time.perf_counter() - start
     result.timings = timings
     if output is not None:

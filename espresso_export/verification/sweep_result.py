@@ -74,6 +74,11 @@ class SweepResult:
         return f"{self.select.value} (auto)" if self.select_auto else self.select.value
 
     @property
+    def timing_reliable(self) -> bool:
+        """False when the throughput was measured under conditions verify would not trust (``latency.reasons``)."""
+        return self.latency.get("reliable", True)
+
+    @property
     def smallest(self) -> SweepPoint | None:
         """Fewest parameters (then smallest vectors, then best score) among points meeting the target."""
         ok = [p for p in self.points if p.meets_target]
