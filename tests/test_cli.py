@@ -254,10 +254,10 @@ def test_help_at_80_columns_shows_every_option_whole():
 
 
 def test_a_reader_that_stops_early_gets_no_error_line():
-    """``espresso-export run --help | head``: the closed pipe ends the command silently with exit 1 (as rich and
-    click do), not with "error: BrokenPipeError"."""
-    proc = subprocess.Popen([sys.executable, "-m", "espresso_export", "run", "--help"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "80"})
+    """``espresso-export distill --help | head``: the closed pipe ends the command silently with exit 1 (as rich
+    and click do), not with "error: BrokenPipeError". (Wide: typer's panels, ~20 kB, more than one write.)"""
+    proc = subprocess.Popen([sys.executable, "-m", "espresso_export", "distill", "--help"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "200"})
     proc.stdout.read(200)
     proc.stdout.close()  # the reader goes away with most of the help unread
     assert proc.wait(timeout=60) == 1
