@@ -165,6 +165,9 @@ def test_verify_gates_are_checked_before_anything_runs(tmp_path):
         load_recipe(write(tmp_path, gated))
     with pytest.raises(ValidationError, match=r"verify: verify needs at least one STS set"):
         load_recipe(write(tmp_path, BASIC), overrides=["verify.sts=[]"])
+    # a retention in percent was a gate no model passes, found out as a failed gate (exit 3) after every step
+    with pytest.raises(ValidationError, match=r"--min-retention is a ratio .* got 95: did you mean 0\.95\?"):
+        load_recipe(write(tmp_path, BASIC), overrides=["verify.min_retention=95"])
 
 
 def test_every_step_schema_mirrors_its_library_call():

@@ -123,7 +123,11 @@ def test_sweep_refuses_bad_grids(tiny_bert, tmp_path, capsys):
     assert main(["sweep", str(tiny_bert), "--layers", "2", "--dims", "16,64", "-o", str(tmp_path / "b")]) == 2
     assert "exceed the embedding width 32" in capsys.readouterr().err
     assert main(["sweep", str(tiny_bert), "--layers", "two", "--dims", "16", "-o", str(tmp_path / "c")]) == 2
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    capsys.readouterr()
+    assert main(["sweep", str(tiny_bert), "--layers", "2", "--dims", "16", "--target-retention", "90",
+                 "-o", str(tmp_path / "d")]) == 2
+    assert "--target-retention is a ratio of the source's score (0.95 keeps 95%)" in capsys.readouterr().err
+    assert not any((tmp_path / n).exists() for n in "abcd")
 
 
 @pytest.mark.parametrize("family", ["bert", "qwen2"])

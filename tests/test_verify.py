@@ -276,3 +276,16 @@ def test_second_run_reads_the_source_vectors_from_the_cache(tiny_bert, tmp_path,
     (source / "config.json").write_text(json.dumps({**config, "layer_norm_eps": 1e-5}))
     assert main(argv) == 0
     assert json.loads(capsys.readouterr().out)["source_cache"]["reused_texts"] == 0
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--min-retention", "95"], "--min-retention is a ratio of the source's score (0.95 keeps 95%), between 0 and "
+                                "1.5; got 95: did you mean 0.95?"),
+    (["--retrieval", "builtin", "--min-retrieval-retention", "0"], "--min-retrieval-retention is a ratio"),
+    (["--max-latency-ratio", "-1"], "--max-latency-ratio is candidate/source time (0.5: twice as fast), above 0"),
+])
+def test_a_gate_no_model_can_pass_is_refused_before_measuring(args, said, capsys):
+    """``--min-retention 95`` (a percent) ran the whole verify and failed as a quality gate (exit 3) in CI."""
+    assert main(["verify", "no-such-model-is-loaded", "--against", "nor-this-one", *args]) == 2
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1

@@ -197,7 +197,7 @@ def verify(
     require(*_extras(options, candidate, against))
     check_across(options.sts, options.retrieval, options.batch_sizes,
                  min_retrieval_retention=thresholds.min_retrieval_retention,
-                 max_latency_ratio=thresholds.max_latency_ratio)
+                 max_latency_ratio=thresholds.max_latency_ratio, min_retention=thresholds.min_retention)
     sts_sets = [load_sts(spec, columns=options.sts_columns, limit=options.sts_limit) for spec in options.sts]
     retrieval_sets = [(spec, load_retrieval(spec, columns=options.sts_columns, min_score=options.retrieval_min_score,
                                             limit=options.sts_limit)) for spec in options.retrieval]

@@ -24,11 +24,31 @@ RETRIEVAL_GATE_NEEDS_SET = ("the retrieval gate (--min-retrieval-retention; min_
                             "needs a retrieval set (--retrieval; retrieval:)")
 
 
-def check_across(sts, retrieval, batch_sizes, *, min_retrieval_retention, max_latency_ratio) -> None:
+MAX_RETENTION_GATE = 1.5  # a retention can pass 1 (a cut scoring above its source); a gate above this is a typo
+
+
+def check_retention_gate(flag: str, value: float | None) -> None:
+    """A retention threshold is a ratio: ``--min-retention 95`` was a gate no model can pass, found out only after
+    every measurement, as a failed gate (exit 3)."""
+    from espresso_export.core.errors import ValidationError
+
+    if value is not None and not 0 < value <= MAX_RETENTION_GATE:
+        hint = f": did you mean {value / 100:g}?" if MAX_RETENTION_GATE < value <= 100 else ""
+        raise ValidationError(f"{flag} is a ratio of the source's score (0.95 keeps 95%), between 0 and "
+                              f"{MAX_RETENTION_GATE:g}; got {value:g}{hint}")
+
+
+def check_across(sts, retrieval, batch_sizes, *, min_retrieval_retention, max_latency_ratio,
+                 min_retention=None) -> None:
     """The checks across keys, for the flat settings (so a recipe fails before its first step) and for
     :func:`~espresso_export.verification.runner.verify`'s structured options alike."""
     from espresso_export.core.errors import ValidationError
 
+    check_retention_gate("--min-retention", min_retention)
+    check_retention_gate("--min-retrieval-retention", min_retrieval_retention)
+    if max_latency_ratio is not None and not max_latency_ratio > 0:
+        raise ValidationError(f"--max-latency-ratio is candidate/source time (0.5: twice as fast), above 0; "
+                              f"got {max_latency_ratio:g}")
     if not sts:
         raise ValidationError(NEEDS_STS)
     if batch_sizes and min(batch_sizes) < 1:
@@ -97,7 +117,7 @@ class VerifySettings:
         from espresso_export.core.errors import ValidationError
 
         check_across(self.sts, self.retrieval, self.batch_sizes, min_retrieval_retention=self.min_retrieval_retention,
-                     max_latency_ratio=self.max_latency_ratio)
+                     max_latency_ratio=self.max_latency_ratio, min_retention=self.min_retention)
         if self.sts_columns is not None and len(self.sts_columns) != 3:
             raise ValidationError(f"--sts-columns needs three names (sentence1, sentence2, score), got "
                                   f"{','.join(self.sts_columns)}")

@@ -47,6 +47,7 @@ from espresso_export.shrinking.slicing import depth_hint, select_layers, tempora
 from espresso_export.verification.embedders import Embedder
 from espresso_export.verification.sweep_metric import load_targets, set_info, set_score, set_texts
 from espresso_export.verification.sweep_result import SweepPoint, SweepResult, pareto_front
+from espresso_export.verification.settings import check_retention_gate
 
 __all__ = ["SWEEP_HEADS", "SweepOptions", "SweepPoint", "SweepResult", "pareto_front", "sweep"]
 
@@ -156,8 +157,7 @@ def _check(options: SweepOptions) -> tuple[Head, Select, list[int], list[int]]:
     head, select = Head(options.head), Select(options.select)
     if head not in SWEEP_HEADS:
         raise ValidationError(f"sweep --head must be pca or truncate, got {head.value}")
-    if not 0 < options.target_retention <= 1.5:
-        raise ValidationError(f"--target-retention must be a fraction like 0.95, got {options.target_retention}")
+    check_retention_gate("--target-retention", options.target_retention)
     if SweepMetric(options.metric) is SweepMetric.RETRIEVAL and not options.retrieval:
         raise ValidationError("sweep --metric retrieval needs a --retrieval set")
     if not options.sts:
