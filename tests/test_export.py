@@ -224,6 +224,9 @@ def test_cli_json_onnx_and_safetensors(tiny_bert, tmp_path, capsys):
     assert [f["file"] for f in report["files"]] == ["onnx/model.onnx", "onnx/model_fp16.onnx"]
     assert (out / "model.safetensors").is_file() and (out / "modules.json").is_file()
     assert json.loads((out / "espresso.json").read_text())["step"] == "export"
+    # the timing record, reliable or not, is in --json as in export.json (it was in export.json alone)
+    assert report["timing"] == json.loads((out / "export.json").read_text())["timing"]
+    assert isinstance(report["timing"]["reliable"], bool)
     st = SentenceTransformer(str(out), device="cpu").encode(TEXTS[:4])
     onnx = OnnxEncoder(out, "onnx/model.onnx").encode(TEXTS[:4])
     assert cosine_rows(st, onnx).min() >= 0.9999

@@ -27,8 +27,17 @@ def bert_export(tiny_bert, tmp_path_factory) -> Path:
 
 
 def test_runtime_never_imports_torch(bert_export):
+    """The runtime works with the card's install line, ``pip install --no-deps espresso-export && pip install
+    onnxruntime tokenizers numpy``: none of the package's other dependencies is imported."""
+    # the package's own dependencies that the card's torch-free install line (--no-deps) leaves out: none may load
+    blocked = ("torch", "transformers", "safetensors", "typer", "click", "rich", "yaml", "sentence_transformers")
     code = (
         "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.split('.')[0] in {blocked!r}:\n"
+        "            raise ImportError(f'{name} is not installed by the torch-free line')\n"
+        "sys.meta_path.insert(0, Block())\n"
         "from espresso_export.runtime import OnnxEncoder, is_export_folder\n"
         f"folder = {str(bert_export)!r}\n"
         "assert is_export_folder(folder)\n"

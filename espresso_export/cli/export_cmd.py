@@ -35,18 +35,21 @@ def _export(settings: ExportOptions, *, model: str, output: Path, overwrite: boo
             f"min cos {v['min_cosine']:.4f}, max |diff| {v['max_abs_diff']:.2g}, "
             f"STS probe {v['sts_probe']['delta']:+.2f}")
         default = " (default)" if f["file"] == result.default_file else ""
-        rows.append((f["file"] + default, f"{f['bytes'] / 1e6:.1f} MB; {check}{_speed(f)}"))
+        rows.append((f["file"] + default,
+                     f"{f['bytes'] / 1e6:.1f} MB; {check}{_speed(f, '' if result.timing_reliable else '?')}"))
+    if not result.timing_reliable:  # in the table too, not only in a stderr note a log may not keep
+        rows.append(("timing", f"NOT reliable (?): {'; '.join(result.timing['reasons'])}"))
     finish_table("export", rows, result)
 
 
-def _speed(f: dict) -> str:
+def _speed(f: dict, mark: str) -> str:
     speed = f.get("speed")
     if not speed:
         return ""
-    rates = ", ".join(f"{v:,.0f}/s @{b}" for b, v in speed["sentences_per_second"].items())
+    rates = ", ".join(f"{v:,.0f}/s{mark} @{b}" for b, v in speed["sentences_per_second"].items())
     vs = speed.get("vs_fp32") or speed.get("vs_unoptimized")
     what = " of onnx/model.onnx)" if "vs_fp32" in speed else " of unoptimised)"  # an OpenVINO file's vs_fp32 too
-    ratio = "" if not vs else " (" + ", ".join(f"{r:.2f}x" for r in vs.values()) + what
+    ratio = "" if not vs else " (" + ", ".join(f"{r:.2f}x{mark}" for r in vs.values()) + what
     return f"; {rates}{ratio}"
 
 

@@ -103,7 +103,7 @@ class ExportOptions:
         check_choices(self)
         self.timing_batches = parse_batches(self.timing_batches)
         if any(b < 1 for b in self.timing_batches):
-            raise ValidationError(f"--timing-batches must be positive, got {self.timing_batches}")
+            raise ValidationError(f"--timing-batches must be positive, got {','.join(map(str, self.timing_batches))}")
         if not 0.0 <= self.smooth_alpha <= 1.0:
             raise ValidationError(f"smooth_alpha must be in [0, 1], got {self.smooth_alpha}")
 

@@ -63,13 +63,18 @@ class ExportResult:
     max_seq_length: int = 0
     seconds: float = 0.0
     hints: list[str] = field(default_factory=list)
+    timing: dict | None = None  # export.json's ``timing`` record (None: the files were not timed)
+
+    @property
+    def timing_reliable(self) -> bool:
+        return self.timing is None or self.timing["reliable"]
 
     def to_dict(self) -> dict:
         return {
             "output": str(self.output), "source": self.source, "formats": self.formats, "files": self.files,
             "default_file": self.default_file, "validated": self.validated, "dim": self.dim,
             "pooling": self.pooling, "max_seq_length": self.max_seq_length, "seconds": round(self.seconds, 2),
-            "hints": self.hints,
+            "timing": self.timing, "hints": self.hints,
         }
 
 
@@ -252,6 +257,7 @@ def _timed(tmp: Path, files: list[dict], options: ExportOptions, result: ExportR
 
     pairs = read_sts(BUILTIN)
     timing = time_files(tmp, files, pairs.sentence1 + pairs.sentence2, options.timing_batches, options.threads)
+    result.timing = timing
     result.hints += timing["notes"]
     if timing["recommended"]:
         result.hints.append(f"recommended file: {timing['recommended']} (measured at batch "

@@ -107,7 +107,7 @@ def time_files(folder: Path, files: list[dict], texts: list[str], batches: tuple
     reasons = _unreliable(busy, timing.get("streams"))
     timing.update(other_cores=None if busy is None else round(busy, 3), reliable=not reasons, reasons=reasons)
     if reasons:
-        timing["notes"].insert(0, "timing NOT reliable (" + "; ".join(reasons) + "): the speeds and ratios below may "
+        timing["notes"].insert(0, "timing NOT reliable (" + "; ".join(reasons) + "): the speeds and ratios measured may "
                                "be wrong; export again on an idle machine")
         passed = _recommendable(files)
         asked = static_default(passed)["file"] if passed else None

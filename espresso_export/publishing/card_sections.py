@@ -118,15 +118,17 @@ def onnx_speed(manifest: dict) -> str:
         return ""
     recommended = timing["recommended"]  # "onnx/model_quantized.onnx"; format 1 named files without their folder
     shown = recommended if "/" in recommended else f"onnx/{recommended}"
-    parts = [f"recommended `{shown}` (passed validation; another file replaces the one asked "
-             "for only when it is faster in every timing round)"]
+    notes = list(timing.get("notes", []))
+    warning = [notes.pop(0)] if notes and not timing.get("reliable", True) else []  # first, before the numbers
+    parts = warning + [f"recommended `{shown}` (passed validation; another file replaces the one asked "
+                       "for only when it is faster in every timing round)"]
     for f in manifest.get("files", []):
         rates = (f.get("speed") or {}).get("sentences_per_second", {})
         vs = (f.get("speed") or {}).get("vs_fp32")
         if rates:
             parts.append(f"`{f['file']}` " + ", ".join(f"{v:,.0f} sent/s at batch {b}" for b, v in rates.items())
                          + ("" if not vs else " (" + ", ".join(f"{r:.2f}x" for r in vs.values()) + " fp32)"))
-    parts += timing.get("notes", [])
+    parts += notes
     if streams := timing.get("streams"):
         parts.append(f"`{streams['file']}` on {streams['streams']} streams (`OnnxEncoder(..., streams="
                      f"{streams['streams']})`): {streams['vs_one_stream']:.2f}x one stream at batch {streams['batch']}")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from espresso_export.exporting.openvino import FP32_FILE as OPENVINO_FP32_FILE
 from espresso_export.exporting.openvino import INT8_FILE as OPENVINO_INT8_FILE
 from espresso_export.publishing.facts import ModelFacts
-from espresso_export.publishing.usage import EXAMPLE_TEXTS, transformers_snippet
+from espresso_export.publishing.usage import EXAMPLE_TEXTS, TORCH_FREE_INSTALL, transformers_snippet
 from espresso_export.runtime import EMBEDDING_OUTPUT, TOKEN_OUTPUT
 
 FP32_FILE = "onnx/model.onnx"
@@ -42,7 +42,8 @@ RUNTIMES = {
                                "feature-extraction pipeline would pool `last_hidden_state` without the head)",
                                "js", "npm install @huggingface/transformers"),
     "espresso-export": Runtime("espresso-export `OnnxEncoder` (no torch)", f"`{EMBEDDING_OUTPUT}`", "python",
-                               'pip install "espresso-export[onnx]"'),
+                               # the package's own dependencies bring torch; the runtime needs none of them
+                               TORCH_FREE_INSTALL),
 }
 
 
@@ -171,7 +172,10 @@ def load_it_with_section(facts: ModelFacts, repo_id: str) -> list[str]:
                   (f"`openvino/` holds the same model as OpenVINO IR ({', '.join(f'`{f}`' for f, _ in facts.onnx.openvino)},"
                    " each with its `.bin`), validated like the ONNX graphs. The int8 file's weights are int8 and "
                    "OpenVINO quantises the activations per token at run time, in the group size written into the "
-                   "file."), "", "```python", snippet(OPENVINO, facts, repo_id, ov_file), "```", ""]
+                   "file."), "", "```python", snippet(OPENVINO, facts, repo_id, ov_file), "```", "",
+                  ("optimum-intel (1.27) may log \"Could not infer whether the model was already converted or not to "
+                   "the OpenVINO IR, keeping `export=False`\": the IR is loaded as it is, which is what is wanted."),
+                  ""]
     lines += ["### text-embeddings-inference", "",
               (f"TEI's ONNX backend (its CPU images) opens `{FP32_FILE}`, reads `config.json` and uses the "
               f"`{EMBEDDING_OUTPUT}` output: `text-embeddings-router --model-id {repo_id}`. "

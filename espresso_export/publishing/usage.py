@@ -9,6 +9,10 @@ from __future__ import annotations
 from espresso_export.core.types import Pooling
 from espresso_export.publishing.facts import ACTIVATION_CODE, DenseInfo, ModelFacts, NormalizeInfo
 
+# The package's own dependencies bring torch and transformers; OnnxEncoder needs none of them (a wheel installed
+# without its dependencies imports and encodes: checked in a fresh venv, torch and transformers never imported).
+TORCH_FREE_INSTALL = "pip install --no-deps espresso-export && pip install onnxruntime tokenizers numpy"
+
 EXAMPLE_TEXTS = '["A man is playing a guitar.", "Someone plays an instrument."]'
 _POOLING_CODE = {
     Pooling.MEAN: ["    x = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)  # mean pooling"],
@@ -98,7 +102,8 @@ def _onnx_usage(facts: ModelFacts, repo_id: str) -> list[str]:
             f"({', '.join(f'`{g}`' for g, _ in facts.onnx.graphs)}, `export.json` and the files beside them). "
             "espresso-export's runtime encodes with it without importing torch:", "", "```python",
             "from huggingface_hub import snapshot_download",
-            "from espresso_export.runtime import OnnxEncoder  # pip install \"espresso-export[onnx]\"", "",
+            f"# {TORCH_FREE_INSTALL}  (no torch: the runtime needs none of the package's own dependencies)",
+            "from espresso_export.runtime import OnnxEncoder", "",
             f'folder = snapshot_download("{repo_id}", allow_patterns=["onnx/*"])',
             'encoder = OnnxEncoder(f"{folder}/onnx")',
             f"embeddings = encoder.encode({EXAMPLE_TEXTS})",
