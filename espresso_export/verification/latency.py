@@ -310,14 +310,6 @@ def compare(embedders: Sequence[Embedder], texts: Sequence[str], batch_sizes: Se
             for bs in track(list(batch_sizes), description=progress, total_items=len(batch_sizes))}
 
 
-def measure(embedders: Sequence[Embedder], texts: Sequence[str], batch_sizes: Sequence[int], *, rounds: int = 3,
-            warmup: int = 2, progress: str | None = None) -> list[dict[int, LatencyStats]]:
-    """Per embedder (same order), per batch size: the stats of exactly ``rounds`` rounds (no time budget)."""
-    timings = compare(embedders, texts, batch_sizes, Plan(min_rounds=rounds, warmup=warmup, max_rounds=rounds),
-                      progress=progress)
-    return [{bs: t.stats(e) for bs, t in timings.items()} for e in range(len(embedders))]
-
-
 def time_loads(openers: Sequence[Callable[[], Embedder]], repeats: int = 3) -> list[list[float]]:
     """Each model's load time, ``repeats`` times, taking turns (order flipped each time); every model was
     loaded once before, so none pays first-import or cold-disk costs the other does not."""
