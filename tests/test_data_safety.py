@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -293,3 +295,30 @@ def test_a_token_on_the_command_line_is_warned_about_and_never_shown(small_model
                          "--dry-run", tmp_path / "staged")
     assert code == 0 and "visible in the shell history and the process list; set HF_TOKEN" in err
     assert "hf_abcdef123456" not in out + err
+
+
+def test_a_report_written_to_a_fifo_or_a_device_is_written_into_it_not_over_it(tmp_path):
+    """``verify --json`` to a FIFO, ``/dev/stdout`` or ``/dev/null``: the rename of an atomic write replaced the FIFO
+    (its reader hung) and, as root, /dev/null itself with a plain file; /dev/stdout on a pipe could not be opened."""
+    import stat
+    import threading
+
+    from espresso_export.model.layout import write_text_atomic
+
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    write_text_atomic(fifo, '{"ok": true}\n')
+    reader.join(timeout=30)
+    assert got == ['{"ok": true}\n'] and stat.S_ISFIFO(fifo.stat().st_mode)
+    # /dev/stdout on a pipe (``verify --json /dev/stdout | jq``); devices are not written here: a regression would
+    # replace the machine's /dev/null
+    run = subprocess.run([sys.executable, "-c", "from espresso_export.model.layout import write_text_atomic; "
+                          "write_text_atomic('/dev/stdout', 'through the pipe')"], capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout == "through the pipe", run.stderr
+    # a regular file is still replaced whole, by rename
+    (tmp_path / "r.json").write_text("old")
+    write_text_atomic(tmp_path / "r.json", "new")
+    assert (tmp_path / "r.json").read_text() == "new"

@@ -185,8 +185,20 @@ def write_json(path: Path, obj) -> None:
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
-    """Write one file via a temp file beside it and a rename: readers never see half a file."""
-    path = Path(path).expanduser().resolve()
+    """Write one file via a temp file beside it and a rename: readers never see half a file.
+
+    A path that exists and is not a regular file (``/dev/stdout``, ``/dev/null``, a FIFO a reader waits on) is
+    written in place: a rename over it replaced the device or the FIFO with a plain file (as root, /dev/null
+    itself), and ``/dev/stdout`` resolved to ``/proc/PID/fd/pipe:[...]``, which cannot be opened."""
+    given = Path(path).expanduser()
+    if given.exists() and not given.is_file() and not given.is_dir():
+        try:
+            with open(given, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as e:
+            raise _write_error(given, e) from e
+        return given
+    path = given.resolve()
     if path.is_dir():
         raise ValidationError(f"{path} is a folder; expected a file path")
     try:
