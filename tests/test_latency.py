@@ -12,6 +12,7 @@ import pytest
 from espresso_export.verification.embedders import Embedder, open_embedder
 from espresso_export.verification.latency import BatchTiming, Plan, fixed_threads, median_ci, time_batch_size
 from espresso_export.verification.latency_report import LatencyRow, LatencySetup, latency_dict
+from espresso_export.core.types import WithinNoise
 
 DATA = Path(__file__).parent / "data"
 TEXTS = ["a short one", "a somewhat longer sentence to embed", "three words here", "and the last of four"]
@@ -198,3 +199,36 @@ def test_each_model_is_timed_after_its_own_batch_not_after_the_other_models():
     row = LatencyRow.of(timing)
     assert row.candidate.p50_ms == pytest.approx(10.0) and row.source.p50_ms == pytest.approx(10.0)
     assert row.speedup == pytest.approx(1.0) and row.reliable
+
+
+@pytest.mark.parametrize("policy", list(WithinNoise))
+def test_the_latency_gate_says_when_its_timing_is_not_to_be_trusted(policy):
+    """A walk-through's verify beside two busy processes: the latency table said "?" with a ratio CI of
+    0.49-3.5, yet its gate row read "0.5566 pass" with no mark, no interval and no ``reliable`` in the JSON.
+    The check now carries the interval and the mark; ``--within-noise`` decides it (fail: a busy runner cannot
+    pass; pass: nor fail it); on the value it passes, marked."""
+    from espresso_export.verification.latency import BatchTiming
+    from espresso_export.verification.latency_report import LatencyRow, LatencySetup
+    from espresso_export.verification.report import Thresholds, VerifyReport
+
+    per_round = np.array([0.5, 0.45, 0.9, 0.3, 0.55])  # candidate / source, per round: the median 0.5 passes 0.6
+    seconds = np.stack([np.repeat(per_round[:, None], 4, axis=1) * 0.01, np.full((5, 4), 0.01)])
+    busy = BatchTiming(1, seconds, load_average=3.1, cores=2, threads=1, other_cores=1.4)
+    row = LatencyRow.of(busy)
+    assert not row.reliable and row.time_ratio.low <= 0.6 < row.time_ratio.high
+    info = {"spec": "m", "kind": "onnx", "n_params": 1, "disk_bytes": 1, "bytes_per_vector": 4, "dim": 1,
+            "load_seconds": 0.1}
+    report = VerifyReport(candidate=info, source=info, threads=1, sts=[], latency=[row],
+                          latency_setup=LatencySetup(threads=1), retrieval=[],
+                          thresholds=Thresholds(max_latency_ratio=0.6, within_noise=policy))
+    (check,) = report.checks
+    assert check.passed is (policy is not WithinNoise.FAIL) and check.within_noise and not check.reliable
+    assert "timing NOT reliable" in check.describe() and "within the timing's noise" in check.describe()
+    gate = report.sections()[-1]
+    assert gate.rows[0][2].startswith(f"{row.latency_ratio:.4f}? [")
+    assert any(f.startswith("? timing NOT reliable (see the latency table): latency ratio at batch 1") and
+               f"--within-noise {policy.value}" in f for f in gate.footnotes)
+    as_json = report.to_dict()["gate"]["checks"][0]
+    assert as_json["reliable"] is False and as_json["ci95"] == [round(row.time_ratio.low, 4),
+                                                                round(row.time_ratio.high, 4)]
+    assert as_json["decided_by"] == ("value" if policy is WithinNoise.VALUE else "interval")

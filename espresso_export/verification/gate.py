@@ -42,23 +42,32 @@ class Check:
     interval: tuple[float, float] | None = None  # the value's 95% interval over the set's items, when known
     within_noise: bool = False  # the interval holds the threshold: the set is too small to decide
     policy: WithinNoise = WithinNoise.VALUE  # what decided a check within the noise
+    reliable: bool = True  # False: a timing verify does not trust (other processes, spread); marked "?"
+    noise: str = "the set's noise"  # what the interval measures: the set's items, or the timing's rounds
+
+    @property
+    def decided_by_policy(self) -> bool:
+        return (self.within_noise or not self.reliable) and self.policy is not WithinNoise.VALUE
 
     def describe(self) -> str:
         shown = "undefined (source score <= 0)" if self.value is None else f"{self.value:.4f}"
         decided = "" if self.policy is WithinNoise.VALUE else f"; --within-noise {self.policy.value}"
-        noise = f" (95% interval {self.interval[0]:.4f}-{self.interval[1]:.4f}: within the set's noise{decided})" \
+        noise = f" (95% interval {self.interval[0]:.4f}-{self.interval[1]:.4f}: within {self.noise}{decided})" \
             if self.within_noise and self.interval else ""
+        if not self.reliable:
+            noise += f" (timing NOT reliable: see the latency table{decided if not self.within_noise else ''})"
         return f"{self.name} = {shown}, needs {self.threshold}{noise}"
 
     def cell(self) -> str:
-        """The value for the gate table, with its interval when known."""
-        shown = number(self.value, ".4f")
+        """The value for the gate table, with its interval when known, and ``?`` on a timing not to be trusted."""
+        shown = number(self.value, ".4f") + ("" if self.reliable else "?")
         return f"{shown} [{self.interval[0]:.3f}-{self.interval[1]:.3f}]" if self.interval else shown
 
     def to_dict(self) -> dict:
         return {"name": self.name, "threshold": self.threshold, "value": rounded(self.value), "passed": self.passed,
-                "ci95": interval_list(self.interval), "within_noise": self.within_noise,
-                "decided_by": "interval" if self.within_noise and self.policy is not WithinNoise.VALUE else "value"}
+                "ci95": interval_list(self.interval), "within_noise": self.within_noise, "reliable": self.reliable,
+                "decided_by": "value" if not self.decided_by_policy else "interval" if self.within_noise else
+                "unreliable"}
 
 
 def _at_least(name: str, value: float | None, bound: float, interval: tuple[float, float] | None = None,
@@ -71,8 +80,16 @@ def _at_least(name: str, value: float | None, bound: float, interval: tuple[floa
     return Check(name, f">= {bound:g}", value, passed, interval, noisy, policy if noisy else WithinNoise.VALUE)
 
 
-def _at_most(name: str, value: float | None, bound: float) -> Check:
-    return Check(name, f"<= {bound:g}", value, value is not None and value <= bound)
+def _at_most(name: str, value: float | None, bound: float, interval: tuple[float, float] | None = None,
+             policy: WithinNoise = WithinNoise.VALUE, reliable: bool = True) -> Check:
+    """``value <= bound``; when the interval holds ``bound`` or the measurement is not reliable, ``policy`` may
+    decide instead of the value (``fail``: a busy CI runner cannot pass a latency gate; ``pass``: nor fail it)."""
+    noisy = value is not None and interval is not None and interval[0] <= bound < interval[1]
+    passed = value is not None and value <= bound
+    if (noisy or not reliable) and policy is not WithinNoise.VALUE:
+        passed = policy is WithinNoise.PASS
+    return Check(name, f"<= {bound:g}", value, passed, interval, noisy,
+                 policy if noisy or not reliable else WithinNoise.VALUE, reliable, "the timing's noise")
 
 
 def gate_checks(report, thresholds: Thresholds) -> list[Check]:
@@ -83,8 +100,9 @@ def gate_checks(report, thresholds: Thresholds) -> list[Check]:
                                     row.retention_ci95, thresholds.within_noise))
     if thresholds.max_latency_ratio is not None:
         for row in report.latency:
+            ci = None if row.time_ratio is None else (row.time_ratio.low, row.time_ratio.high)
             checks.append(_at_most(f"latency ratio at batch {row.batch_size} (1 / speed-up)", row.latency_ratio,
-                                   thresholds.max_latency_ratio))
+                                   thresholds.max_latency_ratio, ci, thresholds.within_noise, row.reliable))
     if thresholds.min_retrieval_retention is not None:
         for row in report.retrieval:
             checks.append(_at_least(f"nDCG@10 retention on {row.name}", row.ndcg_retention,

@@ -271,11 +271,14 @@ class VerifyReport:
                  *_token_length_rows(v)]))
         checks = self.checks
         noisy = [ch.name for ch in checks if ch.within_noise]
+        unsure = [ch.name for ch in checks if not ch.reliable]
         out.append(Section(
             "gate" + ("" if checks else ": no thresholds given"), ("check", "threshold", "value", "result"),
             [(ch.name, ch.threshold, ch.cell(), "pass" if ch.passed else "FAIL") for ch in checks],
-            [f"within the noise of its set (the 95% interval holds the threshold; more pairs or queries would decide it): "
-             f"{', '.join(noisy)}" + noise_policy(self.thresholds)] if noisy else []))
+            ([f"within the noise of its set or timing (the 95% interval holds the threshold; more pairs, queries or "
+              f"timing rounds would decide it): {', '.join(noisy)}" + noise_policy(self.thresholds)] if noisy else [])
+            + ([f"? timing NOT reliable (see the latency table): {', '.join(unsure)}" + noise_policy(self.thresholds)]
+               if unsure else [])))
         return out
 
     def to_markdown(self) -> str:
