@@ -322,17 +322,21 @@ def test_run_end_to_end_gate_stops_before_push_then_resume(minilm_path, calibrat
     assert code == 2 and "already exists; pass --resume" in err
 
     # 3. --resume with a gate that holds: the model steps are kept, verify runs again, push stages the upload
-    code, out, _ = run(capsys, "run", recipe, "-o", out_dir, "--resume", "--set", "verify.min_retention=0.5", "--json")
+    code, out, _ = run(capsys, "run", recipe, "-o", out_dir, "--resume", "--set", "verify.min_retention=0.5",
+                       "--set", "verify.retrieval=[builtin]", "--json")
     result = json.loads(out)
     assert code == 0 and result["passed"]
     assert [s["status"] for s in result["steps"]] == ["reused", "reused", "reused", "done", "done"]
+    verified = result["steps"][3]  # its retrieval numbers are in the run's result, not only in report.json
+    (ret,) = verified["result"]["retrieval"]
+    assert ret["candidate"]["ndcg_at_10"] > 0 and "nDCG@10 " in verified["summary"]
     staged = out_dir / "5-push"
     files = {p.relative_to(staged).as_posix() for p in staged.rglob("*") if p.is_file()}
     assert {"README.md", "model.safetensors", "verify_report.json", "onnx/model_quantized.onnx", "espresso.json",
             "export.json", "tokenizer_config.json"} <= files
     card = (staged / "README.md").read_text()
     assert "2 layers" in card and "32-d" in card and "license: apache-2.0" in card  # MiniLM's license
-    assert "model-index" not in card  # verify ran on the built-in smoke set only: not a benchmark result
+    assert "model-index" not in card  # verify ran on the built-in smoke sets only (STS, retrieval): no benchmark
     pushed_report = json.loads((staged / "verify_report.json").read_text())
     assert pushed_report["gate"]["passed"] is True and pushed_report["gate"]["thresholds"]["min_retention"] == 0.5
 

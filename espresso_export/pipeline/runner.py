@@ -358,12 +358,14 @@ def _run_verify(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrit
     avg = report.sts_average or {}
     parts = [f"STS {number(avg.get('candidate_spearman'))} vs {number(avg.get('source_spearman'))} "
              f"(retention {number(avg.get('retention'), '.3f')})"]
-    parts += [f"latency ratio at batch {row.batch_size}: {row.latency_ratio:.3f}" for row in report.latency
-              if row.latency_ratio is not None]
+    parts += [f"nDCG@10 {row.candidate.ndcg_at_10:.4f} vs {row.source.ndcg_at_10:.4f} on {row.name} "
+              f"(retention {number(row.ndcg_retention, '.3f')})" for row in report.retrieval]
+    parts += [f"latency ratio at batch {row.batch_size}: {row.latency_ratio:.3f}{'' if row.reliable else '?'}"
+              for row in report.latency if row.latency_ratio is not None]
     checks = report.checks
     parts.append("no gate" if not checks else "gate passed" if report.passed else "gate FAILED")
-    return {"candidate": candidate, "sts": data["sts"], "latency": data["latency"], "size_ratios": data["size_ratios"],
-            "gate": data["gate"]}, "; ".join(parts)
+    return {"candidate": candidate, "sts": data["sts"], "retrieval": data["retrieval"], "latency": data["latency"],
+            "size_ratios": data["size_ratios"], "gate": data["gate"]}, "; ".join(parts)
 
 
 def _run_push(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):

@@ -60,7 +60,7 @@ def _model_index(repo_id: str, metrics: CardMetrics) -> list[dict]:
             values.append(_metric("spearman_cosine_retention", s.retention, f"Spearman retention {against}"))
         results.append(_result(_STS_TASK, s.name, values))
     for r in metrics.retrieval:
-        if r.candidate_mrr is None:
+        if r.candidate_mrr is None or r.smoke:  # as the STS smoke set: in the card's body, not the model-index
             continue
         values = [_metric("cosine_mrr@10", r.candidate_mrr, "MRR@10 (cosine)")]
         if r.candidate_ndcg is not None:

@@ -49,6 +49,7 @@ class RetrievalMetric:
     candidate_recall_100: float | None = None
     source_recall_100: float | None = None
     recall_100_retention: float | None = None
+    smoke: bool = False  # the built-in smoke set (older reports: named "builtin")
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,8 @@ def _retrieval_row(r: dict) -> RetrievalMetric:
                            ndcg_retention=_num(r.get("ndcg_retention")),
                            candidate_recall_100=_num(cand.get("recall_at_100")),
                            source_recall_100=_num(src.get("recall_at_100")),
-                           recall_100_retention=_num(r.get("recall_at_100_retention")))
+                           recall_100_retention=_num(r.get("recall_at_100_retention")),
+                           smoke=bool(r.get("smoke_set", r.get("spec") == "builtin")))
 
 
 def _retrieval(report: dict) -> list[RetrievalMetric]:

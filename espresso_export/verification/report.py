@@ -100,6 +100,13 @@ class RetrievalRow:
     source: RetrievalScores
 
     @property
+    def smoke(self) -> bool:
+        """The built-in smoke set's pairs made into a retrieval set: a sanity check, not a benchmark."""
+        from espresso_export.data import BUILTIN
+
+        return self.spec == BUILTIN
+
+    @property
     def mrr_retention(self) -> float | None:
         return retention(self.candidate.mrr_at_10, self.source.mrr_at_10)
 
@@ -132,8 +139,8 @@ class RetrievalRow:
 
     def to_dict(self) -> dict:
         c, s = self.candidate, self.source
-        return {"name": self.name, "spec": self.spec, "index": self.index, "queries": c.queries, "docs": c.docs,
-                "candidate": c.to_dict(), "source": s.to_dict(), "ndcg_retention": rounded(self.ndcg_retention),
+        return {"name": self.name, "spec": self.spec, "smoke_set": self.smoke, "index": self.index,
+                "queries": c.queries, "docs": c.docs, "candidate": c.to_dict(), "source": s.to_dict(), "ndcg_retention": rounded(self.ndcg_retention),
                 "ndcg_retention_ci95": interval_list(self.ndcg_retention_ci95),
                 "recall_at_100_retention": rounded(retention(c.recall_at_100, s.recall_at_100)),
                 "recall_at_100_retention_ci95": interval_list(self.recall_at_100_retention_ci95),
