@@ -77,3 +77,8 @@ def __getattr__(name: str):
         module, attr = _LAZY[name]
         return getattr(importlib.import_module(module), attr)
     raise AttributeError(f"module 'espresso_export' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The lazy names too: ``dir(espresso_export)`` and a notebook's tab completion showed none of the API."""
+    return sorted({*globals(), *__all__})

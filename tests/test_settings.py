@@ -136,3 +136,33 @@ def test_train_choices_match_the_objective_enums():
 
     assert SENTENCE_LOSSES == tuple(m.value for m in SentenceLoss)
     assert LAYER_WEIGHTINGS == tuple(m.value for m in LayerWeighting)
+
+
+def test_the_api_checks_keyword_arguments_as_a_recipe_checks_its_keys(tiny_bert, tmp_path):
+    """A walk-through in a notebook: ``head="pcaa"`` was a bare ValueError, ``min_retention="x"`` a TypeError after
+    22 s of measuring, ``sts="builtin"`` read letter by letter as files "b", "u", ...; ``layers="3"`` a TypeError.
+    Keyword arguments are checked and converted as recipe values are: one EspressoError naming the argument."""
+    from espresso_export import export, shrink, verify
+    from espresso_export.core.errors import EspressoError
+    from espresso_export.verification.sweep import sweep
+
+    refused = [
+        (lambda: shrink(tiny_bert, tmp_path / "a", layers=2, dim=16, head="pcaa"),
+         "shrink(): head must be one of pca, truncate, none, got 'pcaa' (str)"),
+        (lambda: export(tiny_bert, tmp_path / "b", quantize="int4"),
+         "export(): quantize must be one of none, int8, fp16, got 'int4' (str)"),
+        (lambda: verify(tiny_bert, tiny_bert, min_retention="x"), "verify(): min_retention must be a number, got 'x'"),
+        (lambda: verify(tiny_bert, tiny_bert, batch_sizes=[1, "two"]), "verify(): batch_sizes must be"),
+    ]
+    for call, said in refused:
+        with pytest.raises(EspressoError) as e:
+            call()
+        assert said in str(e.value)
+    assert not any(tmp_path.iterdir())
+    # the forms a recipe or the command line takes are taken: "3" layers, one set for a list, a Path for a string
+    result = shrink(tiny_bert, tmp_path / "c", layers="2", dim=16, head="truncate")
+    assert len(result.layers) == 2
+    report = verify(tmp_path / "c", tiny_bert, sts="builtin", sts_limit=20, batch_sizes="none")
+    assert [s.spec for s in report.sts] == ["builtin"] and report.latency == []
+    swept = sweep(tiny_bert, layers=2, dims=[16], sts="builtin", sts_limit=20, latency_texts=8, threads=1)
+    assert [p.layers for p in swept.points] == [2] and [s["name"] for s in swept.sets] == ["builtin (smoke set)"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -117,11 +118,33 @@ def resolve(cls: type, settings: Any, kwargs: Mapping[str, Any], *, call: str) -
     unknown = sorted(set(kwargs) - known)
     if unknown:
         raise TypeError(f"{call}() got unexpected keyword argument(s): {', '.join(unknown)}")
-    if settings is None:
-        return cls(**kwargs)
-    if not isinstance(settings, cls):
+    if settings is not None and not isinstance(settings, cls):
         raise TypeError(f"{call}() settings must be a {cls.__name__}, got {type(settings).__name__}")
-    return dataclasses.replace(settings, **kwargs) if kwargs else settings
+    return cls(**_typed(cls, kwargs, call)) if settings is None else \
+        dataclasses.replace(settings, **_typed(cls, kwargs, call)) if kwargs else settings
+
+
+def _typed(cls: type, kwargs: Mapping[str, Any], call: str) -> dict[str, Any]:
+    """The keyword arguments checked against their declared types as a recipe's values are, and converted the same
+    way (``"pca"`` -> ``Head.PCA``, one path where a list is expected -> a list of it, ``"1,32"`` where the
+    command line takes that form): a wrong type was a ``TypeError`` from deep inside, after minutes of work, or
+    worse, a string read letter by letter as a list of files."""
+    declared = {f.name: f for f in settings_fields(cls)}
+    out = dict(kwargs)
+    for name, value in kwargs.items():
+        f = declared.get(name)
+        if f is None:
+            continue
+        try:
+            try:
+                out[name] = coerce(value, f.type, from_cli=False)
+            except Mismatch:
+                out[name] = coerce(f.parse_cli_form(value), f.type, from_cli=False)
+        except Mismatch:
+            raise ValidationError(f"{call}(): {name} must be {type_name(f.type)}, got {shown(value)}") from None
+        if f.spec.choices is not None and out[name] not in f.spec.choices:
+            raise ValidationError(f"{call}(): {name} must be one of {', '.join(f.spec.choices)}, got {out[name]!r}")
+    return out
 
 
 def field_of(cls: type, name: str) -> Field:
@@ -245,3 +268,89 @@ def settings_command(cls: type, fixed: list[inspect.Parameter], body: Callable[.
 
 __all__ = ["Spec", "Field", "setting", "settings_fields", "resolve", "as_kwargs", "cli_parameters", "from_cli",
            "settings_command", "option_for", "param", "field_of", "option_type", "check_choices"]
+
+
+# --- type checking (recipes and the API's keyword arguments) --------------------------------------------------------------------------------------------
+
+def type_name(tp) -> str:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return " or ".join(type_name(a) for a in args)
+    if origin in (list, tuple):
+        return f"a list of {_plural(typing.get_args(tp)[0])}"
+    if origin is dict:
+        return f"a mapping of names to {_plural(typing.get_args(tp)[1])}"
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        return "one of " + ", ".join(m.value for m in tp)
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(tp, str(tp))
+
+
+def _plural(tp) -> str:
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        return "values among " + ", ".join(m.value for m in tp)
+    return {int: "integers", float: "numbers", bool: "booleans", str: "strings"}.get(tp, str(tp))
+
+
+class Mismatch(Exception):
+    pass
+
+
+def coerce(value: Any, tp, *, from_cli: bool) -> Any:
+    """``value`` as type ``tp`` or :class:`Mismatch`."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        for arm in (a for a in args if a is not type(None)):
+            try:
+                return coerce(value, arm, from_cli=from_cli)
+            except Mismatch:
+                continue
+        raise Mismatch
+    if origin is tuple:  # tuple[X, ...]: written as a list
+        return tuple(coerce(value, list[typing.get_args(tp)[0]], from_cli=from_cli))
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        if not isinstance(value, (list, tuple)):  # a tuple from Python; YAML gives lists
+            if item is str and isinstance(value, (str, os.PathLike)):
+                return [coerce(value, str, from_cli=from_cli)]  # one file where a list is expected
+            raise Mismatch
+        return [coerce(v, item, from_cli=from_cli) for v in value]
+    if origin is dict:
+        key_t, val_t = typing.get_args(tp)
+        if not isinstance(value, dict):
+            raise Mismatch
+        return {coerce(k, key_t, from_cli=from_cli): coerce(v, val_t, from_cli=from_cli) for k, v in value.items()}
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        if isinstance(value, str):
+            for member in tp:
+                if value == member.value or value.lower() == member.value.lower():
+                    return member
+        raise Mismatch
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise Mismatch
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise Mismatch
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise Mismatch
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, os.PathLike):  # the API: Path("data/sts.csv") where a path is a string setting
+            return os.fspath(value)
+        if from_cli and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)  # --set push.revision=2024 means the string
+        raise Mismatch
+    raise Mismatch
+
+
+def shown(value: Any) -> str:
+    return f"{value!r} ({type(value).__name__})" if value is not None else "null"

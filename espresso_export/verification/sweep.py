@@ -76,6 +76,15 @@ class SweepOptions:
     latency_rounds: int = 3  # fewer: the spread is unknown and the timing is reported as not reliable
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        # one value where a list is expected, as the settings classes take it ("x.csv" was read letter by letter)
+        for name in ("sts", "retrieval"):
+            if isinstance(getattr(self, name), (str, os.PathLike)):
+                object.__setattr__(self, name, (os.fspath(getattr(self, name)),))  # frozen
+        for name in ("layers", "dims"):
+            if isinstance(getattr(self, name), int):
+                object.__setattr__(self, name, (getattr(self, name),))
+
 
 def _layer_params(ckpt: Checkpoint) -> tuple[int, list[int]]:
     """(parameters outside the layer stack, parameters of each layer)."""
@@ -267,10 +276,16 @@ def _notes(sets, select: Select, ckpt: Checkpoint, depths: list[int]) -> list[st
     return notes
 
 
-def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions, *, output: str | os.PathLike | None = None,
-          overwrite: bool = False, progress: bool = False) -> SweepResult:
-    """Measure every (depth, width) point of ``source``; write sweep.json/.csv/.png to ``output`` if given."""
+def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions | None = None, *,
+          output: str | os.PathLike | None = None, overwrite: bool = False, progress: bool = False,
+          **kwargs) -> SweepResult:
+    """Measure every (depth, width) point of ``source``; write sweep.json/.csv/.png to ``output`` if given.
+    ``options`` or its fields as keywords (``sweep("minilm", layers=[2, 3], dims=[64, 128])``), as shrink and
+    verify take theirs."""
+    from espresso_export.core.settings import resolve
     from espresso_export.verification.latency import default_threads, fixed_threads
+
+    options = resolve(SweepOptions, options, kwargs, call="sweep")
 
     start = time.perf_counter()
     head, select, depths, dims = _check(options)
