@@ -28,17 +28,20 @@ def test_sweep_on_retrieval_scores_points_by_ndcg(tiny_bert, calibration_file, t
     assert target["kind"] == "retrieval" and target["queries"] > 10 and target["metric"] == "nDCG@10 x100"
     # the source's score is what verify's faiss retrieval measures: nDCG@10 x100 of the full model
     source = evaluate(EncodeCache(open_embedder(str(tiny_bert))), load_retrieval("builtin"))
-    assert report["source"]["ndcg_at_10"] == pytest.approx(100 * source.ndcg_at_10, abs=1e-3)
+    # on verify's scale, under verify's key: a fraction (it was x100 under the same key)
+    assert report["source"]["ndcg_at_10"] == pytest.approx(source.ndcg_at_10, abs=1e-5)
+    assert report["score_scale"] == "fraction"
     assert "spearman" not in report["source"]  # the key names what it holds
     assert {(p["layers"], p["dim"]) for p in report["points"]} == {(2, 16), (2, 32), (4, 16), (4, 32)}
     for p in report["points"]:
-        assert 0 <= p["ndcg_at_10"] <= 100 and "spearman" not in p
+        assert 0 <= p["ndcg_at_10"] <= 1 and "spearman" not in p
         assert p["retention"] == pytest.approx(p["ndcg_at_10"] / report["source"]["ndcg_at_10"], abs=1e-3)
     assert (out / "sweep.png").stat().st_size > 10_000
     assert "nDCG@10" in capsys.readouterr().out  # the table's score column
     rows = list(csv.DictReader((out / "sweep.csv").open()))
     assert "ndcg_at_10" in rows[0] and "spearman" not in rows[0]
-    assert SweepResult.from_dict(report).to_dict()["points"] == report["points"]  # a saved sweep re-reads whole
+    again = SweepResult.from_dict(report).to_dict()  # a saved sweep re-reads whole
+    assert again["points"] == report["points"] and again["source"] == report["source"]
 
 
 def test_sweep_metric_retrieval_needs_a_set(tiny_bert, tmp_path, capsys):

@@ -39,8 +39,14 @@ class SweepPoint:
 
 
 def score_key(metric: SweepMetric) -> str:
-    """The JSON and CSV key of a sweep's score: named for what it holds (``spearman`` or ``ndcg_at_10``, x100)."""
+    """The JSON and CSV key of a sweep's score: named for what it holds (``spearman`` or ``ndcg_at_10``)."""
     return "ndcg_at_10" if metric is SweepMetric.RETRIEVAL else "spearman"
+
+
+def score_scale(metric: SweepMetric) -> float:
+    """The JSON and CSV hold each score on verify's scale: Spearman x100, nDCG@10 a fraction (the points hold both
+    x100, as the table and the plot show them). nDCG@10 was x100 under the key verify uses for a fraction."""
+    return 0.01 if metric is SweepMetric.RETRIEVAL else 1.0
 
 
 @dataclass
@@ -123,8 +129,9 @@ class SweepResult:
         for key in ("spearman", "retention", "sentences_per_s", "p50_ms", "explained_variance"):
             if d[key] is not None:
                 d[key] = round(d[key], 4)
-        d["per_set"] = {k: round(v, 4) for k, v in p.per_set.items()}
-        d[self.score_key] = d.pop("spearman")
+        scale = score_scale(self.metric)
+        d["per_set"] = {k: round(scale * v, 6) for k, v in p.per_set.items()}
+        d[self.score_key] = round(scale * d.pop("spearman"), 6)
         return d
 
     def to_dict(self) -> dict:
@@ -134,15 +141,15 @@ class SweepResult:
         return {
             "espresso_version": __version__,
             "source": {"id": self.source, "depth": self.source_depth, "dim": self.source_dim,
-                       self.score_key: round(self.source_spearman, 4),
-                       "per_set": {k: round(v, 4) for k, v in self.source_per_set.items()},
+                       self.score_key: round(score_scale(self.metric) * self.source_spearman, 6),
+                       "per_set": {k: round(score_scale(self.metric) * v, 6) for k, v in self.source_per_set.items()},
                        "sentences_per_s": round(self.source_sentences_per_s, 4),
                        "p50_ms": round(self.source_p50_ms, 4), "params": self.source_params},
             "head": self.head.value, "select": self.select.value, "select_auto": self.select_auto,
             self.sets_key: self.sets,
             "calibration": self.calibration, "threads": self.threads, "latency": self.latency,
             "target_retention": self.target_retention, "recommended": pick,
-            "metric": self.metric.value,
+            "metric": self.metric.value, "score_scale": "fraction" if score_scale(self.metric) < 1 else "x100",
             "points": [self.point_dict(p) for p in self.points],
             "timings_seconds": {k: round(v, 2) for k, v in self.timings.items()},
             "notes": self.notes, "output": str(self.output) if self.output else None,
@@ -153,16 +160,18 @@ class SweepResult:
         """Rebuild a result from its ``sweep.json`` (to re-plot or compare sweeps without re-running them)."""
         src = d["source"]
         key = score_key(SweepMetric(d.get("metric", "sts")))
+        up = 100.0 if d.get("score_scale") == "fraction" else 1.0  # sweeps before it was recorded held x100
         fields_ = {f for f in SweepPoint.__dataclass_fields__}
 
         def point(p: dict) -> SweepPoint:
-            return SweepPoint(spearman=p.get(key, p.get("spearman")),
-                              **{k: v for k, v in p.items() if k in fields_ and k != "spearman"})
+            return SweepPoint(spearman=up * p.get(key, p.get("spearman")),
+                              per_set={k: up * v for k, v in p["per_set"].items()},
+                              **{k: v for k, v in p.items() if k in fields_ and k not in ("spearman", "per_set")})
 
         return cls(
             source=src["id"], source_depth=src["depth"], source_dim=src["dim"],
-            source_spearman=src.get(key, src.get("spearman")),
-            source_per_set=src["per_set"], source_sentences_per_s=src["sentences_per_s"], source_p50_ms=src["p50_ms"],
+            source_spearman=up * src.get(key, src.get("spearman")),
+            source_per_set={k: up * v for k, v in src["per_set"].items()}, source_sentences_per_s=src["sentences_per_s"], source_p50_ms=src["p50_ms"],
             source_params=src["params"], head=Head(d["head"]), select=Select(d["select"]), select_auto=d.get("select_auto", False),
             sets=d.get(d.get("metric", "sts"), d.get("sts", [])),  # sweeps before 2026-11-25 kept both under "sts"
             calibration=d["calibration"], threads=d["threads"], latency=d["latency"],
