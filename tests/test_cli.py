@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import shutil
+from pathlib import Path
 import subprocess
 import sys
 
@@ -262,3 +263,14 @@ def test_a_reader_that_stops_early_gets_no_error_line():
     proc.stdout.close()  # the reader goes away with most of the help unread
     assert proc.wait(timeout=60) == 1
     assert proc.stderr.read().decode() == ""
+
+
+def test_json_given_a_file_where_it_is_a_switch_says_how_to_write_one(capsys):
+    """verify's --json takes a FILE, the other commands' --json is a switch: `sweep ... --json out.json` said only
+    "Got unexpected extra argument(s) (out.json)"."""
+    from espresso_export.cli.app import main
+
+    assert main(["sweep", "minilm", "--layers", "2", "--dims", "32", "-o", "never-written", "--json", "out.json"]) == 2
+    err = capsys.readouterr().err
+    assert "--json is a switch here (the result as JSON on stdout): redirect it, --json > out.json" in err
+    assert len(err.strip().splitlines()) == 1 and not Path("never-written").exists()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -196,10 +197,15 @@ def _invoke(args: list[str], exits: tuple[type, ...]) -> int:
     return code if isinstance(code, int) else 0
 
 
-def _usage_line(e) -> str:
+def _usage_line(e, args: Sequence[str] = ()) -> str:
     """Click's usage error as one line, with where to read more: click prints the usage, a hint and the message
     on three lines, and typer's value coercion prefixes its message with "Value error, "."""
     message = " ".join(e.format_message().replace("Value error, ", "").split())
+    if "unexpected extra argument" in message and "--json" in args[:-1]:
+        after = args[args.index("--json") + 1]
+        if f"({after})" in message:  # `sweep ... --json out.json`, as verify takes it
+            message += (f"; --json is a switch here (the result as JSON on stdout): redirect it, --json > {after} "
+                        "(verify's --json takes a FILE)")
     ctx = getattr(e, "ctx", None)
     return f"{message} (see '{ctx.command_path} --help')" if ctx is not None else message
 
@@ -247,7 +253,7 @@ def _run(args: list[str], debug: bool) -> int:
         _drop_stdout()
         return EXIT_RUNTIME
     except usage_errors as e:
-        _say("[bold red]error:[/]", _usage_line(e))
+        _say("[bold red]error:[/]", _usage_line(e, args))
         return EXIT_USAGE if e.exit_code == 2 else e.exit_code
     except Exception as e:  # ours: one line and its code; anything else: one line, exit 1; traceback with --debug
         if debug:
