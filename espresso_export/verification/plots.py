@@ -19,17 +19,19 @@ def plot_sweep(result: SweepResult, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8.5, 5.5), dpi=120)
     try:
         dims = sorted({p.dim for p in result.points})
-        cmap = plt.get_cmap("viridis", max(2, len(dims)))
+        # tab10, not viridis: viridis's last width was a pale yellow, lost under the frontier's line on white
+        colors = plt.get_cmap("tab10").colors
         for i, dim in enumerate(dims):
             pts = sorted((p for p in result.points if p.dim == dim), key=lambda p: p.sentences_per_s)
-            ax.plot([p.sentences_per_s for p in pts], [p.spearman for p in pts], "o-", color=cmap(i), ms=4,
-                    lw=1.2, label=f"d={dim}")
+            ax.plot([p.sentences_per_s for p in pts], [p.spearman for p in pts], "o-", color=colors[i % 10], ms=4,
+                    lw=1.4, label=f"d={dim}", zorder=3)
         front = sorted((p for p in result.points if p.pareto), key=lambda p: p.sentences_per_s)
         ax.plot([p.sentences_per_s for p in front], [p.spearman for p in front], "s", mfc="none", mec="crimson",
-                ms=10, mew=1.5, ls="--", color="crimson", lw=1, label="Pareto frontier")
+                ms=10, mew=1.5, ls=":", color="crimson", lw=0.8, label="Pareto frontier", zorder=2)
         for i, p in enumerate(front):  # alternate below/above so neighbouring labels do not overlap
             ax.annotate(p.label, (p.sentences_per_s, p.spearman), textcoords="offset points",
-                        xytext=(6, -11 if i % 2 == 0 else 6), fontsize=7, color="crimson")
+                        xytext=(8, -13 if i % 2 == 0 else 8), fontsize=7, color="crimson", zorder=4,
+                        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
         ax.axhline(result.source_spearman, color="black", ls="--", lw=1,
                    label=f"source ({result.source_depth} layers, {result.source_dim}-d): {result.source_spearman:.1f}")
         ax.plot([result.source_sentences_per_s], [result.source_spearman], "*", color="black", ms=12)
