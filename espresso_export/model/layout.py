@@ -78,7 +78,7 @@ def check_output(target: str | os.PathLike, *, overwrite: bool, inputs: Sequence
         if not target.is_dir():
             raise OutputExistsError(f"output {target} exists and is a file")
         if not overwrite:
-            raise OutputExistsError(f"output folder {target} already exists; pass --overwrite to replace it")
+            raise OutputExistsError(f"output folder {target} already exists; pass --overwrite (Python: overwrite=True) to replace it")
     parent = _existing_ancestor(target.parent)
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ValidationError(f"output location {parent} is not writable")

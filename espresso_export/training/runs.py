@@ -27,7 +27,7 @@ def check_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
     if not resume and meta is not None:
         if not overwrite:
             raise ValidationError(f"a checkpoint of an unfinished run (step {meta.get('step')}) is in {run_dir}: "
-                                  "pass --resume to continue it, or --overwrite to start over")
+                                  "pass --resume to continue it, or --overwrite to start over (Python: resume=True, overwrite=True)")
         remove_run_files(run_dir)
 
 
