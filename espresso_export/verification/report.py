@@ -276,17 +276,20 @@ class VerifyReport:
                  ("distinct tokens covered", f"{v['distinct_covered']:,} of {v['distinct_tokens']:,}"),
                  ("coverage of the pruning corpus", number(v.get("pruning_corpus_coverage"), ".4f")),
                  *_token_length_rows(v)]))
+        out.append(self._gate_section())
+        return out
+
+    def _gate_section(self) -> Section:
         checks = self.checks
         noisy = [ch.name for ch in checks if ch.within_noise]
         unsure = [ch.name for ch in checks if not ch.reliable]
-        out.append(Section(
+        return Section(
             "gate" + ("" if checks else ": no thresholds given"), ("check", "threshold", "value", "result"),
             [(ch.name, ch.threshold, ch.cell(), "pass" if ch.passed else "FAIL") for ch in checks],
             ([f"within the noise of its set or timing (the 95% interval holds the threshold; more pairs, queries or "
               f"timing rounds would decide it): {', '.join(noisy)}" + noise_policy(self.thresholds)] if noisy else [])
             + ([f"? timing NOT reliable (see the latency table): {', '.join(unsure)}" + noise_policy(self.thresholds)]
-               if unsure else [])))
-        return out
+               if unsure else []))
 
     def to_markdown(self) -> str:
         lines = ["## Verification", "",
