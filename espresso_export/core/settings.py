@@ -73,6 +73,13 @@ class Field:
     def required(self) -> bool:
         return self.default is MISSING
 
+    def coerce(self, value: Any, *, from_cli: bool) -> Any:
+        """``value`` as this setting's type, or in its command-line form ("1,32", "none"); else :class:`Mismatch`."""
+        try:
+            return coerce(value, self.type, from_cli=from_cli)
+        except Mismatch:
+            return coerce(self.parse_cli_form(value), self.type, from_cli=from_cli)
+
     def parse_cli_form(self, value: Any) -> Any:
         """A value given in its command-line form ("1,32", "none"; YAML null where the command line says "none"),
         parsed as the command line parses it; anything else is returned as it is (the type check reports it)."""
@@ -120,8 +127,10 @@ def resolve(cls: type, settings: Any, kwargs: Mapping[str, Any], *, call: str) -
         raise TypeError(f"{call}() got unexpected keyword argument(s): {', '.join(unknown)}")
     if settings is not None and not isinstance(settings, cls):
         raise TypeError(f"{call}() settings must be a {cls.__name__}, got {type(settings).__name__}")
-    return cls(**_typed(cls, kwargs, call)) if settings is None else \
-        dataclasses.replace(settings, **_typed(cls, kwargs, call)) if kwargs else settings
+    typed = _typed(cls, kwargs, call)
+    if settings is None:
+        return cls(**typed)
+    return dataclasses.replace(settings, **typed) if typed else settings
 
 
 def _typed(cls: type, kwargs: Mapping[str, Any], call: str) -> dict[str, Any]:
@@ -136,10 +145,7 @@ def _typed(cls: type, kwargs: Mapping[str, Any], call: str) -> dict[str, Any]:
         if f is None:
             continue
         try:
-            try:
-                out[name] = coerce(value, f.type, from_cli=False)
-            except Mismatch:
-                out[name] = coerce(f.parse_cli_form(value), f.type, from_cli=False)
+            out[name] = f.coerce(value, from_cli=False)
         except Mismatch:
             raise ValidationError(f"{call}(): {name} must be {type_name(f.type)}, got {shown(value)}") from None
         if f.spec.choices is not None and out[name] not in f.spec.choices:

@@ -199,10 +199,7 @@ def _build_step(kind: str, raw: Any, path: tuple, origin: _Origin) -> Any:
                                   f"(known: {', '.join(known)})")
         f = known[key]
         try:
-            try:
-                out = coerce(value, f.type, from_cli=origin.from_cli((*path, key)))
-            except Mismatch:
-                out = coerce(f.parse_cli_form(value), f.type, from_cli=origin.from_cli((*path, key)))
+            out = f.coerce(value, from_cli=origin.from_cli((*path, key)))
         except Mismatch:
             raise ValidationError(f"{at}: {kind}.{key} must be {type_name(f.type)}, got {shown(value)}") from None
         if f.spec.choices is not None and out not in f.spec.choices:
