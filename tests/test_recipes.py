@@ -340,6 +340,11 @@ def test_run_end_to_end_gate_stops_before_push_then_resume(minilm_path, calibrat
     pushed_report = json.loads((staged / "verify_report.json").read_text())
     assert pushed_report["gate"]["passed"] is True and pushed_report["gate"]["thresholds"]["min_retention"] == 0.5
 
+    # 4. verify again with a gate that fails: the staged upload of step 3 (its card says "passed") is stale, gone
+    code, _, err = run(capsys, "run", recipe, "-o", out_dir, "--resume", "--set", "verify.min_retention=0.999")
+    assert code == 3 and "stopped before push" in err
+    assert not staged.exists() and (out_dir / "3-export").is_dir()  # the steps before verify were reused, kept
+
 
 ESE_THEN_CUT = """\
 source: {model}

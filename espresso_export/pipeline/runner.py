@@ -174,7 +174,9 @@ def run_recipe(recipe: Recipe, *, resume: bool = False, overwrite: bool = False,
         _preflight_push()
     folder = recipe.run_folder
     folder.mkdir(parents=True, exist_ok=True)
-    old_steps = {s.get("index"): s for s in read_state(folder).get("steps", [])} if resume else {}
+    previous = read_state(folder).get("steps", [])
+    old_steps = {s.get("index"): s for s in previous} if resume else {}
+    written_before = {s.get("index"): s.get("kind") for s in previous}  # step folders this tool wrote here
     state = {"recipe": recipe.to_dict(), "steps": []}
     if not (folder / STATE_FILE).is_file():  # the marker of a run folder, there before any step writes
         write_state(folder, state)
@@ -195,6 +197,7 @@ def run_recipe(recipe: Recipe, *, resume: bool = False, overwrite: bool = False,
             if reusing:
                 outcome.status, outcome.summary, outcome.result = "reused", old.get("summary", ""), old.get("result")
             else:
+                _remove_stale(outcomes[outcome.index:], written_before)
                 outcome.result, outcome.summary = _RUNNERS[step.kind](step, outcome.folder, flow, resume=resume,
                                                                       overwrite=overwrite or resume, progress=progress)
                 outcome.status = "done"
@@ -212,6 +215,17 @@ def run_recipe(recipe: Recipe, *, resume: bool = False, overwrite: bool = False,
     finally:
         torch.set_num_threads(threads_before)
     return RunResult(recipe, outcomes, gate_error=gate_error, seconds=time.perf_counter() - start)
+
+
+def _remove_stale(later: list[StepOutcome], written_before: dict) -> None:
+    """A step that runs again makes the previous run's later step folders stale: a run stopped at its gate (or by
+    Ctrl-C) left the old ``5-push`` whose card said "passed" beside a report that failed. Only folders the
+    previous run recorded (same index and kind in its run.json) are removed."""
+    import shutil
+
+    for outcome in later:
+        if written_before.get(outcome.index) == outcome.kind and outcome.folder.is_dir():
+            shutil.rmtree(outcome.folder)
 
 
 def _reusable(step: Step, folder: Path, old: dict | None, record: dict) -> bool:
