@@ -284,6 +284,13 @@ def test_truncate_head_declares_matryoshka_dimensions(truncated, shrunk, tmp_pat
     assert AutoConfig.from_pretrained(out2).matryoshka_dimensions == [8, 4, 2]
     assert "## Matryoshka dimensions" in card and "truncate_dim=4" in card
 
+    # `train --ese` records the width it trained (compression_dim): no halvings it never trained are declared
+    prov["ese"] = {"compression_dim": 4}
+    (folder / "espresso.json").write_text(json.dumps(prov))
+    out4 = tmp_path / "staged-ese-k"
+    assert run(capsys, "push", folder, "--repo-id", REPO, "--dry-run", out4)[0] == 0
+    assert front_matter((out4 / "README.md").read_text())["matryoshka_dimensions"] == [8, 4]
+
     # a PCA head of a model that was not ESE-trained declares none
     out3 = tmp_path / "staged-pca"
     assert run(capsys, "push", shrunk, "--repo-id", REPO, "--dry-run", out3)[0] == 0

@@ -127,7 +127,9 @@ class ModelFacts:
         """The widths ESE training listed in the provenance, if it listed any."""
         if not isinstance(self.ese, dict):
             return None
-        return next((self.ese[k] for k in _TRAINED_DIMS_KEYS if isinstance(self.ese.get(k), list)), None)
+        listed = next((self.ese[k] for k in _TRAINED_DIMS_KEYS if isinstance(self.ese.get(k), list)), None)
+        k = self.ese.get("compression_dim")  # `train --ese` records the one width it trained besides the full one
+        return listed if listed is not None else [k] if isinstance(k, int) and k > 0 else None
 
     @property
     def dims_listed_by_training(self) -> bool:
