@@ -590,6 +590,15 @@ def test_card_license_comes_from_the_source_or_license_and_the_smoke_set_is_not_
     datasets = [r["dataset"]["name"] for r in meta["model-index"][0]["results"]]
     assert datasets and smoke["name"] not in datasets
     assert smoke["name"] in (tmp_path / "a" / "README.md").read_text().split("---", 2)[2]  # still in the body
+    # a set measured on --sts-limit pairs is not the benchmark's result either (it read as the whole test set)
+    for s in report["sts"]["sets"]:
+        s["subset_of"] = None if s.get("smoke_set") else 2 * s["pairs"]
+    (folder / "verify_report.json").write_text(json.dumps(report))
+    assert run(capsys, "push", folder, "--repo-id", REPO, "--dry-run", tmp_path / "limited")[0] == 0
+    meta = yaml.safe_load((tmp_path / "limited" / "README.md").read_text().split("---")[1])
+    assert not [r for r in meta["model-index"][0]["results"] if r["task"]["type"] == "semantic-similarity"]
+    (folder / "verify_report.json").write_text(json.dumps(json.loads((Path(__file__).parent / "data" /
+                                                                     "verify_report.json").read_text())))
     source = tmp_path / "unlicensed"  # a source whose card records no license
     shutil.copytree(folder, source)
     prov = json.loads((source / "espresso.json").read_text())

@@ -289,3 +289,11 @@ def test_a_gate_no_model_can_pass_is_refused_before_measuring(args, said, capsys
     assert main(["verify", "no-such-model-is-loaded", "--against", "nor-this-one", *args]) == 2
     err = capsys.readouterr().err
     assert said in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_limited_sts_set_says_it_is_a_subset(tmp_path):
+    """``--sts-limit 500`` of STS-B test went into the card's model-index as if it were the whole test set."""
+    from espresso_export.verification.sts import load_sts
+
+    whole, part = load_sts("builtin"), load_sts("builtin", limit=40)
+    assert whole.subset_of is None and part.subset_of == len(whole.pairs) and len(part.pairs) == 40

@@ -53,7 +53,7 @@ def _model_index(repo_id: str, metrics: CardMetrics) -> list[dict]:
     against = f"vs {short_id(metrics.source)}"
     results = []
     for s in metrics.sts:
-        if s.candidate is None or s.smoke:  # the built-in smoke set is a sanity check, not a benchmark result
+        if s.candidate is None or s.smoke or s.subset:  # a smoke set or a subset is not the benchmark's result
             continue
         values = [_metric("spearman_cosine", s.candidate / 100, "Spearman (cosine)")]
         if s.retention is not None:

@@ -20,6 +20,7 @@ class StsMetric:
     source: float | None
     retention: float | None
     smoke: bool
+    subset: bool = False  # measured on --sts-limit pairs of the set, not the whole set
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ def _size(cand: dict, src: dict, ratios: dict) -> dict[str, tuple[Any, Any, floa
 def _sts(report: dict) -> list[StsMetric]:
     return [StsMetric(name=str(s.get("name", "sts")), pairs=s.get("pairs"), candidate=_num(s.get("candidate_spearman")),
                       source=_num(s.get("source_spearman")), retention=_num(s.get("retention")),
-                      smoke=bool(s.get("smoke_set")))
+                      smoke=bool(s.get("smoke_set")), subset=s.get("subset_of") is not None)
             for s in (report.get("sts") or {}).get("sets", [])]
 
 

@@ -71,6 +71,7 @@ class StsRow:
     source: float
     # each pair's cosine under the candidate and the source, and its gold score: the retention interval's input
     cosines: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
+    subset_of: int | None = None  # the whole set's pairs when --sts-limit measured a subset
 
     @property
     def smoke(self) -> bool:
@@ -87,7 +88,7 @@ class StsRow:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "spec": self.spec, "kind": self.kind, "smoke_set": self.smoke,
-                "pairs": self.pairs, "candidate_spearman": rounded(self.candidate), "source_spearman": rounded(self.source),
+                "pairs": self.pairs, "subset_of": self.subset_of, "candidate_spearman": rounded(self.candidate), "source_spearman": rounded(self.source),
                 "retention": rounded(self.retention), "retention_ci95": interval_list(self.retention_ci95)}
 
 

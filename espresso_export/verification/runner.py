@@ -57,7 +57,7 @@ def _sts_row(sts: StsSet, caches: dict[str, EncodeCache]) -> StsRow:
     gold = np.asarray(sts.pairs.scores, dtype=np.float64)
     cand, src = sts_cosines(caches["candidate"], sts), sts_cosines(caches["source"], sts)
     return StsRow(sts.name, sts.spec, sts.kind, len(sts.pairs), 100.0 * spearman(cand, gold),
-                  100.0 * spearman(src, gold), cosines=(cand, src, gold))
+                  100.0 * spearman(src, gold), cosines=(cand, src, gold), subset_of=sts.subset_of)
 
 
 def _latency_texts(sets, count: int, seed: int) -> list[str]:

@@ -32,6 +32,7 @@ class StsSet:
     spec: str  # as given by the user
     kind: str  # "builtin", "file" or "hub"
     pairs: StsPairs
+    subset_of: int | None = None  # the set's size when --sts-limit kept fewer pairs
 
     @property
     def name(self) -> str:
@@ -69,7 +70,9 @@ def load_sts(spec: str | os.PathLike, *, columns: tuple[str, str, str] = DEFAULT
     else:
         raise NotFoundError(f"STS set not found: no file {text!r} (use a file, 'builtin', or a Hub dataset id owner/name[:split])")
     subset = spread_subset(pairs, limit)
-    return StsSet(text, kind, subset if subset is pairs else check_scores(subset, f"{text} (--sts-limit {limit}):"))
+    if subset is pairs:
+        return StsSet(text, kind, pairs)
+    return StsSet(text, kind, check_scores(subset, f"{text} (--sts-limit {limit}):"), subset_of=len(pairs))
 
 
 def sts_cosines(cache: EncodeCache, sts: StsSet) -> np.ndarray:
