@@ -228,6 +228,14 @@ def _limitations(facts: ModelFacts, src: str) -> list[str]:
     steps = [s.get("step") for s in facts.lineage]
     if steps and "distill" not in steps and "train" not in steps and not facts.ese:
         bullets.append("Layers were removed without retraining (no distillation or fine-tuning step).")
+    if pruned := facts.vocab_pruning:
+        corpus = pruned.get("corpus") or {}
+        bullets.append(
+            f"The vocabulary was pruned from {pruned.get('vocab_size_before', 0):,} to "
+            f"{pruned.get('vocab_size_after', 0):,} tokens, keeping those a domain corpus uses"
+            + (f" ({corpus['sentences']:,} texts)" if isinstance(corpus.get("sentences"), int) else "")
+            + ": texts of that domain encode as before; other text is split into the tokens kept and can "
+            "differ from the unpruned model (`verify` on your own texts reports their token coverage).")
     if facts.head == Head.PCA.value:
         bullets.append("The PCA head was fitted on a general-domain calibration corpus; texts far from it may lose more.")
     bullets.append(f"It inherits the biases and the license terms of {src}.")
@@ -239,7 +247,8 @@ def intended_use_section(facts: ModelFacts) -> list[str]:
     lines = ["## Intended use", "",
              "Sentence and short-passage embeddings for semantic similarity, clustering and retrieval where the "
              f"source model is too large or too slow: CPU servers, laptops and edge devices. Languages and domain are "
-             f"those of {src}; inputs longer than "
+             f"those of {src}{', narrowed by the vocabulary pruning below' if facts.vocab_pruning else ''}; "
+             "inputs longer than "
              f"{facts.max_seq_length or 'the tokenizer limit'} tokens are truncated.", "",
              "## Limitations", ""]
     return lines + [f"- {b}" for b in _limitations(facts, src)] + [""]

@@ -119,6 +119,14 @@ class ModelFacts:
         return (self.provenance or {}).get("head")
 
     @property
+    def vocab_pruning(self) -> dict | None:
+        """The newest ``prune-vocab`` record of the lineage (sizes before and after, the corpus), if any."""
+        from espresso_export.model.vocabulary import PROVENANCE_KEY
+
+        return next((s[PROVENANCE_KEY] for s in reversed(self.lineage) if isinstance(s.get(PROVENANCE_KEY), dict)),
+                    None)
+
+    @property
     def ese(self) -> Any:
         return (self.provenance or {}).get("ese")
 
