@@ -33,6 +33,13 @@ def test_train_ese_writes_an_ese_model_that_shrink_cuts_first_k(tiny_bert, tmp_p
     assert ckpt.ese_trained
     cut = shrink(out, tmp_path / "cut", layers=2, dim=16)
     assert cut.layers == [0, 1] and cut.head.value == "truncate"
+    # the card's lineage says what training did (it printed "**train**: pooling mean" and nothing of ESE)
+    from espresso_export.publishing.card_sections import lineage_section
+    from espresso_export.publishing.facts import read_model
+
+    lineage = " ".join(lineage_section(read_model(tmp_path / "cut")))
+    assert "**train** (espresso-export " in lineage and "ESE (first 16 dims and every layer from" in lineage
+    assert "data: " in lineage and "training: steps 4" in lineage
 
 
 def test_control_run_is_not_marked_ese(tiny_bert, tmp_path):

@@ -35,6 +35,38 @@ def _shrink_line(step: dict) -> str:
     return text + f"; seed {step.get('seed', '?')}"
 
 
+def _train_line(step: dict) -> str:
+    """What ``train`` did: the objective (ESE: its k and layer weights), the data, the training settings."""
+    obj, data, train = step.get("objective") or {}, step.get("data") or {}, step.get("training") or {}
+    what = (f"ESE (first {obj.get('compression_dim')} dims and every layer from {obj.get('layers_from')}, "
+            f"{obj.get('loss')} loss, alpha {obj.get('alpha')}, beta {obj.get('beta')})" if step.get("ese")
+            else f"fine-tuning ({obj.get('loss', '?')} loss)")
+    text = f"**train** {_version(step)}: {what}"
+    if data:
+        text += f"; data: {data.get('examples', '?')} {data.get('kind', 'examples')} from `{short_id(str(data.get('name')))}`"
+    settings = [f"{k} {train[k]}" for k in ("steps", "epochs", "batch_size", "lr", "seed") if train.get(k) is not None]
+    if settings:
+        text += f"; training: {', '.join(settings)}"
+    best = step.get("best_eval")
+    if isinstance(best, dict) and best.get("best") is not None:
+        text += f"; best eval {best['best']:.2f}" + (f" (from {best['initial']:.2f})" if best.get("initial") is not None else "")
+    return text
+
+
+def _prune_line(step: dict) -> str:
+    from espresso_export.model.vocabulary import PROVENANCE_KEY
+
+    rec = step.get(PROVENANCE_KEY) or {}
+    corpus = rec.get("corpus") or {}
+    text = (f"**prune-vocab** {_version(step)}: vocabulary {rec.get('vocab_size_before', '?'):,} -> "
+            f"{rec.get('vocab_size_after', '?'):,} tokens, those of a corpus")
+    if isinstance(corpus.get("sentences"), int):
+        text += f" of {corpus['sentences']:,} texts"
+    if isinstance(rec.get("corpus_coverage"), (int, float)):
+        text += f" ({100 * rec['corpus_coverage']:.2f}% of its tokens kept)"
+    return text + f"; min count {rec.get('min_count', '?')}"
+
+
 def _distill_line(step: dict) -> str:
     teacher, student = step.get("teacher") or {}, step.get("student") or {}
     train = step.get("training") or {}
@@ -44,9 +76,9 @@ def _distill_line(step: dict) -> str:
             f"{display_id(teacher.get('id'))}, student {display_id(student.get('id')) if not cut else 'the cut teacher'}"
             + (f" (layers {student['layers']})" if student.get("layers") is not None else "")
             + f", {step.get('dim', '?')}-d, {step.get('pooling', '?')} pooling")
-    sizes = [f"{k} {v}" for k, v in corpus.items() if k != "sha256" and isinstance(v, (int, float))]
-    if sizes:
-        text += f"; corpus: {', '.join(sizes)}"
+    if isinstance(corpus.get("sentences"), int):  # "sentences 79777, read 80739, empty_dropped 0, ..." read as keys
+        used = corpus.get("capped_to") or corpus["sentences"]
+        text += f"; corpus: {used:,} texts" + (f" of {corpus['sentences']:,} distinct" if used != corpus["sentences"] else "")
     keys = ("steps", "epochs", "batch_size", "lr", "loss", "warmup", "max_seq_len", "seed")
     settings = [f"{k} {train[k]}" for k in keys if train.get(k) is not None]
     if settings:
@@ -64,6 +96,10 @@ def _step_line(step: dict) -> str:
         return _shrink_line(step)
     if kind == "distill":
         return _distill_line(step)
+    if kind == "train":
+        return _train_line(step)
+    if kind == "prune-vocab":
+        return _prune_line(step)
     scalars = [f"{k} {v}" for k, v in step.items()
                if k not in ("step", "parent", "espresso_version") and isinstance(v, (str, int, float, bool))
                and not (isinstance(v, str) and v.startswith(("/", "~")))]
