@@ -34,7 +34,9 @@ from espresso_export.core.formatting import number
 from espresso_export.core.errors import GateFailedError
 from espresso_export.model.layout import atomic_output, write_text_atomic
 from espresso_export.pipeline.recipes import MODEL_STEPS, Recipe, Step, step_fields
-from espresso_export.pipeline.state import STATE_FILE, check_run_folder, fingerprint, read_state, step_paths, write_state
+from espresso_export.pipeline.state import (
+    STATE_FILE, check_run_folder, fingerprint, read_state, remove_stale, step_paths, write_state,
+)
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
@@ -197,7 +199,7 @@ def run_recipe(recipe: Recipe, *, resume: bool = False, overwrite: bool = False,
             if reusing:
                 outcome.status, outcome.summary, outcome.result = "reused", old.get("summary", ""), old.get("result")
             else:
-                _remove_stale(outcomes[outcome.index:], written_before)
+                remove_stale([(o.index, o.kind, o.folder) for o in outcomes[outcome.index:]], written_before)
                 outcome.result, outcome.summary = _RUNNERS[step.kind](step, outcome.folder, flow, resume=resume,
                                                                       overwrite=overwrite or resume, progress=progress)
                 outcome.status = "done"
@@ -215,17 +217,6 @@ def run_recipe(recipe: Recipe, *, resume: bool = False, overwrite: bool = False,
     finally:
         torch.set_num_threads(threads_before)
     return RunResult(recipe, outcomes, gate_error=gate_error, seconds=time.perf_counter() - start)
-
-
-def _remove_stale(later: list[StepOutcome], written_before: dict) -> None:
-    """A step that runs again makes the previous run's later step folders stale: a run stopped at its gate (or by
-    Ctrl-C) left the old ``5-push`` whose card said "passed" beside a report that failed. Only folders the
-    previous run recorded (same index and kind in its run.json) are removed."""
-    import shutil
-
-    for outcome in later:
-        if written_before.get(outcome.index) == outcome.kind and outcome.folder.is_dir():
-            shutil.rmtree(outcome.folder)
 
 
 def _reusable(step: Step, folder: Path, old: dict | None, record: dict) -> bool:

@@ -90,3 +90,14 @@ def check_run_folder(recipe: Recipe, *, resume: bool, overwrite: bool) -> None:
 
 
 __all__ = ["STATE_FILE", "check_run_folder", "fingerprint", "read_state", "step_paths", "write_state"]
+
+
+def remove_stale(later: list[tuple[int, str, Path]], written_before: dict) -> None:
+    """A step that runs again makes the previous run's later step folders stale: a run stopped at its gate (or by
+    Ctrl-C) left the old ``5-push`` whose card said "passed" beside a report that failed. Only folders the
+    previous run recorded (same index and kind in its run.json) are removed."""
+    import shutil
+
+    for index, kind, folder in later:
+        if written_before.get(index) == kind and folder.is_dir():
+            shutil.rmtree(folder)
