@@ -32,7 +32,9 @@ def test_train_ese_writes_an_ese_model_that_shrink_cuts_first_k(tiny_bert, tmp_p
     ckpt = load(out)
     assert ckpt.ese_trained
     cut = shrink(out, tmp_path / "cut", layers=2, dim=16)
-    assert cut.layers == [0, 1] and cut.head.value == "truncate"
+    assert cut.layers == [0, 1] and cut.head.value == "truncate" and not any("ESE trained" in h for h in cut.hints)
+    wider = shrink(out, tmp_path / "wider", layers=2, dim=24)  # past the trained k: said, not silent
+    assert any(h.startswith("warning: ESE trained the first 16 dims") for h in wider.hints)
     # the card's lineage says what training did (it printed "**train**: pooling mean" and nothing of ESE)
     from espresso_export.publishing.card_sections import lineage_section
     from espresso_export.publishing.facts import read_model
@@ -120,3 +122,14 @@ def test_train_ese_names_its_eval_a_mean_over_cut_points(tiny_bert, tmp_path, ca
                        training=TrainConfig(batch_size=16, max_steps=1), eval_sts=SMOKE, eval_limit=40)
     assert result.eval["cut_points"] == ["L4/full", "L1/16", "L2/16", "L3/16", "L4/16"]
     assert result.eval["score"] == "mean STS Spearman x100 over the cut points"
+
+
+def test_training_on_a_test_split_is_warned_about(tiny_bert, tmp_path):
+    """`train --data sts-test.csv` was accepted in silence (distill already warned on its --eval-sts)."""
+    import shutil
+
+    data = tmp_path / "sts-test.tsv"
+    shutil.copy(SMOKE, data)
+    result = train_ese(tiny_bert, data, tmp_path / "out", objective=EseConfig(compression_dim=16),
+                       training=TrainConfig(batch_size=16, lr=1e-3, max_steps=1))
+    assert any(h.startswith("warning: --data sts-test.tsv reads like a test split") for h in result.hints)

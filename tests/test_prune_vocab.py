@@ -431,7 +431,9 @@ def test_the_card_of_a_pruned_model_says_its_vocabulary_was_pruned(minilm_pruned
     18,715 tokens kept: out-of-corpus queries at cosine 0.72 to the unpruned model were the reader's surprise."""
     from espresso_export.cli.app import main
 
-    result, _, _ = minilm_pruned
+    result, src, pruned = minilm_pruned
+    # counted as shrink, verify and the card count: with the Dense head, if any (it was left out)
+    assert (result.params_before, result.params_after) == (src.n_params, pruned.n_params)
     assert main(["push", str(result.output), "--repo-id", "me/pruned", "--dry-run", str(tmp_path / "staged")]) == 0
     card = " ".join((tmp_path / "staged" / "README.md").read_text().split())
     assert "narrowed by the vocabulary pruning below" in card

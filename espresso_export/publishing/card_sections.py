@@ -157,7 +157,8 @@ def onnx_speed(manifest: dict) -> str:
     notes = list(timing.get("notes", []))
     warning = [notes.pop(0)] if notes and not timing.get("reliable", True) else []  # first, before the numbers
     parts = warning + [f"recommended `{shown}` (passed validation; another file replaces the one asked "
-                       "for only when it is faster in every timing round)"]
+                       "for only when it is faster in every timing round, so a file that is slower on the median "
+                       "alone, as noted below, can stay recommended)"]
     for f in manifest.get("files", []):
         rates = (f.get("speed") or {}).get("sentences_per_second", {})
         vs = (f.get("speed") or {}).get("vs_fp32")

@@ -225,7 +225,7 @@ def prune_vocab(
     request = PruneRequest.read(corpus, min_count=min_count, keep_top=keep_top, keep_file=keep_file, field=field,
                                 column=column)
     ckpt = model_dir if isinstance(model_dir, Checkpoint) else load(model_dir, trust_remote_code=trust_remote_code)
-    params_before = sum(p.numel() for p in ckpt.model.parameters())
+    params_before = ckpt.n_params  # with the Dense head, as shrink, verify and the card count
     weights_sha = ckpt.weights_sha256()
     stats, record = request.apply(ckpt)
     result = _result(ckpt, stats, params_before, corpus_sentences=len(request.corpus))
@@ -245,7 +245,7 @@ def _result(ckpt: Checkpoint, stats: PruneStats, params_before: int, *, corpus_s
     return PruneResult(
         output=None, source=ckpt.source, tokenizer=p.tokenizer_type, vocab_before=p.vocab_before,
         vocab_after=len(p.old_ids), params_before=params_before,
-        params_after=sum(x.numel() for x in ckpt.model.parameters()),
+        params_after=ckpt.n_params,
         embedding_params_before=stats.embedding_params_before, embedding_params_after=stats.embedding_params_after,
         corpus_sentences=corpus_sentences, corpus_tokens=p.corpus_tokens,
         distinct_corpus_tokens=p.distinct_corpus_tokens, coverage=p.coverage, kept_because=p.reasons,

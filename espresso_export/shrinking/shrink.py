@@ -189,6 +189,10 @@ def _shrink(
     hints: list[str] = []
     if not ckpt.ese_trained and keep == list(range(len(keep))) and len(keep) < n:
         hints.append(SPREAD_HINT)
+    trained_k = ((ckpt.provenance or {}).get("ese") or {}).get("compression_dim")
+    if chosen_head is Head.TRUNCATE and isinstance(trained_k, int) and dim is not None and trained_k < dim < ckpt.output_dim:
+        hints.append(f"warning: ESE trained the first {trained_k} dims (and the full {ckpt.output_dim}); the first {dim} "
+                     f"were not trained to stand alone: --dim {trained_k}, or --head pca")
     sentences, cal_label = [], None
     if chosen_head is Head.PCA:
         sentences, cal_label = _pca_calibration(calibration, calibration_samples, seed, dim, hints)

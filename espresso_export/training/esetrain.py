@@ -210,6 +210,10 @@ def train_ese(
                        lora=lora, processes=dist.world)
     output = write_trained(ckpt, output, prov, overwrite=overwrite, trainer=trainer, keep_checkpoints=keep_checkpoints)
     hints = [_cut_hint(output, objective)] if ese_on else []
+    for flag, path in (("--data", data), ("--eval-sts", eval_sts)):  # as distill warns on its --eval-sts
+        if path is not None and "test" in Path(str(path)).name.lower():
+            hints.append(f"warning: {flag} {Path(str(path)).name} reads like a test split: scores reported on it are "
+                         "optimistic; train and choose on train/dev splits, report on test")
     return TrainResultSummary(
         output=output, source=ckpt.source, ese=ese_on, objective=objective.to_dict(), data=prov["data"],
         attention=prov.get("attention"), lora=prov.get("lora"), train=result.to_dict(), eval=eval_info,
