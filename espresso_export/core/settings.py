@@ -276,7 +276,7 @@ __all__ = ["Spec", "Field", "setting", "settings_fields", "resolve", "as_kwargs"
            "settings_command", "option_for", "param", "field_of", "option_type", "check_choices"]
 
 
-# --- type checking (recipes and the API's keyword arguments) --------------------------------------------------------------------------------------------
+# --- type checking (recipes and the API's keyword arguments) --------------------------------------------------
 
 def type_name(tp) -> str:
     origin = typing.get_origin(tp)

@@ -30,6 +30,13 @@ def spec_key(spec: str | Path | None) -> str | None:
     return str(path.resolve()) if path.exists() else str(spec)
 
 
+def test_split_warning(flag: str, spec: str | Path | None, why: str) -> str | None:
+    """A warning when a data spec's file name reads like a test split (``sts-test.csv``), for the options that
+    train or choose on their data; None otherwise."""
+    name = Path(str(spec)).name if spec is not None else ""
+    return f"warning: {flag} {name} reads like a test split: {why}" if "test" in name.lower() else None
+
+
 def selected_on(provenance: dict | None) -> set[str]:
     """The data specs (:func:`spec_key`) that chose the kept checkpoint of any training step in a provenance
     chain (``best_eval``: distill's or train's ``--eval-sts`` / ``--eval-retrieval``)."""

@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from espresso_export.core.errors import NotFoundError, ValidationError
-from espresso_export.core.settings import setting, settings_fields
+from espresso_export.core.settings import Mismatch, coerce, setting, settings_fields, shown, type_name
 from espresso_export.pipeline.yamlfile import (
-    Mismatch, Where, coerce, load_yaml, resolve_value, shown, suggest, type_name,
+    Where, load_yaml, resolve_value, suggest,
 )
 from espresso_export.exporting.options import ExportOptions
 from espresso_export.publishing.settings import PushSettings

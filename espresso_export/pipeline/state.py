@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -96,8 +97,6 @@ def remove_stale(later: list[tuple[int, str, Path]], written_before: dict) -> No
     """A step that runs again makes the previous run's later step folders stale: a run stopped at its gate (or by
     Ctrl-C) left the old ``5-push`` whose card said "passed" beside a report that failed. Only folders the
     previous run recorded (same index and kind in its run.json) are removed."""
-    import shutil
-
     for index, kind, folder in later:
         if written_before.get(index) == kind and folder.is_dir():
             shutil.rmtree(folder)

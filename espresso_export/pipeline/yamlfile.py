@@ -1,17 +1,14 @@
-"""The recipe file as text: YAML with the line of every key, values checked against a settings type, and
-path values resolved against the recipe's folder. :mod:`espresso_export.pipeline.recipes` builds on these."""
+"""The recipe file as text: YAML with the line of every key, and path values resolved against the recipe's
+folder. Values are checked against a settings type by :mod:`espresso_export.core.settings` (the API's keyword
+arguments too); :mod:`espresso_export.pipeline.recipes` builds on these."""
 
 from __future__ import annotations
 
 import difflib
-import types
-import typing
-from enum import Enum
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from espresso_export.core.errors import NotFoundError, ValidationError
-from espresso_export.core.settings import Mismatch, coerce, shown, type_name  # noqa: F401  (recipes.py imports them here)
 
 _DATA_SUFFIXES = (".txt", ".csv", ".tsv", ".jsonl", ".json", ".gz", ".parquet")
 
@@ -72,8 +69,6 @@ def load_yaml(text: str, file: str) -> tuple[Any, Where]:
         raise ValidationError(f"{at}: not valid YAML: {getattr(e, 'problem', None) or e}") from e
     return data, where
 
-
-# --- type checking: the settings' own (core/settings.py), shared with the API's keyword arguments ---------------
 
 def suggest(name: str, known) -> str:
     close = difflib.get_close_matches(name, list(known), n=1)

@@ -11,6 +11,7 @@ from espresso_export import __version__
 from espresso_export.core.formatting import byte_size, markdown_table, number, param_count
 from espresso_export.core.types import Head
 from espresso_export.data import BUILTIN
+from espresso_export.model.vocabulary import PROVENANCE_KEY as PRUNING_KEY
 from espresso_export.publishing.facts import DenseInfo, ModelFacts
 from espresso_export.publishing.model_ids import display_id, short_id
 
@@ -54,9 +55,7 @@ def _train_line(step: dict) -> str:
 
 
 def _prune_line(step: dict) -> str:
-    from espresso_export.model.vocabulary import PROVENANCE_KEY
-
-    rec = step.get(PROVENANCE_KEY) or {}
+    rec = step.get(PRUNING_KEY) or {}
     corpus = rec.get("corpus") or {}
     text = (f"**prune-vocab** {_version(step)}: vocabulary {rec.get('vocab_size_before', '?'):,} -> "
             f"{rec.get('vocab_size_after', '?'):,} tokens, those of a corpus")
@@ -92,18 +91,15 @@ def _distill_line(step: dict) -> str:
 
 def _step_line(step: dict) -> str:
     kind = step.get("step", "step")
-    if kind == "shrink":
-        return _shrink_line(step)
-    if kind == "distill":
-        return _distill_line(step)
-    if kind == "train":
-        return _train_line(step)
-    if kind == "prune-vocab":
-        return _prune_line(step)
+    if line := _STEP_LINES.get(kind):
+        return line(step)
     scalars = [f"{k} {v}" for k, v in step.items()
                if k not in ("step", "parent", "espresso_version") and isinstance(v, (str, int, float, bool))
                and not (isinstance(v, str) and v.startswith(("/", "~")))]
     return f"**{kind}** {_version(step)}" + (f": {', '.join(scalars)}" if scalars else "")
+
+
+_STEP_LINES = {"shrink": _shrink_line, "distill": _distill_line, "train": _train_line, "prune-vocab": _prune_line}
 
 
 def lineage_section(facts: ModelFacts) -> list[str]:

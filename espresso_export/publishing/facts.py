@@ -19,6 +19,7 @@ from espresso_export.model.aliases import resolve_alias
 from espresso_export.model.architectures import for_model_type
 from espresso_export.runtime import EXPORT_FILE, graph_bytes
 from espresso_export.model.checkpoint import PROVENANCE_FILE, read_json, read_st_layout, weight_files
+from espresso_export.model.vocabulary import PROVENANCE_KEY as PRUNING_KEY
 from espresso_export.publishing.model_ids import is_hub_id, step_source
 
 if TYPE_CHECKING:
@@ -121,10 +122,7 @@ class ModelFacts:
     @property
     def vocab_pruning(self) -> dict | None:
         """The newest ``prune-vocab`` record of the lineage (sizes before and after, the corpus), if any."""
-        from espresso_export.model.vocabulary import PROVENANCE_KEY
-
-        return next((s[PROVENANCE_KEY] for s in reversed(self.lineage) if isinstance(s.get(PROVENANCE_KEY), dict)),
-                    None)
+        return next((s[PRUNING_KEY] for s in reversed(self.lineage) if isinstance(s.get(PRUNING_KEY), dict)), None)
 
     @property
     def ese(self) -> Any:

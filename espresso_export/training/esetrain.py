@@ -22,7 +22,7 @@ from espresso_export.training import distributed
 from espresso_export.model.bidirectional import describe as describe_attention, switch
 from espresso_export.model.checkpoint import Checkpoint, DenseLayer, load
 from espresso_export.data import read_sts, sentences_sha256, spread_subset
-from espresso_export.data.files import spec_key
+from espresso_export.data.files import spec_key, test_split_warning
 from espresso_export.model.embed import encode_layers
 from espresso_export.training.ese import EseConfig, EseData, EseObjective, check_loss_fits
 from espresso_export.core.errors import ValidationError
@@ -210,10 +210,9 @@ def train_ese(
                        lora=lora, processes=dist.world)
     output = write_trained(ckpt, output, prov, overwrite=overwrite, trainer=trainer, keep_checkpoints=keep_checkpoints)
     hints = [_cut_hint(output, objective)] if ese_on else []
-    for flag, path in (("--data", data), ("--eval-sts", eval_sts)):  # as distill warns on its --eval-sts
-        if path is not None and "test" in Path(str(path)).name.lower():
-            hints.append(f"warning: {flag} {Path(str(path)).name} reads like a test split: scores reported on it are "
-                         "optimistic; train and choose on train/dev splits, report on test")
+    hints += [w for flag, spec in (("--data", data), ("--eval-sts", eval_sts))  # as distill warns on its --eval-sts
+              if (w := test_split_warning(flag, spec, "scores reported on it are optimistic; train and choose on "
+                                                      "train/dev splits, report on test"))]
     return TrainResultSummary(
         output=output, source=ckpt.source, ese=ese_on, objective=objective.to_dict(), data=prov["data"],
         attention=prov.get("attention"), lora=prov.get("lora"), train=result.to_dict(), eval=eval_info,

@@ -70,26 +70,30 @@ class Check:
                 "unreliable"}
 
 
+def _decided(name: str, threshold: str, value: float | None, passed: bool, interval, noisy: bool,
+             policy: WithinNoise, reliable: bool = True, noise: str = "the set's noise") -> Check:
+    """The check, with ``policy`` deciding instead of the value when the interval holds the threshold or the
+    measurement is not reliable (``fail``: a busy CI runner cannot pass a latency gate; ``pass``: nor fail it)."""
+    unsure = noisy or not reliable
+    if unsure and policy is not WithinNoise.VALUE:
+        passed = policy is WithinNoise.PASS
+    return Check(name, threshold, value, passed, interval, noisy, policy if unsure else WithinNoise.VALUE, reliable,
+                 noise)
+
+
 def _at_least(name: str, value: float | None, bound: float, interval: tuple[float, float] | None = None,
               policy: WithinNoise = WithinNoise.VALUE) -> Check:
-    """``value >= bound``; when the interval holds ``bound``, ``policy`` may decide instead of the value."""
+    """``value >= bound`` (a retention)."""
     noisy = value is not None and interval is not None and interval[0] < bound <= interval[1]
-    passed = value is not None and value >= bound
-    if noisy and policy is not WithinNoise.VALUE:
-        passed = policy is WithinNoise.PASS
-    return Check(name, f">= {bound:g}", value, passed, interval, noisy, policy if noisy else WithinNoise.VALUE)
+    return _decided(name, f">= {bound:g}", value, value is not None and value >= bound, interval, noisy, policy)
 
 
 def _at_most(name: str, value: float | None, bound: float, interval: tuple[float, float] | None = None,
              policy: WithinNoise = WithinNoise.VALUE, reliable: bool = True) -> Check:
-    """``value <= bound``; when the interval holds ``bound`` or the measurement is not reliable, ``policy`` may
-    decide instead of the value (``fail``: a busy CI runner cannot pass a latency gate; ``pass``: nor fail it)."""
+    """``value <= bound`` (a latency ratio, whose timing may not be reliable)."""
     noisy = value is not None and interval is not None and interval[0] <= bound < interval[1]
-    passed = value is not None and value <= bound
-    if (noisy or not reliable) and policy is not WithinNoise.VALUE:
-        passed = policy is WithinNoise.PASS
-    return Check(name, f"<= {bound:g}", value, passed, interval, noisy,
-                 policy if noisy or not reliable else WithinNoise.VALUE, reliable, "the timing's noise")
+    return _decided(name, f"<= {bound:g}", value, value is not None and value <= bound, interval, noisy, policy,
+                    reliable, "the timing's noise")
 
 
 def gate_checks(report, thresholds: Thresholds) -> list[Check]:

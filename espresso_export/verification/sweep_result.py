@@ -138,18 +138,19 @@ class SweepResult:
         pick = {name: (None if p is None else {"layers": p.layers, "dim": p.dim, "kept": p.kept,
                                               "command": self.shrink_command(p)})
                 for name, p in (("smallest", self.smallest), ("fastest", self.fastest))}
+        scale = score_scale(self.metric)
         return {
             "espresso_version": __version__,
             "source": {"id": self.source, "depth": self.source_depth, "dim": self.source_dim,
-                       self.score_key: round(score_scale(self.metric) * self.source_spearman, 6),
-                       "per_set": {k: round(score_scale(self.metric) * v, 6) for k, v in self.source_per_set.items()},
+                       self.score_key: round(scale * self.source_spearman, 6),
+                       "per_set": {k: round(scale * v, 6) for k, v in self.source_per_set.items()},
                        "sentences_per_s": round(self.source_sentences_per_s, 4),
                        "p50_ms": round(self.source_p50_ms, 4), "params": self.source_params},
             "head": self.head.value, "select": self.select.value, "select_auto": self.select_auto,
             self.sets_key: self.sets,
             "calibration": self.calibration, "threads": self.threads, "latency": self.latency,
             "target_retention": self.target_retention, "recommended": pick,
-            "metric": self.metric.value, "score_scale": "fraction" if score_scale(self.metric) < 1 else "x100",
+            "metric": self.metric.value, "score_scale": "fraction" if scale < 1 else "x100",
             "points": [self.point_dict(p) for p in self.points],
             "timings_seconds": {k: round(v, 2) for k, v in self.timings.items()},
             "notes": self.notes, "output": str(self.output) if self.output else None,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from espresso_export import __version__
+from espresso_export.data.files import test_split_warning
 from espresso_export.training.distill.args import DistillArgs
 from espresso_export.training.distill.corpus import CorpusSplit
 from espresso_export.training.distill.student import Models
@@ -140,7 +141,6 @@ def _warnings(a: DistillArgs, heldout: dict) -> list[str]:
         out.append(f"warning: the held-out relative MSE rose ({heldout['relative_mse_before']:.4f} -> "
                    f"{heldout['relative_mse_after']:.4f}): training made the student worse on texts it did not see "
                    "(too few steps for the warm-up, or a learning rate too high)")
-    if a.eval_sts is not None and "test" in Path(str(a.eval_sts)).name.lower():
-        out.append(f"warning: --eval-sts {Path(str(a.eval_sts)).name} reads like a test split: the kept checkpoint "
-                   "is chosen on it, so its scores there are optimistic; choose on a dev split, report on test")
-    return out
+    test = test_split_warning("--eval-sts", a.eval_sts, "the kept checkpoint is chosen on it, so its scores there "
+                              "are optimistic; choose on a dev split, report on test")
+    return out + ([test] if test else [])
