@@ -33,6 +33,10 @@ def test_train_ese_writes_an_ese_model_that_shrink_cuts_first_k(tiny_bert, tmp_p
     assert ckpt.ese_trained
     cut = shrink(out, tmp_path / "cut", layers=2, dim=16)
     assert cut.layers == [0, 1] and cut.head.value == "truncate" and not any("ESE trained" in h for h in cut.hints)
+    # the automatic ESE cut says it was chosen and how to check it against spread + PCA (it can score lower)
+    assert any(h.startswith("hint: this model is ESE-trained, so its first 2 layers and first 16 dims") for h in cut.hints)
+    chosen = shrink(out, tmp_path / "chosen", layers=[0, 1], dim=16, head="truncate")
+    assert not any("ESE-trained" in h for h in chosen.hints)  # the user picked: nothing to say
     wider = shrink(out, tmp_path / "wider", layers=2, dim=24)  # past the trained k: said, not silent
     assert any(h.startswith("warning: ESE trained the first 16 dims") for h in wider.hints)
     # the card's lineage says what training did (it printed "**train**: pooling mean" and nothing of ESE)

@@ -40,6 +40,15 @@ SPREAD_HINT = (
     "hint: this model is not ESE-trained, and keeping its first layers usually scores lower than "
     "--select spread (all-MiniLM-L6-v2 at 3 layers, PCA-128, STS-B test: first 50.3 vs spread 69.7)"
 )
+# Measured with benchmarks/ese.py (STS-B test): all-MiniLM-L6-v2 after one epoch of `train --ese` on STS-B train,
+# cut by ESE's rule to its first 3 layers x first 128 dims, 65.99; the untrained model's spread + PCA cut, 69.72.
+ESE_CUT_HINT = (
+    "hint: this model is ESE-trained, so its first {layers} layers{dims} were kept, as ESE trains them to stand "
+    "alone; after a short ESE training, spread layers with a PCA head can score higher (all-MiniLM-L6-v2 after "
+    "one epoch on STS-B, 3 layers x 128 dims, STS-B test: ESE's cut 65.99 vs the untrained model's spread + PCA "
+    "69.72): measure both on your data (`espresso-export sweep` once with --select first --head truncate, once "
+    "with --select spread --head pca) before you pick"
+)
 
 
 @dataclass
@@ -189,6 +198,10 @@ def _shrink(
     hints: list[str] = []
     if not ckpt.ese_trained and keep == list(range(len(keep))) and len(keep) < n:
         hints.append(SPREAD_HINT)
+    auto_select = isinstance(layers, int) and Select(select) is Select.AUTO
+    if ckpt.ese_trained and auto_select and len(keep) < n:
+        first_k = f" and first {dim} dims" if head is None and chosen_head is Head.TRUNCATE else ""
+        hints.append(ESE_CUT_HINT.format(layers=len(keep), dims=first_k))
     trained_k = ((ckpt.provenance or {}).get("ese") or {}).get("compression_dim")
     if chosen_head is Head.TRUNCATE and isinstance(trained_k, int) and dim is not None and trained_k < dim < ckpt.output_dim:
         hints.append(f"warning: ESE trained the first {trained_k} dims (and the full {ckpt.output_dim}); the first {dim} "
