@@ -28,6 +28,9 @@ def test_train_ese_writes_an_ese_model_that_shrink_cuts_first_k(tiny_bert, tmp_p
     assert set(result.eval["last"]) == {"L4/full", "L1/16", "L2/16", "L3/16", "L4/16"}
     prov = json.loads((out / "espresso.json").read_text())
     assert prov["step"] == "train" and prov["ese"]["compression_dim"] == 16
+    # the epochs trained, not the epochs asked for (4 steps of 16 on the smoke set's pairs are under one epoch;
+    # the card said "steps 4, epochs 1")
+    assert 0 < prov["training"]["epochs"] < 1 and prov["training"]["epochs_requested"] == 1
     assert not (tmp_path / "ese.run").exists()  # checkpoints removed after success
     ckpt = load(out)
     assert ckpt.ese_trained
@@ -45,7 +48,7 @@ def test_train_ese_writes_an_ese_model_that_shrink_cuts_first_k(tiny_bert, tmp_p
 
     lineage = " ".join(lineage_section(read_model(tmp_path / "cut")))
     assert "**train** (espresso-export " in lineage and "ESE (first 16 dims and every layer from" in lineage
-    assert "data: " in lineage and "training: steps 4" in lineage
+    assert "data: " in lineage and f"training: steps 4, epochs {prov['training']['epochs']}," in lineage
 
 
 def test_control_run_is_not_marked_ese(tiny_bert, tmp_path):

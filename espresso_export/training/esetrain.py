@@ -275,7 +275,9 @@ def _provenance(ckpt, objective: EseConfig, examples: EseData, identity: dict, t
         "pooling": ckpt.pooling.value,
         "objective": objective.to_dict(),
         "data": {**examples.describe(), "sha256": identity["data_sha256"]},
-        "training": {"steps": result.steps, "epochs": result.epochs, **training.identity(), "processes": processes},
+        # the settings, then what ran: the epochs trained (a fraction under --max-steps), as distill records them
+        "training": {**training.identity(), "epochs_requested": training.epochs, "steps": result.steps,
+                     "epochs": result.epochs, "processes": processes},
         "best_eval": eval_info,
     }
     if objective.alpha or objective.beta:  # read by Checkpoint.ese_trained: shrink then keeps the first layers and first k dims
