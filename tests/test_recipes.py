@@ -133,6 +133,26 @@ def test_missing_file_names_key_line_and_path(tmp_path):
     assert recipe.step("shrink").config.calibration == str(tmp_path / "data" / "cal.txt")
 
 
+def test_every_missing_file_is_named_at_once_and_the_plan_shows_them(tmp_path, capsys):
+    # one at a time, a recipe from another machine took a run per missing file to fix
+    text = BASIC.replace("      dim: 32\n", "      dim: 32\n      calibration: data/cal.txt\n").replace(
+        "  - export:", "  - distill:\n      corpus: [a.txt, b.txt:0.5]\n  - export:")
+    path = write(tmp_path, text)
+    with pytest.raises(NotFoundError) as e:
+        load_recipe(path)
+    message = e.value.message
+    assert message.startswith("3 files the recipe reads are missing: ") and "\n" not in message
+    assert "r.yaml:6: shrink.calibration: " in message and "r.yaml:8: distill.corpus: " in message
+    assert str(tmp_path / "a.txt") in message and str(tmp_path / "b.txt") in message
+    assert message.endswith("--set shrink.calibration=PATH --set distill.corpus=PATH")
+    code, out, err = run(capsys, "run", path, "--plan", "--json")  # the plan is shown, with what the run lacks
+    assert code == 0 and json.loads(out)["missing_files"] == message
+    code, out, err = run(capsys, "run", path, "--plan")
+    assert code == 0 and "warning: the run would stop here: 3 files" in " ".join(err.split()) and "plan of r" in out
+    code, out, err = run(capsys, "run", path)
+    assert code == 2 and "3 files the recipe reads are missing" in err and not (tmp_path / "runs").exists()
+
+
 def test_missing_required_setting_and_bad_order(tmp_path):
     with pytest.raises(ValidationError, match=r"step 'shrink' needs layers"):
         load_recipe(write(tmp_path, BASIC.replace("      layers: 2\n", "")))

@@ -49,21 +49,22 @@ def run(
         raise ValidationError("give a recipe file or a shipped recipe name (see `espresso-export run --list`)")
     from espresso_export.pipeline.runner import plan, run_recipe, selection_warnings
     from espresso_export.pipeline.headers import recipe_header
-    from espresso_export.pipeline.recipes import find_recipe, load_recipe
+    from espresso_export.pipeline.recipes import find_recipe, load_recipe, missing_files
 
     overrides = list(set_ or [])
     if output is not None:
         overrides.append(f"output={output}")
-    loaded = load_recipe(recipe, overrides=overrides)
+    loaded = load_recipe(recipe, overrides=overrides, check_files=not show_plan)  # a plan shows what files it lacks
+    missing = missing_files(recipe, overrides=overrides) if show_plan else None
     if not json_out:
-        print_hints(selection_warnings(loaded))
+        print_hints(selection_warnings(loaded) + ([f"warning: the run would stop here: {missing}"] if missing else []))
     if show_plan:
         from espresso_export.pipeline.state import check_run_folder
 
         check_run_folder(loaded, resume=resume, overwrite=overwrite)  # the plan approves only what the run accepts
         rows = plan(loaded)
         if json_out:
-            print_json({"recipe": loaded.to_dict(), "plan": rows})
+            print_json({"recipe": loaded.to_dict(), "plan": rows, "missing_files": missing})
             return
         if header := recipe_header(find_recipe(recipe)):  # what it gives, as measured, before what it would run
             from espresso_export.cli.tables import recipe_list, show

@@ -39,7 +39,7 @@ from typing import Any, Optional
 from espresso_export.core.errors import NotFoundError, ValidationError
 from espresso_export.core.settings import Mismatch, coerce, setting, settings_fields, shown, type_name
 from espresso_export.pipeline.yamlfile import (
-    Where, load_yaml, resolve_value, suggest,
+    Where, load_yaml, missing_file_message, resolve_value, suggest,
 )
 from espresso_export.exporting.options import ExportOptions
 from espresso_export.publishing.settings import PushSettings
@@ -167,6 +167,24 @@ class _Origin:
     base: Path
     cli: dict[tuple, str] = field(default_factory=dict)  # raw path -> the --set item that set it
     check_files: bool = True
+    missing: list[tuple[str, str, Path]] = field(default_factory=list)  # (where, key, path) of each missing file
+
+    def resolve(self, value: str, kind: str, path: tuple, key: str) -> str:
+        return resolve_value(value, kind, self.base_for(path), key, self.at(path), self.check_files, self.missing)
+
+    def raise_missing(self) -> None:
+        """One error naming every missing file (the first alone read as the only one: fix, rerun, next)."""
+        if not self.missing:
+            return
+        if len(self.missing) == 1:
+            raise NotFoundError(missing_file_message(*self.missing[0]))
+        by_key: dict[tuple[str, str], list[str]] = {}
+        for at, key, path in self.missing:
+            by_key.setdefault((at, key), []).append(str(path))
+        listed = "; ".join(f"{at}: {key}: {', '.join(paths)}" for (at, key), paths in by_key.items())
+        keys = " ".join(dict.fromkeys(f"--set {key}=PATH" for _, key in by_key))
+        raise NotFoundError(f"{len(self.missing)} files the recipe reads are missing: {listed}; point them "
+                            f"elsewhere with {keys}")
 
     def at(self, path: tuple) -> str:
         return f"--set {self.cli[path]}" if path in self.cli else self.where.at(path)
@@ -206,9 +224,8 @@ def _build_step(kind: str, raw: Any, path: tuple, origin: _Origin) -> Any:
             raise ValidationError(f"{at}: {kind}.{key} must be one of {', '.join(f.spec.choices)}, got {out!r}")
         path_kind = f.spec.path
         if path_kind and out is not None:
-            base = origin.base_for((*path, key))
-            out = ([resolve_value(v, path_kind, base, f"{kind}.{key}", at, origin.check_files) for v in out]
-                   if isinstance(out, list) else resolve_value(out, path_kind, base, f"{kind}.{key}", at, origin.check_files))
+            out = ([origin.resolve(v, path_kind, (*path, key), f"{kind}.{key}") for v in out]
+                   if isinstance(out, list) else origin.resolve(out, path_kind, (*path, key), f"{kind}.{key}"))
         values[key] = out
     missing = [f.name for f in known.values() if f.name not in values and f.required]
     if missing:
@@ -330,8 +347,8 @@ def parse_recipe(text: str, *, file: str = "<recipe>", base: Path | None = None,
     name = data.get("name") or (Path(file).stem if file != "<recipe>" else "recipe")
     if not re.fullmatch(r"[A-Za-z0-9][\w.-]*", name):
         raise ValidationError(f"{origin.at(('name',))}: name must be letters, digits, '-', '_' and '.', got {name!r}")
-    source = resolve_value(data["source"], "model", origin.base_for(("source",)), "source", origin.at(("source",)),
-                      check_files)
+    source = origin.resolve(data["source"], "model", ("source",), "source")
+    origin.raise_missing()
     output = None
     if data.get("output"):
         output = (origin.base_for(("output",)) / Path(data["output"]).expanduser()).resolve()
@@ -355,18 +372,49 @@ def load_recipe(spec: str | os.PathLike, *, overrides: Sequence[str] = (), check
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ValidationError(f"cannot read the recipe {path}: {e}") from e
-    recipe = parse_recipe(text, file=str(path), base=path.parent, overrides=overrides, check_files=check_files)
+    try:
+        recipe = parse_recipe(text, file=str(path), base=path.parent, overrides=overrides, check_files=check_files)
+    except NotFoundError as e:
+        if path.parent in installed_recipe_dirs():  # a wheel's copy: its ../../shared/data is not there
+            raise NotFoundError(f"{e.message} (a shipped recipe reads the project's shared data, which pip does not "
+                                "install: give it your own files with these --set, as its header says: "
+                                f"`espresso-export run {path.stem} --plan`)") from None
+        raise
     recipe.path = path
     return recipe
 
 
+def missing_files(recipe: Recipe | str | os.PathLike, *, overrides: Sequence[str] = ()) -> str | None:
+    """The error a run of this recipe would stop on for missing files (``None``: every file is there)."""
+    try:
+        load_recipe(recipe.path if isinstance(recipe, Recipe) else recipe, overrides=overrides)
+    except NotFoundError as e:
+        return e.message
+    return None
+
+
 # --- finding recipes ------------------------------------------------------------------------------------------
 
+def installed_recipe_dirs() -> list[Path]:
+    """Where a wheel puts the shipped recipes (pyproject's data-files): the environment's data folder, and the
+    user scheme's for ``pip install --user``."""
+    import sysconfig
+
+    roots = [sysconfig.get_path("data")]
+    try:
+        roots.append(sysconfig.get_path("data", sysconfig.get_preferred_scheme("user")))
+    except (AttributeError, KeyError):  # Python 3.10 has no get_preferred_scheme
+        roots.append(sysconfig.get_path("data", f"{os.name}_user"))
+    return list(dict.fromkeys(Path(r) / "share" / "espresso-export" / "recipes" for r in roots if r))
+
+
 def shipped_recipes() -> list[Path]:
-    """The recipes shipped in ``recipes/`` of the source tree (empty for an installed wheel)."""
-    if not (SHIPPED_DIR.is_dir() and (SHIPPED_DIR.parent / "pyproject.toml").is_file()):  # a source checkout only
-        return []
-    return sorted(p for p in SHIPPED_DIR.iterdir() if p.suffix in RECIPE_SUFFIXES and p.is_file())
+    """The shipped recipes: ``recipes/`` of a source checkout (an editable install), else those a wheel installed."""
+    if SHIPPED_DIR.is_dir() and (SHIPPED_DIR.parent / "pyproject.toml").is_file():
+        folders = [SHIPPED_DIR]
+    else:
+        folders = [d for d in installed_recipe_dirs() if d.is_dir()][:1]
+    return sorted(p for d in folders for p in d.iterdir() if p.suffix in RECIPE_SUFFIXES and p.is_file())
 
 
 def find_recipe(spec: str | os.PathLike) -> Path:
@@ -382,4 +430,5 @@ def find_recipe(spec: str | os.PathLike) -> Path:
     raise NotFoundError(f"recipe not found: {spec} (neither a file nor a shipped recipe name{listed})")
 
 
-__all__ = ["Recipe", "Step", "STEP_TYPES", "load_recipe", "parse_recipe", "find_recipe", "shipped_recipes"]
+__all__ = ["Recipe", "Step", "STEP_TYPES", "load_recipe", "parse_recipe", "find_recipe", "shipped_recipes",
+           "missing_files"]

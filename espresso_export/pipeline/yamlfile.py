@@ -83,16 +83,21 @@ def _looks_like_path(text: str) -> bool:
             or text.split(":", 1)[0].count("/") > 1)
 
 
-def resolve_value(value: str, kind: str, base: Path, key: str, at: str, check: bool = True) -> str:
+def missing_file_message(at: str, key: str, path: Path) -> str:
+    return f"{at}: {key}: file not found: {path}; point it elsewhere with --set {key}=PATH"
+
+
+def resolve_value(value: str, kind: str, base: Path, key: str, at: str, check: bool = True,
+                  missing: list | None = None) -> str:
     """A path relative to ``base`` made absolute and checked (``check``); other specs (aliases, Hub ids,
-    builtin) as given."""
-    hint = f"; point it elsewhere with --set {key}=PATH"
+    builtin) as given. With a ``missing`` list, a missing file is added to it (``(at, key, path)``) instead of
+    raising, so that a recipe names every file it lacks at once."""
     if kind == "data":
         from espresso_export.data.corpus import split_weight
 
         spec, share = split_weight(value)
         if share is not None:  # a corpus source's share of the mix (docs.jsonl:0.7): resolve the path part
-            return f"{resolve_value(spec, kind, base, key, at, check)}:{share:g}"
+            return f"{resolve_value(spec, kind, base, key, at, check, missing)}:{share:g}"
     if kind == "dir":
         return str((base / Path(value).expanduser()).resolve())
     if kind == "data" and (value == "builtin" or value.startswith("hf://")):
@@ -103,5 +108,8 @@ def resolve_value(value: str, kind: str, base: Path, key: str, at: str, check: b
     if kind == "file" or _looks_like_path(value):
         if not check:
             return str(path)
-        raise NotFoundError(f"{at}: {key}: file not found: {path}{hint}")
+        if missing is not None:
+            missing.append((at, key, path))
+            return str(path)
+        raise NotFoundError(missing_file_message(at, key, path))
     return value  # an alias or a Hub id (model or dataset)
