@@ -252,6 +252,14 @@ def test_help_at_80_columns_shows_every_option_whole():
     verify = CliRunner().invoke(app, ["verify", "--help"], terminal_width=80).output
     assert "    espresso-export verify small/ \\\n        --against sentence-transformers/all-mpnet-base-v2" in verify
     assert "╭" in CliRunner().invoke(app, ["verify", "--help"], terminal_width=200).output  # wide: typer's panels
+    # and there too an example longer than the width breaks between its options, not mid-command
+    for command in ("distill", "verify"):
+        wide = CliRunner().invoke(app, [command, "--help"], terminal_width=120, env={"COLUMNS": "120"}).output
+        examples = wide.split("Examples:", 1)[1].splitlines()
+        assert examples and all(len(line.rstrip()) <= 120 for line in examples), command
+        continued = [i for i, line in enumerate(examples) if line.rstrip().endswith(" \\")]
+        assert continued and all(examples[i + 1].startswith("     -") for i in continued), (command, examples)
+        assert all(line.startswith((" espresso-export", " torchrun", " #", "     -")) for line in examples if line.strip())
 
 
 def test_a_reader_that_stops_early_gets_no_error_line():

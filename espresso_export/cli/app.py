@@ -38,18 +38,22 @@ def _help_columns(ctx: typer.Context) -> int:
     return ctx.terminal_width or shutil.get_terminal_size().columns
 
 
-def _plain_epilog(epilog: str | None, width: int) -> str | None:
-    """An epilog for click's layout. Each indented paragraph is an example command: click would re-wrap it
-    mid-word ("all-mpnet-" / "base-v2"), so it is marked ``\\b`` (printed as written), its comment ("cmd    (why)")
-    goes on a ``#`` line above it, and it is broken before its options into continuation lines that fit."""
+def _epilog(epilog: str | None, width: int, *, plain: bool) -> str | None:
+    """An epilog for click's layout (``plain``) or typer's rich one. Each indented paragraph is an example command:
+    click would re-wrap it mid-word ("all-mpnet-" / "base-v2") and rich wraps it mid-command, so its comment
+    ("cmd    (why)") goes on a ``#`` line above it and it is broken before its options into continuation lines
+    that fit (in click's layout marked ``\\b``, printed as written; in rich's, its markup escapes kept)."""
     if not epilog:
         return epilog
-    paragraphs = epilog.replace("\\[", "[").split("\n\n")
-    return "\n\n".join("\b\n" + _example_lines(p.strip(), width - 4) if p.startswith("  ") else p
+    paragraphs = (epilog.replace("\\[", "[") if plain else epilog).split("\n\n")
+    # rich's text goes through inspect.cleandoc, which drops the examples' indent only when every line after the
+    # first has it: rich gets them unindented, the same for every command
+    mark, indent = ("\b\n", "  ") if plain else ("", "")
+    return "\n\n".join(mark + _example_lines(p.strip(), width - 4, indent) if p.startswith("  ") else p
                         for p in paragraphs)
 
 
-def _example_lines(example: str, width: int) -> str:
+def _example_lines(example: str, width: int, indent: str = "  ") -> str:
     """``width`` leaves room for click's indent and " \\"; a line breaks only outside single quotes, where a shell
     reads backslash-newline as a space (inside double quotes it joins the lines: still one Python statement)."""
     command, _, comment = example.partition("    (")
@@ -70,7 +74,7 @@ def _example_lines(example: str, width: int) -> str:
             line = "    " + word
         else:
             line = f"{line} {word}" if line else word
-    return "\n".join("  " + x for x in [*lines, line])
+    return "\n".join(indent + x for x in [*lines, line])
 
 
 class _BareSwitches:
@@ -81,12 +85,12 @@ class _BareSwitches:
         _bare_switches(self.params)
 
     def format_help(self, ctx: typer.Context, formatter) -> None:
-        if _help_columns(ctx) >= RICH_HELP_MIN_COLUMNS:
-            super().format_help(ctx, formatter)
-            return
-        # typer's switch for its click layout; the texts lose rich's escapes ("\\[") and the examples keep their lines
-        saved = [(self, "rich_markup_mode", None), (self, "epilog", _plain_epilog(self.epilog, formatter.width))]
-        saved += [(p, "help", p.help.replace("\\[", "[")) for p in self.params if getattr(p, "help", None)]
+        columns = _help_columns(ctx)
+        if columns >= RICH_HELP_MIN_COLUMNS:  # typer's panels, the examples broken to the width
+            saved = [(self, "epilog", _epilog(self.epilog, columns, plain=False))]
+        else:  # typer's switch for its click layout; the texts lose rich's escapes ("\\[")
+            saved = [(self, "rich_markup_mode", None), (self, "epilog", _epilog(self.epilog, formatter.width, plain=True))]
+            saved += [(p, "help", p.help.replace("\\[", "[")) for p in self.params if getattr(p, "help", None)]
         saved = [(obj, name, getattr(obj, name), value) for obj, name, value in saved]
         try:
             for obj, name, _, value in saved:
