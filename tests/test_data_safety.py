@@ -147,6 +147,31 @@ def test_an_output_over_a_data_file_or_holding_one_is_refused(model_copy, tmp_pa
     assert code == 2 and "is the input file" in err
 
 
+def test_overwrite_never_replaces_the_current_folder_or_a_folder_of_the_users(model_copy, tmp_path, capsys,
+                                                                              monkeypatch):
+    # `-o "$UNSET" --overwrite` (and -o .) replaced the current folder: the user's notes and sources were gone
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "notes.md").write_text("important")
+    (project / "src" / "app.py").write_text("code")
+    monkeypatch.chdir(project)
+    for out in ("", ".", ".."):
+        code, _, err = cli(capsys, "shrink", model_copy, "--layers", "2", "-o", out, "--overwrite")
+        assert code == 2 and "is the current folder or contains it" in err, (out, err)
+    assert sorted(p.name for p in project.iterdir()) == ["notes.md", "src"] and (project / "src" / "app.py").is_file()
+    # --overwrite of a folder espresso-export did not write deleted it in silence (a thesis, photos)
+    mine = tmp_path / "mine"
+    (mine / "photos").mkdir(parents=True)
+    (mine / "thesis.txt").write_text("draft")
+    code, _, err = cli(capsys, "shrink", model_copy, "--layers", "2", "-o", mine, "--overwrite")
+    assert code == 2 and "replaces only a folder espresso-export wrote" in err and "photos, thesis.txt" in err
+    assert (mine / "thesis.txt").read_text() == "draft" and (mine / "photos").is_dir()
+    # a previous output is replaced as before, and so is an empty folder
+    (tmp_path / "empty").mkdir()
+    for out in (tmp_path / "cut", tmp_path / "cut", tmp_path / "empty"):
+        assert cli(capsys, "shrink", model_copy, "--layers", "2", "-o", out, "--overwrite")[0] == 0
+
+
 def test_train_into_its_model_is_refused_before_reading_the_data(model_copy, tmp_path, capsys):
     code, _, err = cli(capsys, "train", model_copy, "--data", tmp_path / "missing.tsv", "-o", model_copy,
                        "--overwrite")
@@ -322,3 +347,24 @@ def test_a_report_written_to_a_fifo_or_a_device_is_written_into_it_not_over_it(t
     (tmp_path / "r.json").write_text("old")
     write_text_atomic(tmp_path / "r.json", "new")
     assert (tmp_path / "r.json").read_text() == "new"
+
+
+def test_a_report_never_replaces_a_file_that_is_not_a_report(model_copy, tmp_path, capsys):
+    # verify --json cand/model.safetensors (or --markdown cand/config.json) replaced the model's own file, exit 0
+    import shutil
+
+    cand = Path(shutil.copytree(model_copy, tmp_path / "cand"))
+    before = _digest(cand)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    for flag, path in (("--json", cand / "model.safetensors"), ("--markdown", cand / "config.json"),
+                       ("--json", notes)):
+        code, _, err = cli(capsys, "verify", cand, "--against", model_copy, "--batch-sizes", "none", "--sts-limit",
+                           "10", flag, path)
+        assert code == 2 and "exists and is not a verify report; it is kept" in err, err
+    assert _digest(cand) == before and notes.read_text() == "mine"
+    report, md = tmp_path / "r.json", tmp_path / "r.md"
+    for _ in range(2):  # a previous report is replaced, as before
+        args = ["verify", cand, "--against", model_copy, "--batch-sizes", "none", "--sts-limit", "10"]
+        assert cli(capsys, *args, "--json", report, "--markdown", md)[0] == 0
+    assert json.loads(report.read_text())["gate"] and md.read_text().startswith("## Verification")

@@ -182,16 +182,19 @@ def test_a_beir_collection_is_read_for_healing_as_verify_embeds_its_documents(tm
 def test_corpus_readers_dedupe_drop_empty_and_count(tmp_path, shared_data):
     (tmp_path / "a.txt").write_text("one\n\ntwo\none\n  \n")
     (tmp_path / "b.jsonl").write_text('{"body": "two"}\n{"body": "three"}\n{"body": ""}\n')
-    (tmp_path / "c.csv").write_text('id,text\n1,"four, with comma"\n2,five\n')
-    (tmp_path / "d.tsv").write_text("x\tsentence\n1\tsix\n")
+    (tmp_path / "c.csv").write_text('id,body\n1,"four, with comma"\n2,five\n')  # a field names a column too
+    (tmp_path / "d.tsv").write_text("x\tbody\n1\tsix\n")
     c = read_corpus([tmp_path / "a.txt", tmp_path / "b.jsonl", tmp_path / "c.csv", tmp_path / "d.tsv"], field="body")
     assert c.sentences == ["one", "two", "three", "four, with comma", "five", "six"]
     counts = c.counts()
     assert (counts["read"], counts["empty_dropped"], counts["duplicates_dropped"]) == (11, 3, 2)
     assert [s["kind"] for s in counts["sources"]] == ["txt", "jsonl", "csv", "tsv"]
     assert read_corpus([tmp_path / "c.csv"], column="0").sentences == ["id", "1", "2"]
-    with pytest.raises(ValidationError, match="no column 'body'"):
-        read_corpus([tmp_path / "c.csv"], column="body")
+    (tmp_path / "e.csv").write_text('id,text\n1,seven\n')
+    assert read_corpus([tmp_path / "e.csv"]).sentences == ["seven"]  # no name: the first text-like column
+    for names in ({"column": "body"}, {"field": "body"}):  # a name that is not there: refused, never another column
+        with pytest.raises(ValidationError, match="no column 'body'"):
+            read_corpus([tmp_path / "e.csv"], **names)
     stsb = read_corpus([shared_data / "stsb" / "sts-dev.csv"])
     assert stsb.sources[0].kind == "stsb" and stsb.sources[0].lines == 3000  # both sentences of 1,500 pairs
     with pytest.raises(OfflineError, match="Hub is unreachable"):
@@ -375,7 +378,8 @@ def test_cli_distill_with_pairs_only_defaults_to_the_pair_loss(tiny_models, tiny
                  "--corpus", str(corpus_file), "--loss", "pair+mse", "--batch-size", "16", "--max-steps", "1",
                  "--cache-dir", str(tmp_path / "cache"), "-o", str(tmp_path / "out2")])
     assert code == 0
-    assert "60 distinct pairs (0 sentences added)" in capsys.readouterr().out.replace("\n", " ")
+    summary = " ".join(capsys.readouterr().out.split())  # the table wraps its cells
+    assert "270 sentences + 30 held out" in summary and "60 distinct pairs (0 sentences added)" in summary
 
 
 def test_one_named_loss_in_the_bar_the_epoch_line_the_table_and_the_json(tiny_bert, corpus_file, tmp_path, capsys,

@@ -76,6 +76,7 @@ def test_temps_of_killed_runs_are_removed_at_start_and_others_kept(tiny_bert, tm
     previous = temp_name(tmp_path / "model", "old", tag=dead)
     previous.mkdir()
     (previous / "weights").write_bytes(b"the user's model")
+    (previous / "espresso.json").write_text("{}")
     check_output(tmp_path / "other", overwrite=False)
     assert (tmp_path / "model" / "weights").read_bytes() == b"the user's model" and not previous.exists()
     # ... and removed when the new output made it into place
@@ -93,6 +94,7 @@ def test_ctrl_c_between_the_two_renames_of_an_overwrite_keeps_the_previous_outpu
     out = tmp_path / "out"
     out.mkdir()
     (out / "weights").write_bytes(b"previous")
+    (out / "espresso.json").write_text("{}")  # a previous output: --overwrite replaces only those
     renames = []
     real_rename = os.rename
 
@@ -119,6 +121,7 @@ def test_ctrl_c_just_after_the_output_is_renamed_in_reports_it_written_whole(tin
     out = tmp_path / "out"
     out.mkdir()
     (out / "weights").write_bytes(b"previous")
+    (out / "espresso.json").write_text("{}")  # a previous output: --overwrite replaces only those
     real_rename = os.rename
 
     def rename_then_ctrl_c(src, dst):
@@ -234,6 +237,23 @@ def cli(tiny_bert, calibration_file, big_corpus, tmp_path_factory):
     return c
 
 
+def test_ctrl_c_in_an_overwrite_run_keeps_the_previous_runs_later_folders(cli, tmp_path):
+    # `run --overwrite` removed the previous run's later step folders before running again: a Ctrl-C in its distill
+    # lost the finished distill and export while the message said "existing outputs are unchanged"
+    out = tmp_path / "run"
+    shutil.copytree(cli["root"] / "run", out)
+    before = {name: tree(out / name) for name in ("2-distill", "3-export")}
+    child = Child([*cli["run"], "-o", out, "--overwrite"], tmp_path / "overwrite.log")
+    since = time.time()
+    deadline = time.monotonic() + 120
+    while not newer("*", out / "2-distill.run", since) and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)  # until the distill step has written its first checkpoint: well into the run
+    os.kill(child.pid, signal.SIGINT)
+    assert child.wait() == 130, child.text()
+    assert {name: tree(out / name) for name in before} == before
+    assert not temps(out)
+
+
 def _reset(*paths: Path) -> None:
     for p in paths:
         shutil.rmtree(p, ignore_errors=True)
@@ -325,8 +345,9 @@ def _prepare(chain: Chain, cli) -> None:
     """Fresh chains start from nothing; ``--overwrite`` chains over an existing output (another model)."""
     work = cli["root"]
     _reset(chain.output, Path(str(chain.output) + ".run"), work / "cache", work / "run-cache")
-    if chain.name.endswith("--overwrite"):
+    if chain.name.endswith("--overwrite"):  # a previous output of espresso-export's: --overwrite replaces no other
         shutil.copytree(cli["teacher"], chain.output)
+        (chain.output / "espresso.json").write_text("{}")
 
 
 def _inject(cli, attempts: dict[str, int], fresh: bool = False) -> list[str]:

@@ -11,7 +11,8 @@ import pytest
 
 from espresso_export.core.errors import ValidationError
 from espresso_export.exporting.options import ExportOptions, parse_formats
-from espresso_export.runtime import EXPORT_FILE, FIXED_WIDTHS, TOKEN_OUTPUT, OnnxEncoder, keep_signal_stack
+from espresso_export.openvino_runtime import keep_signal_stack
+from espresso_export.runtime import EXPORT_FILE, FIXED_WIDTHS, TOKEN_OUTPUT, OnnxEncoder
 
 ov = pytest.importorskip("openvino", reason="the OpenVINO export needs openvino (pip install espresso-export[openvino])")
 pytest.importorskip("nncf", reason="the OpenVINO int8 file needs nncf (pip install espresso-export[openvino])")
@@ -136,7 +137,7 @@ def test_compiling_leaves_the_threads_signal_stack_alone(ov_export):
     """OpenVINO's CPU plugin swaps in a signal stack it frees later (a later Ctrl-C crashed the test run)."""
     import ctypes
 
-    from espresso_export.runtime import _SignalStack
+    from espresso_export.openvino_runtime import _SignalStack
 
     libc = ctypes.CDLL(None)
 

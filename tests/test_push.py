@@ -223,8 +223,12 @@ def test_dry_run_output_is_atomic(shrunk, tmp_path, capsys):
     (out / "keep.txt").write_text("mine")
     code, _, err = run(capsys, "push", shrunk, "--repo-id", REPO, "--dry-run", out)
     assert code == 2 and "already exists" in err and tree(out) == {"keep.txt": hashlib.sha256(b"mine").hexdigest()}
-    code, _, err = run(capsys, "push", shrunk, "--repo-id", REPO, "--dry-run", out, "--overwrite")
-    assert code == 0 and set(tree(out)) == BASE_FILES and not list(tmp_path.glob(".staged.*"))
+    code, _, err = run(capsys, "push", shrunk, "--repo-id", REPO, "--dry-run", out, "--overwrite")  # not ours
+    assert code == 2 and "replaces only a folder espresso-export wrote" in err and (out / "keep.txt").is_file()
+    (out / "keep.txt").unlink()
+    for _ in range(2):  # into the empty folder, then over the staged one
+        code, _, err = run(capsys, "push", shrunk, "--repo-id", REPO, "--dry-run", out, "--overwrite")
+        assert code == 0 and set(tree(out)) == BASE_FILES and not list(tmp_path.glob(".staged.*"))
 
 
 @pytest.mark.parametrize(("family", "pooling", "head"), [

@@ -153,6 +153,26 @@ def test_every_missing_file_is_named_at_once_and_the_plan_shows_them(tmp_path, c
     assert code == 2 and "3 files the recipe reads are missing" in err and not (tmp_path / "runs").exists()
 
 
+def test_bounds_are_checked_at_load_and_threads_within_the_machine(tmp_path, capsys):
+    # distill.batch_size 0 passed --plan, ran shrink, then failed "ValueError: range() arg 3 must not be zero";
+    # --threads 100000 hung the machine (load ~2,400) and crashed on Ctrl-C
+    import os
+
+    path = write(tmp_path, BASIC)
+    for item, message in (("distill.batch_size=0", "distill.batch_size must be at least 1, got 0"),
+                          ("distill.heldout=-3", "distill.heldout must be at least 0, got -3"),
+                          ("shrink.dim=-5", "shrink.dim must be at least 1, got -5"),
+                          (f"threads={(os.cpu_count() or 1) + 1}", "this machine's CPUs")):
+        text = BASIC.replace("  - export:", "  - distill:\n      corpus: [builtin]\n  - export:") \
+            if item.startswith("distill") else BASIC
+        path = write(tmp_path, text)
+        code, out, err = run(capsys, "run", path, "--plan", "--set", item)
+        assert code == 2 and message in err and "--set " + item.split("=")[0] in err, (item, err)
+    code, out, err = run(capsys, "distill", "--teacher", "minilm", "--student-layers", "2", "--dim", "8", "--corpus",
+                         "x.txt", "--threads", "100000", "-o", tmp_path / "never")
+    assert code == 2 and "--threads must be at most" in err and not (tmp_path / "never").exists()
+
+
 def test_missing_required_setting_and_bad_order(tmp_path):
     with pytest.raises(ValidationError, match=r"step 'shrink' needs layers"):
         load_recipe(write(tmp_path, BASIC.replace("      layers: 2\n", "")))

@@ -17,6 +17,7 @@ from typer.core import TyperCommand, TyperGroup
 from espresso_export import __version__
 from espresso_export.core import signals
 from espresso_export.core.errors import EXIT_RUNTIME, EXIT_USAGE, EspressoError
+from espresso_export.core.formatting import shell_lines
 
 
 def _bare_switches(params) -> None:
@@ -49,32 +50,8 @@ def _epilog(epilog: str | None, width: int, *, plain: bool) -> str | None:
     # rich's text goes through inspect.cleandoc, which drops the examples' indent only when every line after the
     # first has it: rich gets them unindented, the same for every command
     mark, indent = ("\b\n", "  ") if plain else ("", "")
-    return "\n\n".join(mark + _example_lines(p.strip(), width - 4, indent) if p.startswith("  ") else p
+    return "\n\n".join(mark + shell_lines(p.strip(), width - 4, indent) if p.startswith("  ") else p
                         for p in paragraphs)
-
-
-def _example_lines(example: str, width: int, indent: str = "  ") -> str:
-    """``width`` leaves room for click's indent and " \\"; a line breaks only outside single quotes, where a shell
-    reads backslash-newline as a space (inside double quotes it joins the lines: still one Python statement)."""
-    command, _, comment = example.partition("    (")
-    pieces: list[list[tuple[str, bool]]] = []  # an option with its values (or the command before them): its words,
-    quoted = False                             # each with whether a line may break before it
-    for token in command.split():
-        if not pieces or (token.startswith("-") and not quoted):
-            pieces.append([])
-        pieces[-1].append((token, not quoted))
-        quoted ^= token.count("'") % 2 == 1
-    words = [w for piece in pieces
-             for w in ([(" ".join(t for t, _ in piece), True)] if len(" ".join(t for t, _ in piece)) <= width else piece)]
-    lines = [f"# {comment.rstrip(')')}"] if comment else []
-    line = ""
-    for word, breakable in words:
-        if line and breakable and len(line) + 1 + len(word) > width:
-            lines.append(line + " \\")
-            line = "    " + word
-        else:
-            line = f"{line} {word}" if line else word
-    return "\n".join(indent + x for x in [*lines, line])
 
 
 class _BareSwitches:

@@ -27,11 +27,12 @@ def _distill(settings: DistillSettings, *, teacher: str, output: Path, resume: b
     if report_json(result, json_out, main=current().main):
         return
     c, t = result.corpus, result.train
-    corpus_row = (f"{c['training_sentences']} sentences ({c['read']} read, {c['empty_dropped']} empty and "
+    held = f" + {c['heldout_sentences']} held out" if c.get("heldout_sentences") else ""
+    corpus_row = (f"{c['training_sentences']} sentences{held} ({c['read']} read, {c['empty_dropped']} empty and "
                   f"{c['duplicates_dropped']} duplicates dropped"
                   + (f", capped to {c['capped_to']} ({c['sample']})" if "capped_to" in c else "")
                   + (f", {c['augmented']} augmented" if c.get("augmented") else "") + ")") if "read" in c else \
-        f"{c['training_sentences']} sentences"
+        f"{c['training_sentences']} sentences{held}"
     if "pairs" in c:
         corpus_row += (f"; {c['pairs']['pairs']} distinct pairs ({c['pair_sentences_added']} sentences added), "
                        f"{c['training_pairs']} trained on")

@@ -14,6 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from espresso_export.core.console import out_console
+from espresso_export.core.formatting import shell_lines
+
 SWEEP_LEGEND = "ret. = retention of the source's {metric}; speed = sent/s vs the source; B/vec = bytes per vector; " \
                "* = on the Pareto front (no point is better and faster)"
 
@@ -133,7 +136,9 @@ def sweep_picks(result) -> list:
             lines.append(Text.assemble((name, "bold"), f" meeting {target}: {point.label} ({result.metric_name} "
                                        f"{point.spearman:.2f}, {point.sentences_per_s:.0f} sent/s, "
                                        f"{point.params / 1e6:.1f}M params)"))
-            lines.append(Text("  " + result.shrink_command(point)))
+            # broken between options as shell continuation lines: rich's wrap split "--dim" from its value
+            lines.append(Text(shell_lines(result.shrink_command(point), out_console().width - 4),
+                              no_wrap=True, overflow="ignore"))
     if result.smallest is None:
         best = max(result.points, key=lambda p: p.spearman).label
         lines.append(Text.assemble((f"no point keeps {target}", "yellow"), f"; the best is {best}"))

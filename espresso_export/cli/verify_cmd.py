@@ -20,7 +20,12 @@ def _verify(settings: VerifySettings, *, candidate: str, against: str, json_file
     from espresso_export.model.layout import write_text_atomic
     from espresso_export.verification.runner import verify as run_verify
 
+    from espresso_export.verification.report import check_report_path
+
     to_stdout = json_file is not None and str(json_file) == "-"
+    for path, kind in ((None if to_stdout else json_file, "json"), (markdown_file, "markdown")):
+        if path is not None:
+            check_report_path(path, kind)  # before measuring: a file of the user's is never replaced
     options, thresholds = settings.build()
     report = run_verify(candidate, against, options=options, thresholds=thresholds, progress=not to_stdout)
     if to_stdout:

@@ -13,14 +13,14 @@ from functools import lru_cache
 def err_console():
     from rich.console import Console
 
-    return Console(stderr=True)
+    return Console(stderr=True, emoji=False)  # a path like data/docs.jsonl:-1 printed "docs.jsonl👎"
 
 
 @lru_cache(maxsize=1)
 def out_console():
     from rich.console import Console
 
-    return Console()
+    return Console(emoji=False)
 
 
 def clean(text: str) -> str:

@@ -36,3 +36,29 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> 
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines += ["| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |" for row in rows]
     return lines + [""]
+
+
+def shell_lines(example: str, width: int, indent: str = "  ") -> str:
+    """A shell command (``"cmd    (why)"``: the comment goes on a ``#`` line above it) broken before its options
+    into continuation lines of at most ``width`` characters, each line after ``indent``, so that it pastes whole
+    into a shell. A line breaks only outside single quotes, where a shell reads backslash-newline as a space
+    (inside double quotes it joins the lines: still one Python statement)."""
+    command, _, comment = example.partition("    (")
+    pieces: list[list[tuple[str, bool]]] = []  # an option with its values (or the command before them): its words,
+    quoted = False                             # each with whether a line may break before it
+    for token in command.split():
+        if not pieces or (token.startswith("-") and not quoted):
+            pieces.append([])
+        pieces[-1].append((token, not quoted))
+        quoted ^= token.count("'") % 2 == 1
+    words = [w for piece in pieces
+             for w in ([(" ".join(t for t, _ in piece), True)] if len(" ".join(t for t, _ in piece)) <= width else piece)]
+    lines = [f"# {comment.rstrip(')')}"] if comment else []
+    line = ""
+    for word, breakable in words:
+        if line and breakable and len(line) + 1 + len(word) > width:
+            lines.append(line + " \\")
+            line = "    " + word
+        else:
+            line = f"{line} {word}" if line else word
+    return "\n".join(indent + x for x in [*lines, line])

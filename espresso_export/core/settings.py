@@ -48,6 +48,7 @@ class Spec:
     parse: Callable[[Any], Any] | None = None  # command-line value -> field value
     metavar: str | None = None
     choices: tuple[str, ...] | None = None  # the values a string setting takes (enums carry their own)
+    cpus: bool = False  # a thread count: at most the machine's CPUs (100000 hung the machine, then crashed)
 
     def __post_init__(self) -> None:
         if self.path is not None and self.path not in PATH_KINDS:
@@ -72,6 +73,9 @@ class Field:
     @property
     def required(self) -> bool:
         return self.default is MISSING
+
+    def out_of_bounds(self, value: Any) -> str | None:
+        return out_of_bounds(value, self.spec.min, self.spec.max, self.spec.cpus)
 
     def coerce(self, value: Any, *, from_cli: bool) -> Any:
         """``value`` as this setting's type, or in its command-line form ("1,32", "none"); else :class:`Mismatch`."""
@@ -111,12 +115,31 @@ def settings_fields(cls: type) -> list[Field]:
 
 
 def check_choices(settings: Any) -> None:
-    """Refuse a string setting outside its declared ``choices`` (named as the command line spells it)."""
+    """Refuse a string setting outside its declared ``choices`` or a number outside its bounds (named as the
+    command line spells it)."""
     for f in settings_fields(type(settings)):
         value = getattr(settings, f.name)
         if f.spec.choices is not None and value not in f.spec.choices:
             raise ValidationError(f"{f.flags[0].split('/')[0]} must be one of {', '.join(f.spec.choices)}, "
                                   f"got {value!r}")
+        if (problem := f.out_of_bounds(value)) is not None:
+            raise ValidationError(f"{f.flags[0].split('/')[0]} {problem}")
+
+
+def out_of_bounds(value: Any, low: float | None, high: float | None, cpus: bool = False) -> str | None:
+    """Why a number (or each number of a list) is outside ``[low, high]`` (``cpus``: at most this machine's CPUs);
+    ``None`` when it is inside, or not a number."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        if low is not None and v < low:
+            return f"must be at least {low:g}, got {v:g}"
+        if high is not None and v > high:
+            return f"must be at most {high:g}, got {v:g}"
+        if cpus and v > (os.cpu_count() or 1):
+            return f"must be at most {os.cpu_count() or 1} (this machine's CPUs), got {v:g}"
+    return None
 
 
 def resolve(cls: type, settings: Any, kwargs: Mapping[str, Any], *, call: str) -> Any:
@@ -150,6 +173,8 @@ def _typed(cls: type, kwargs: Mapping[str, Any], call: str) -> dict[str, Any]:
             raise ValidationError(f"{call}(): {name} must be {type_name(f.type)}, got {shown(value)}") from None
         if f.spec.choices is not None and out[name] not in f.spec.choices:
             raise ValidationError(f"{call}(): {name} must be one of {', '.join(f.spec.choices)}, got {out[name]!r}")
+        if (problem := f.out_of_bounds(out[name])) is not None:
+            raise ValidationError(f"{call}(): {name} {problem}")
     return out
 
 

@@ -125,10 +125,16 @@ def corpus_texts(path: str | Path, *, field: str | None = None, column: str | No
 
     txt: one text a line; jsonl: ``field`` (default: the first of text, sentence, ...; a ``text`` with a ``title``
     in its record is read as "title text", as retrieval embeds a BEIR document);
-    csv/tsv: ``column`` (header name or 0-based index); STS-B files: both sentences of every pair.
+    csv/tsv: ``column`` (header name or 0-based index); STS-B files: both sentences of every pair. Either name
+    serves for either kind (``field`` names a csv column when no ``column`` is given, and the other way round).
     """
     path = Path(path).expanduser()
     suffix = base_suffix(path)
+    # a field and a column name the same thing: --corpus-field body on a csv read its first text column in silence
+    if suffix in (".csv", ".tsv", ".parquet"):
+        column = column if column is not None else field
+    elif suffix == ".jsonl":
+        field = field if field is not None else column
     if suffix == ".parquet":
         return "parquet", _parquet_texts(path, column)
     text = open_text(path)

@@ -54,7 +54,7 @@ def graph_inputs(ckpt: Checkpoint) -> list[str]:
 def _module(ckpt: Checkpoint, names: list[str]):
     import torch
 
-    post = normalized_output(ckpt.post)
+    post = normalized_output(ckpt.post) if ckpt.unit_length_output else list(ckpt.post)
 
     class SentenceEmbeddingModule(torch.nn.Module):
         def __init__(self) -> None:

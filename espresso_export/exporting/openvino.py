@@ -49,7 +49,8 @@ def _save(model, path: Path) -> None:
 
 
 def _embeddings(model, feeds: list[dict], group: int | None = None) -> np.ndarray:
-    from espresso_export.runtime import EMBEDDING_OUTPUT, compile_openvino
+    from espresso_export.openvino_runtime import compile_openvino
+    from espresso_export.runtime import EMBEDDING_OUTPUT
 
     compiled = compile_openvino(model, {} if group is None else {GROUP_OPTION: group})
     request = compiled.create_infer_request()

@@ -64,7 +64,7 @@ class ExportOptions:
         help="Time every written file at these batch sizes on the probe sentences; the default file (int8, "
              "optimised first) gives way only to a file that passed and is faster in every round (none: no "
              "timing).")
-    threads: int | None = setting(None, min=1, help="Threads the timing runs each file on (onnxruntime's intra-op, "
+    threads: int | None = setting(None, min=1, cpus=True, help="Threads the timing runs each file on (onnxruntime's intra-op, "
                                                        "OpenVINO's), as a user would serve it. Default: every core "
                                                        "this process may use.")
     min_cosine: dict[str, float] = setting(default_factory=dict, cli=False,

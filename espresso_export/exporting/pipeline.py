@@ -123,7 +123,9 @@ def _manifest(ckpt: Checkpoint, graph: GraphInfo, options: ExportOptions, files:
         "dims": {"hidden": ckpt.hidden_size, "embedding": ckpt.output_dim},
         "pooling": ckpt.pooling.value,
         "post": _post_description(ckpt),
-        "normalize": True,
+        "normalize": ckpt.unit_length_output,
+        **ckpt.usage.to_config(),  # prompts, default_prompt_name, similarity_fn_name: OnnxEncoder applies them
+        "include_prompt": ckpt.usage.include_prompt,
         "max_seq_length": ckpt.max_seq_length,
         "do_lower_case": ckpt.do_lower_case,
         "tokenizer": {"file": TOKENIZER_FILE, "pad_token": tok.pad_token, "pad_token_id": tok.pad_token_id,

@@ -96,14 +96,14 @@ def reference(ckpt: Checkpoint) -> Reference:
 def check_file(folder: Path, file: str, precision: Quantize, ref: Reference, *, min_cosine: float | None = None) -> dict:
     """Compare one ONNX file of ``folder`` with the reference; returns the result for export.json."""
     enc = OnnxEncoder(folder, file)
-    runs = {
-        "batch 1": enc.encode(ref.probe, batch_size=1),
-        f"ragged batch {RAGGED_BATCH}": enc.encode(ref.probe, batch_size=RAGGED_BATCH),
+    runs = {  # the graph against the PyTorch model on the same texts: no prompt on either side
+        "batch 1": enc.encode(ref.probe, batch_size=1, prompt=""),
+        f"ragged batch {RAGGED_BATCH}": enc.encode(ref.probe, batch_size=RAGGED_BATCH, prompt=""),
     }
     cos = {name: cosine_rows(v, ref.probe_vectors) for name, v in runs.items()}
     diffs = [float(np.abs(v - ref.probe_vectors).max()) for v in runs.values()]
     texts = ref.sts_first + ref.sts_second
-    sts_vectors = enc.encode(texts, batch_size=32)
+    sts_vectors = enc.encode(texts, batch_size=32, prompt="")
     sts_cos = cosine_rows(sts_vectors, ref.sts_vectors)
     n = len(ref.sts_first)
     spearman = sts_spearman(sts_vectors[:n], sts_vectors[n:], ref.sts_scores)

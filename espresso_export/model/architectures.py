@@ -54,6 +54,10 @@ def supported_model_types() -> list[str]:
 def for_model_type(model_type: str | None) -> Architecture:
     """The registry entry for a config's ``model_type``, or a clear refusal."""
     arch = _BY_TYPE.get(model_type or "")
+    if arch is None and not model_type:
+        raise UnsupportedModelError("config.json has no model_type (a transformers config names its family, e.g. "
+                                    "\"model_type\": \"bert\"); supported model types: "
+                                    + ", ".join(supported_model_types()))
     if arch is None:
         raise UnsupportedModelError(
             f"unsupported architecture {model_type!r}; supported model types: "

@@ -9,7 +9,6 @@ safetensors only; pickle checkpoints are refused.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -28,10 +27,13 @@ from espresso_export.core.errors import (
     CorruptCheckpointError,
     NotFoundError,
     OfflineError,
+    RuntimeFailure,
     UnsupportedModelError,
     ValidationError,
 )
 from espresso_export.core.parsing import under_local_folder
+from espresso_export.core.prompts import StUsage
+from espresso_export.model.st_layout import read_json, read_st_layout
 from espresso_export.model.aliases import packaged_path, resolve_alias
 from espresso_export.model.post import DenseLayer, Normalize, PostModule
 from espresso_export.model.tokenizer_state import tokenizer_state
@@ -42,14 +44,6 @@ log = logging.getLogger(__name__)
 PROVENANCE_FILE = "espresso.json"
 PICKLE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "model.ckpt", "tf_model.h5")
 _HUB_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "tokenizer*", "*/*.json", "*/*.safetensors"]
-
-_ST_POOLING_KEYS = {
-    "pooling_mode_cls_token": Pooling.CLS,
-    "pooling_mode_mean_tokens": Pooling.MEAN,
-    "pooling_mode_lasttoken": Pooling.LAST_TOKEN,
-    "pooling_mode_max_tokens": Pooling.MAX,
-}
-
 
 @dataclass
 class Checkpoint:
@@ -67,6 +61,7 @@ class Checkpoint:
     # the fast tokenizer's truncation and padding as loaded: every call with other settings changes them, and
     # save_pretrained writes whatever the last call left (layout.save_checkpoint restores these first)
     tokenizer_state: dict | None = None
+    usage: StUsage = field(default_factory=lambda: StUsage())  # prompts and similarity, carried to every output
 
     @property
     def config(self):
@@ -91,6 +86,13 @@ class Checkpoint:
         head = sum(m.weight.numel() + (0 if m.bias is None else m.bias.numel())
                    for m in self.post if isinstance(m, DenseLayer))
         return sum(p.numel() for p in self.model.parameters()) + head
+
+    @property
+    def unit_length_output(self) -> bool:
+        """Whether an exported graph L2-normalises its output: when the model ends with Normalize, or is scored
+        by cosine (unit length changes no cosine, and a dot product on it is one). A dot-product model without
+        Normalize (msmarco's "-dot" models) keeps its vectors' lengths: normalising them reorders its results."""
+        return bool(self.post and isinstance(self.post[-1], Normalize)) or self.usage.similarity == "cosine"
 
     @property
     def ese_trained(self) -> bool:
@@ -185,70 +187,6 @@ def _download(hub_id: str, revision: str | None) -> Path:
         raise OfflineError(f"cannot download {hub_id!r} from the Hugging Face Hub: {e.__class__.__name__}") from e
 
 
-def read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CorruptCheckpointError(f"cannot read {path}: {e}") from e
-
-
-@dataclass
-class _StLayout:
-    transformer_dir: Path
-    pooling: Pooling | None = None
-    post: list[tuple[str, Path]] = field(default_factory=list)  # ("Dense" | "Normalize", folder)
-    max_seq_length: int | None = None
-    do_lower_case: bool = False
-
-
-def read_st_layout(folder: Path) -> _StLayout:
-    """Read ``modules.json`` and the module configs it points at."""
-    modules_file = folder / "modules.json"
-    if not modules_file.is_file():
-        return _StLayout(transformer_dir=folder)
-    modules = json.loads(modules_file.read_text(encoding="utf-8"))
-    layout: _StLayout | None = None
-    rest: list[dict] = []
-    for m in sorted(modules, key=lambda m: m.get("idx", 0)):
-        kind = m.get("type", "").rsplit(".", 1)[-1]
-        sub = folder / m.get("path", "")
-        if kind == "Transformer" and layout is None:
-            layout = _StLayout(transformer_dir=sub)
-            cfg_file = next((sub / n for n in ("sentence_bert_config.json", "sentence_transformer_config.json")
-                             if (sub / n).is_file()), None)
-            if cfg_file is not None:
-                cfg = read_json(cfg_file)
-                layout.max_seq_length = cfg.get("max_seq_length")
-                layout.do_lower_case = bool(cfg.get("do_lower_case", False))
-        else:
-            rest.append({"kind": kind, "dir": sub})
-    if layout is None:
-        raise UnsupportedModelError(f"{modules_file} has no Transformer module; only transformer-based models are supported")
-    for m in rest:
-        kind, sub = m["kind"], m["dir"]
-        if kind == "Pooling":
-            layout.pooling = _pooling_from_st_config(read_json(sub / "config.json"))
-        elif kind in ("Dense", "Normalize"):
-            layout.post.append((kind, sub))
-        else:
-            raise UnsupportedModelError(f"unsupported sentence-transformers module {kind!r} in {modules_file}")
-    return layout
-
-
-def _pooling_from_st_config(cfg: dict) -> Pooling:
-    if "pooling_mode" in cfg:  # sentence-transformers >= 6 style
-        mode = cfg["pooling_mode"]
-        mode = mode[0] if isinstance(mode, list) else mode
-        try:
-            return Pooling(mode)
-        except ValueError as e:
-            raise UnsupportedModelError(f"unsupported pooling mode {mode!r}") from e
-    for key, mode in _ST_POOLING_KEYS.items():
-        if cfg.get(key):
-            return mode
-    raise UnsupportedModelError(f"unsupported pooling configuration: {cfg}")
-
-
 def weight_files(folder: Path) -> list[Path]:
     files = sorted(folder.glob("*.safetensors"))
     if files:
@@ -327,11 +265,18 @@ def _load_model(tdir: Path, arch: Architecture, *, trust_remote_code: bool):
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     try:
-        model = AutoModel.from_pretrained(
-            str(tdir), trust_remote_code=trust_remote_code, use_safetensors=True, dtype=torch.float32
+        model, info = AutoModel.from_pretrained(
+            str(tdir), trust_remote_code=trust_remote_code, use_safetensors=True, dtype=torch.float32,
+            output_loading_info=True,
         )
-    except (OSError, ValueError, RuntimeError) as e:
+    except (OSError, ValueError) as e:
         raise CorruptCheckpointError(f"cannot load the model in {tdir}: {str(e).splitlines()[0]}") from e
+    except RuntimeError as e:  # weights that do not fit the config are the folder's fault; threads or memory are not
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if "size mismatch" in str(e) or "Error(s) in loading state_dict" in str(e):
+            raise CorruptCheckpointError(f"cannot load the model in {tdir}: {first}") from e
+        raise RuntimeFailure(f"loading the model in {tdir} failed: {first}") from e
+    _check_complete(info, tdir)
     model.eval()
     _check_finite(model, tdir)
     bidirectional = []
@@ -354,6 +299,27 @@ def _load_tokenizer(tdir: Path, *, trust_remote_code: bool):
     return tokenizer
 
 
+def _check_complete(info: dict, tdir: Path) -> None:
+    """transformers fills weights missing from the files with random ones (its warning silenced here): a
+    checkpoint without a layer's tensors loaded and was cut and exported, exit 0. The pooler is left out of many
+    sentence-transformers checkpoints and never used here."""
+    missing = [k for k in info.get("missing_keys") or () if not k.startswith("pooler.") and "position_ids" not in k]
+    if missing:
+        shown = ", ".join(sorted(missing)[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        raise CorruptCheckpointError(f"the weights in {tdir} lack {len(missing)} tensors the model needs ({shown}): "
+                                     "the checkpoint is incomplete")
+
+
+def _check_tokenizer_fits(tokenizer, model, tdir: Path) -> None:
+    """A folder without tokenizer files loads (transformers builds an empty tokenizer of 5 special tokens) and
+    turns every word into [UNK]: refused, as is a tokenizer far smaller than the embedding table it feeds."""
+    rows = model.get_input_embeddings().num_embeddings
+    if len(tokenizer) < rows // 2:
+        raise ValidationError(f"the tokenizer in {tdir} has {len(tokenizer):,} tokens for an embedding table of "
+                              f"{rows:,} rows: its tokenizer files (tokenizer.json, vocab.txt, ...) are missing or "
+                              "belong to another model")
+
+
 def load(
     spec: str | os.PathLike,
     *,
@@ -374,8 +340,11 @@ def load(
     arch = for_model_type(config_dict.get("model_type"))
     files = weight_files(tdir)
     _check_safetensors(files)
+    if layout.pooling_error and pooling is None:
+        raise UnsupportedModelError(layout.pooling_error)
     model, bidirectional = _load_model(tdir, arch, trust_remote_code=trust_remote_code)
     tokenizer = _load_tokenizer(tdir, trust_remote_code=trust_remote_code)
+    _check_tokenizer_fits(tokenizer, model, tdir)
 
     provenance = read_json(folder / PROVENANCE_FILE) if (folder / PROVENANCE_FILE).is_file() else None
     fallback = Pooling.MEAN if bidirectional else default_pooling(arch)  # bidirectional decoders: mean (ESE)
@@ -394,5 +363,6 @@ def load(
         provenance=provenance,
         weight_files=files,
         tokenizer_state=tokenizer_state(tokenizer),
+        usage=layout.usage,
     )
 

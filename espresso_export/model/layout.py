@@ -67,6 +67,9 @@ def check_output(target: str | os.PathLike, *, overwrite: bool, inputs: Sequence
     not be the output, nor inside an output ``--overwrite`` would replace. Hub ids, ``builtin`` and in-memory
     checkpoints are skipped."""
     target = Path(target).expanduser().resolve()
+    if is_within(Path.cwd().resolve(), target):  # -o "" (an unset variable) and -o . are the current folder
+        raise ValidationError(f"output {target} is the current folder or contains it; give the output a folder of "
+                              "its own (e.g. -o out/NAME)")
     for src in local_paths(inputs):
         if target == src:
             raise ValidationError(f"output {target} is the input {'folder' if src.is_dir() else 'file'}; "
@@ -79,10 +82,35 @@ def check_output(target: str | os.PathLike, *, overwrite: bool, inputs: Sequence
             raise OutputExistsError(f"output {target} exists and is a file")
         if not overwrite:
             raise OutputExistsError(f"output folder {target} already exists; pass --overwrite (Python: overwrite=True) to replace it")
+        check_replaceable(target)
     parent = _existing_ancestor(target.parent)
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ValidationError(f"output location {parent} is not writable")
     return target
+
+
+# The records an espresso-export output folder holds (model folders, exports, sweeps, runs and their step folders,
+# verify reports); a push --dry-run folder has the card, which names the tool.
+OUTPUT_RECORDS = ("espresso.json", "export.json", "sweep.json", "run.json", "report.json", "push.json",
+                  "verify_report.json", "trainer.json", "best.json")  # the last two: training checkpoints
+
+
+def check_replaceable(folder: Path) -> None:
+    """``--overwrite`` replaces only an empty folder or one espresso-export wrote: it deleted a folder of the
+    user's (a thesis, photos) as readily as a previous output, and said nothing of it."""
+    entries = sorted(p.name for p in folder.iterdir())
+    if not entries or any((folder / name).is_file() for name in OUTPUT_RECORDS):
+        return
+    card = folder / "README.md"
+    try:
+        if card.is_file() and "espresso-export" in card.read_text(encoding="utf-8", errors="replace")[:20000]:
+            return
+    except OSError:
+        pass
+    shown_entries = ", ".join(entries[:4]) + (f" and {len(entries) - 4} more" if len(entries) > 4 else "")
+    raise ValidationError(f"--overwrite replaces only a folder espresso-export wrote, and {folder} is not one (no "
+                          f"{', '.join(OUTPUT_RECORDS[:3])}, ...; it holds {shown_entries}): remove its files "
+                          "yourself or choose another output")
 
 
 def local_paths(inputs) -> Iterator[Path]:
@@ -224,7 +252,7 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     return path
 
 
-def pooling_config(dim: int, mode: Pooling) -> dict:
+def pooling_config(dim: int, mode: Pooling, *, include_prompt: bool = True) -> dict:
     """Pooling config in the key style every sentence-transformers release reads."""
     return {
         "word_embedding_dimension": dim,
@@ -234,7 +262,7 @@ def pooling_config(dim: int, mode: Pooling) -> dict:
         "pooling_mode_mean_sqrt_len_tokens": False,
         "pooling_mode_weightedmean_tokens": False,
         "pooling_mode_lasttoken": mode is Pooling.LAST_TOKEN,
-        "include_prompt": True,
+        "include_prompt": include_prompt,
     }
 
 
@@ -272,16 +300,15 @@ def save_st_modules(ckpt: Checkpoint, folder: Path, *, post: Sequence[PostModule
         "max_seq_length": ckpt.max_seq_length,
         "do_lower_case": ckpt.do_lower_case,
     })
-    write_json(folder / "config_sentence_transformers.json", {
+    write_json(folder / "config_sentence_transformers.json", {  # the source's prompts and similarity, kept
         "__version__": {"transformers": transformers.__version__, "pytorch": torch.__version__},
-        "prompts": {},
-        "default_prompt_name": None,
-        "similarity_fn_name": "cosine",
+        **ckpt.usage.to_config(),
     })
     modules = [{"idx": 0, "name": "0", "path": "", "type": ST_TYPES["Transformer"]}]
     pool_dir = folder / "1_Pooling"
     pool_dir.mkdir()
-    write_json(pool_dir / "config.json", pooling_config(ckpt.hidden_size, ckpt.pooling))
+    write_json(pool_dir / "config.json", pooling_config(ckpt.hidden_size, ckpt.pooling,
+                                                       include_prompt=ckpt.usage.include_prompt))
     modules.append({"idx": 1, "name": "1", "path": "1_Pooling", "type": ST_TYPES["Pooling"]})
     for idx, module in enumerate(post, start=2):
         kind = "Dense" if isinstance(module, DenseLayer) else "Normalize"

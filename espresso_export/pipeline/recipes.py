@@ -37,7 +37,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from espresso_export.core.errors import NotFoundError, ValidationError
-from espresso_export.core.settings import Mismatch, coerce, setting, settings_fields, shown, type_name
+from espresso_export.core.settings import (
+    Mismatch, coerce, out_of_bounds, setting, settings_fields, shown, type_name,
+)
+from espresso_export.pipeline.shipped import find_recipe, installed_recipe_dirs, shipped_recipes
 from espresso_export.pipeline.yamlfile import (
     Where, load_yaml, missing_file_message, resolve_value, suggest,
 )
@@ -47,8 +50,6 @@ from espresso_export.shrinking.settings import ShrinkSettings
 from espresso_export.training.settings import DistillSettings, TrainSettings
 from espresso_export.verification.settings import VerifySettings
 
-RECIPE_SUFFIXES = (".yaml", ".yml")
-SHIPPED_DIR = Path(__file__).resolve().parents[2] / "recipes"  # root recipes/ of a source checkout
 
 # --- the schema: each step's settings class (declared once, in its stage), plus the recipe's own keys ------------
 # The keys of a step are the fields of its settings class that are marked ``recipe=True``
@@ -222,6 +223,8 @@ def _build_step(kind: str, raw: Any, path: tuple, origin: _Origin) -> Any:
             raise ValidationError(f"{at}: {kind}.{key} must be {type_name(f.type)}, got {shown(value)}") from None
         if f.spec.choices is not None and out not in f.spec.choices:
             raise ValidationError(f"{at}: {kind}.{key} must be one of {', '.join(f.spec.choices)}, got {out!r}")
+        if (problem := f.out_of_bounds(out)) is not None:  # batch_size 0 ran shrink, then "range() arg 3 ..."
+            raise ValidationError(f"{at}: {kind}.{key} {problem}")
         path_kind = f.spec.path
         if path_kind and out is not None:
             out = ([origin.resolve(v, path_kind, (*path, key), f"{kind}.{key}") for v in out]
@@ -342,8 +345,8 @@ def parse_recipe(text: str, *, file: str = "<recipe>", base: Path | None = None,
         steps.append(Step(kind, config, where.lines.get(("steps", i))))
     _check_steps(steps, file)
     threads = data.get("threads")
-    if threads is not None and threads < 1:
-        raise ValidationError(f"{origin.at(('threads',))}: threads must be at least 1, got {threads}")
+    if threads is not None and (problem := out_of_bounds(threads, 1, None, cpus=True)) is not None:
+        raise ValidationError(f"{origin.at(('threads',))}: threads {problem}")
     name = data.get("name") or (Path(file).stem if file != "<recipe>" else "recipe")
     if not re.fullmatch(r"[A-Za-z0-9][\w.-]*", name):
         raise ValidationError(f"{origin.at(('name',))}: name must be letters, digits, '-', '_' and '.', got {name!r}")
@@ -391,43 +394,6 @@ def missing_files(recipe: Recipe | str | os.PathLike, *, overrides: Sequence[str
     except NotFoundError as e:
         return e.message
     return None
-
-
-# --- finding recipes ------------------------------------------------------------------------------------------
-
-def installed_recipe_dirs() -> list[Path]:
-    """Where a wheel puts the shipped recipes (pyproject's data-files): the environment's data folder, and the
-    user scheme's for ``pip install --user``."""
-    import sysconfig
-
-    roots = [sysconfig.get_path("data")]
-    try:
-        roots.append(sysconfig.get_path("data", sysconfig.get_preferred_scheme("user")))
-    except (AttributeError, KeyError):  # Python 3.10 has no get_preferred_scheme
-        roots.append(sysconfig.get_path("data", f"{os.name}_user"))
-    return list(dict.fromkeys(Path(r) / "share" / "espresso-export" / "recipes" for r in roots if r))
-
-
-def shipped_recipes() -> list[Path]:
-    """The shipped recipes: ``recipes/`` of a source checkout (an editable install), else those a wheel installed."""
-    if SHIPPED_DIR.is_dir() and (SHIPPED_DIR.parent / "pyproject.toml").is_file():
-        folders = [SHIPPED_DIR]
-    else:
-        folders = [d for d in installed_recipe_dirs() if d.is_dir()][:1]
-    return sorted(p for d in folders for p in d.iterdir() if p.suffix in RECIPE_SUFFIXES and p.is_file())
-
-
-def find_recipe(spec: str | os.PathLike) -> Path:
-    """A recipe file path, or the name of a shipped recipe (``minilm-L3-d128``)."""
-    path = Path(spec).expanduser()
-    if path.is_file():
-        return path.resolve()
-    for candidate in shipped_recipes():
-        if str(spec) in (candidate.stem, candidate.name):
-            return candidate
-    names = [p.stem for p in shipped_recipes()]
-    listed = f"; shipped recipes: {', '.join(names)}" if names else ""
-    raise NotFoundError(f"recipe not found: {spec} (neither a file nor a shipped recipe name{listed})")
 
 
 __all__ = ["Recipe", "Step", "STEP_TYPES", "load_recipe", "parse_recipe", "find_recipe", "shipped_recipes",

@@ -199,7 +199,6 @@ def run_recipe(recipe: Recipe, *, resume: bool = False, overwrite: bool = False,
             if reusing:
                 outcome.status, outcome.summary, outcome.result = "reused", old.get("summary", ""), old.get("result")
             else:
-                remove_stale([(o.index, o.kind, o.folder) for o in outcomes[outcome.index:]], written_before)
                 outcome.result, outcome.summary = _RUNNERS[step.kind](step, outcome.folder, flow, resume=resume,
                                                                       overwrite=overwrite or resume, progress=progress)
                 outcome.status = "done"
@@ -212,7 +211,8 @@ def run_recipe(recipe: Recipe, *, resume: bool = False, overwrite: bool = False,
             state["steps"].append({**record, "status": outcome.status, "summary": outcome.summary,
                                    "seconds": outcome.seconds, "result": outcome.result})
             write_state(folder, state)
-            if gate_error:
+            if gate_error:  # the run stops here: a previous run's later folders (a card saying "passed") go
+                remove_stale([(o.index, o.kind, o.folder) for o in outcomes[outcome.index:]], written_before)
                 break
     finally:
         torch.set_num_threads(threads_before)

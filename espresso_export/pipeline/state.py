@@ -94,9 +94,11 @@ __all__ = ["STATE_FILE", "check_run_folder", "fingerprint", "read_state", "step_
 
 
 def remove_stale(later: list[tuple[int, str, Path]], written_before: dict) -> None:
-    """A step that runs again makes the previous run's later step folders stale: a run stopped at its gate (or by
-    Ctrl-C) left the old ``5-push`` whose card said "passed" beside a report that failed. Only folders the
-    previous run recorded (same index and kind in its run.json) are removed."""
+    """A run stopped at its gate makes the previous run's later step folders stale: it left the old ``5-push``
+    whose card said "passed" beside a report that failed. Only folders the previous run recorded (same index and
+    kind in its run.json) are removed. A run stopped by Ctrl-C or an error removes nothing: removing them before
+    their steps ran again lost a finished distill, export and report to an interrupt that said "existing outputs
+    are unchanged" (run.json records which folders the last run wrote)."""
     for index, kind, folder in later:
         if written_before.get(index) == kind and folder.is_dir():
             shutil.rmtree(folder)

@@ -66,6 +66,22 @@ def _prune_line(step: dict) -> str:
     return text + f"; min count {rec.get('min_count', '?')}"
 
 
+def _corpus_text(corpus: dict) -> str:
+    """What distill trained on: the texts (not the distinct texts read: a mix or a cap keeps fewer), held out,
+    and where they came from, with their shares in a mix."""
+    trained = corpus.get("training_sentences") or corpus.get("capped_to") or corpus["sentences"]
+    text = f"{trained:,} texts trained on"
+    if corpus.get("heldout_sentences"):
+        text += f" (+ {corpus['heldout_sentences']:,} held out)"
+    if trained + (corpus.get("heldout_sentences") or 0) < corpus["sentences"]:
+        text += f", of {corpus['sentences']:,} distinct"
+    if corpus.get("mix"):
+        text += " from " + ", ".join(f"`{short_id(str(m['spec']))}` ({100 * m['share']:g}%)" for m in corpus["mix"])
+    elif corpus.get("sources"):
+        text += " from " + ", ".join(f"`{short_id(str(src.get('spec')))}`" for src in corpus["sources"])
+    return text
+
+
 def _distill_line(step: dict) -> str:
     teacher, student = step.get("teacher") or {}, step.get("student") or {}
     train = step.get("training") or {}
@@ -76,8 +92,7 @@ def _distill_line(step: dict) -> str:
             + (f" (layers {student['layers']})" if student.get("layers") is not None else "")
             + f", {step.get('dim', '?')}-d, {step.get('pooling', '?')} pooling")
     if isinstance(corpus.get("sentences"), int):  # "sentences 79777, read 80739, empty_dropped 0, ..." read as keys
-        used = corpus.get("capped_to") or corpus["sentences"]
-        text += f"; corpus: {used:,} texts" + (f" of {corpus['sentences']:,} distinct" if used != corpus["sentences"] else "")
+        text += f"; corpus: {_corpus_text(corpus)}"
     keys = ("steps", "epochs", "batch_size", "lr", "loss", "warmup", "max_seq_len", "seed")
     settings = [f"{k} {train[k]}" for k in keys if train.get(k) is not None]
     if settings:
@@ -270,7 +285,10 @@ def _limitations(facts: ModelFacts, src: str) -> list[str]:
             + ": texts of that domain encode as before; other text is split into the tokens kept and can "
             "differ from the unpruned model (`verify` on your own texts reports their token coverage).")
     if facts.head == Head.PCA.value:
-        bullets.append("The PCA head was fitted on a general-domain calibration corpus; texts far from it may lose more.")
+        cal = next((step.get("calibration") for step in facts.lineage if step.get("step") == "shrink"), None)
+        fitted = (f"on {cal['sentences']:,} sentences of `{short_id(str(cal['source']))}`"
+                  if isinstance(cal, dict) and cal.get("source") and cal.get("sentences") else "on a calibration corpus")
+        bullets.append(f"The PCA head was fitted {fitted}; texts far from them may lose more.")
     bullets.append(f"It inherits the biases and the license terms of {src}.")
     return bullets
 

@@ -18,7 +18,8 @@ from espresso_export.core.types import Head, Pooling
 from espresso_export.model.aliases import resolve_alias
 from espresso_export.model.architectures import for_model_type
 from espresso_export.runtime import EXPORT_FILE, graph_bytes
-from espresso_export.model.checkpoint import PROVENANCE_FILE, read_json, read_st_layout, weight_files
+from espresso_export.model.checkpoint import PROVENANCE_FILE, weight_files
+from espresso_export.model.st_layout import read_json, read_st_layout
 from espresso_export.model.vocabulary import PROVENANCE_KEY as PRUNING_KEY
 from espresso_export.publishing.model_ids import is_hub_id, step_source
 

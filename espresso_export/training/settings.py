@@ -38,7 +38,7 @@ class TrainerSettings:
     amp: str = setting("auto", help="Mixed precision: auto, off, bf16, fp16. auto is on for CUDA and, for distill "
                                     "(training and the teacher pass), bf16 on a CPU with bf16 instructions "
                                     "(AVX512-BF16, AMX, Arm BF16): a heal measured 1.5x faster there.")
-    threads: Optional[int] = setting(None, min=1, recipe=False,
+    threads: Optional[int] = setting(None, min=1, cpus=True, recipe=False,
                                      help="CPU threads for torch (a recipe sets them once, at the top).")
     checkpoint_every: int = setting(200, min=0, help="Save a resumable checkpoint every N steps (0: only at epoch "
                                                      "ends and on Ctrl-C).")
@@ -115,6 +115,9 @@ class DistillSettings(TrainerSettings):
                                             "before and after.")
     cache_dir: Optional[str] = setting(None, path="dir", help="Teacher target cache (default: $ESPRESSO_CACHE or "
                                                               "~/.cache/espresso-export).")
+
+    def __post_init__(self) -> None:
+        check_choices(self)  # choices, bounds, --threads within the machine's CPUs
 
 
 @dataclass

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from espresso_export.core.extras import require
+from espresso_export.core.prompts import StUsage
 from espresso_export.runtime import OnnxEncoder, is_export_folder
 
 
@@ -53,6 +54,11 @@ class Embedder(ABC):
     def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
         """Float32 embeddings, shape ``(len(texts), dim)``, in the order of ``texts``."""
 
+    @property
+    def usage(self) -> StUsage:
+        """The model's prompts and similarity function (none, cosine for a model that declares none)."""
+        return StUsage()
+
     def fingerprint(self) -> str | None:
         """A hash of everything that decides this model's vectors: weights, tokenizer, configs, settings (what
         the on-disk cache of :class:`EncodeCache` is keyed by). None: the vectors are not cached on disk."""
@@ -79,6 +85,10 @@ class TorchEmbedder(Embedder):
 
         return encode(self.checkpoint, texts, batch_size=batch_size)
 
+    @property
+    def usage(self) -> StUsage:
+        return self.checkpoint.usage
+
     def fingerprint(self) -> str:
         from espresso_export.model.cache import cache_key, folder_fingerprint
 
@@ -102,7 +112,11 @@ class OnnxEmbedder(Embedder):
     encoder: Any = None
 
     def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
-        return np.asarray(self.encoder.encode(list(texts), batch_size=batch_size), dtype=np.float32)
+        return np.asarray(self.encoder.encode(list(texts), batch_size=batch_size, prompt=""), dtype=np.float32)
+
+    @property
+    def usage(self) -> StUsage:
+        return self.encoder.usage
 
     def fingerprint(self) -> str:
         from espresso_export.model.cache import cache_key, folder_fingerprint
@@ -265,7 +279,12 @@ class EncodeCache:
         return np.concatenate([self.embedder.encode(piece, batch_size=self.batch_size) for piece in
                                track(pieces, description=self.progress, total_items=len(missing), count=len)])
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
+    def encode(self, texts: Sequence[str], *, role: str | None = None) -> np.ndarray:
+        """The vectors of ``texts`` as the model's users get them: each after the model's prompt for ``role``
+        (``query``, ``document``; None: its default prompt), as sentence-transformers' encode methods do."""
+        prompt = self.embedder.usage.prompt(role=role)
+        if prompt:
+            texts = [prompt + t for t in texts]
         missing = [t for t in dict.fromkeys(texts) if t not in self._rows]
         if missing:
             path, rows = self._stored(missing)

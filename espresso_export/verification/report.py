@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 
 import numpy as np
 from rich.markup import escape
@@ -333,3 +334,32 @@ class VerifyReport:
                           "[bold red]gate failed:[/] " + "; ".join(c.describe() for c in self.failed), highlight=False)
         for note in self.notes:
             console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+
+
+def check_report_path(path: Path, kind: str) -> None:
+    """Before measuring: a report file may replace only a previous report (JSON with the report's keys, Markdown
+    opening with its heading), a FIFO or a device; it replaced any file in silence, the verified model's
+    ``model.safetensors`` and ``config.json`` included."""
+    import json
+
+    from espresso_export.core.errors import ValidationError
+
+    path = Path(path).expanduser()
+    if not path.exists() or not path.is_file():  # new, or a FIFO / device / stdout (written into)
+        if path.is_dir():
+            raise ValidationError(f"--{kind} {path} is a folder; give a file name")
+        return
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 20).decode("utf-8")
+        if kind == "markdown":
+            ours = head.startswith("## Verification")
+        else:
+            data = json.loads(head) if len(head) < (1 << 20) else None
+            ours = isinstance(data, dict) and "espresso_version" in data and "gate" in data and "sts" in data
+    except (OSError, UnicodeDecodeError, ValueError):
+        ours = False
+    if not ours:
+        raise ValidationError(f"--{kind} {path} exists and is not a verify report; it is kept: remove it or give "
+                              "another file name")
+

@@ -1,6 +1,7 @@
 """Retrieval quality with faiss: nDCG@10, recall@100, MRR@10, recall@10, index memory and query time.
 
-Embeddings are L2-normalised, so inner product is cosine similarity. The
+Embeddings are L2-normalised, so inner product is cosine similarity (a dot-product model is ranked by its raw
+dot product, as its users rank). The
 index is exact (``flat``, the default) or inverted lists (``ivf`` with
 ``nlist`` k-means cells of which ``nprobe`` are searched). A set is a BEIR
 folder (:func:`espresso_export.data.read_retrieval`) or is built from an STS
@@ -115,14 +116,19 @@ def normalise(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x / np.maximum(norms, 1e-12), dtype=np.float32)
 
 
-def search(query_emb: np.ndarray, doc_emb: np.ndarray, options: IndexOptions, k: int = TOP_K):
-    """``(ranked corpus positions, index bytes, build seconds, median seconds to search all queries)``."""
+def search(query_emb: np.ndarray, doc_emb: np.ndarray, options: IndexOptions, k: int = TOP_K, *,
+           similarity: str = "cosine"):
+    """``(ranked corpus positions, index bytes, build seconds, median seconds to search all queries)``, ranked by
+    the model's similarity: cosine, or the raw dot product for a dot-product model (whose lengths count)."""
     require("retrieval")
     import faiss
 
     if options.threads is not None:
         faiss.omp_set_num_threads(options.threads)
-    queries, docs = normalise(query_emb), normalise(doc_emb)
+    if similarity == "dot":
+        queries, docs = (np.ascontiguousarray(x, dtype=np.float32) for x in (query_emb, doc_emb))
+    else:
+        queries, docs = normalise(query_emb), normalise(doc_emb)
     start = time.perf_counter()
     index = build_index(docs, options)
     build = time.perf_counter() - start
@@ -139,9 +145,9 @@ def search(query_emb: np.ndarray, doc_emb: np.ndarray, options: IndexOptions, k:
 def evaluate(cache: EncodeCache, data: RetrievalSet, options: IndexOptions = IndexOptions()) -> RetrievalScores:
     """Encode the evaluated queries and the corpus with ``cache``'s model and score the ranking."""
     positions = data.evaluated_queries
-    query_emb = cache.encode([data.queries[i] for i in positions])
-    doc_emb = cache.encode(data.docs)
-    ranked, nbytes, build, seconds = search(query_emb, doc_emb, options)
+    query_emb = cache.encode([data.queries[i] for i in positions], role="query")  # the model's prompts, if any
+    doc_emb = cache.encode(data.docs, role="document")
+    ranked, nbytes, build, seconds = search(query_emb, doc_emb, options, similarity=cache.embedder.usage.similarity)
     per_query = data.per_query_scores(ranked, positions)
     return RetrievalScores(
         **scores_of(per_query), per_query=per_query, index_bytes=nbytes, build_seconds=build,

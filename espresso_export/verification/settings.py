@@ -87,7 +87,7 @@ class VerifySettings:
                                      else parse_int_list(text, "--batch-sizes"),
                                      help="Latency batch sizes, comma-separated; none: no latency (a quality-only "
                                           "check).")
-    threads: Optional[int] = setting(None, min=1, help=MEASURE_THREADS_HELP)
+    threads: Optional[int] = setting(None, min=1, cpus=True, help=MEASURE_THREADS_HELP)
     latency_texts: int = setting(128, min=1, help="Texts timed per batch size and round (a fixed sample of the STS "
                                                   "sentences).")
     latency_rounds: int = setting(3, min=1, help="Timed rounds at least, per batch size (a round: every latency "
@@ -115,6 +115,9 @@ class VerifySettings:
 
     def __post_init__(self) -> None:
         from espresso_export.core.errors import ValidationError
+        from espresso_export.core.settings import check_choices
+
+        check_choices(self)  # bounds, and --threads within the machine's CPUs
 
         check_across(self.sts, self.retrieval, self.batch_sizes, min_retrieval_retention=self.min_retrieval_retention,
                      max_latency_ratio=self.max_latency_ratio, min_retention=self.min_retention)

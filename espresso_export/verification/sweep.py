@@ -34,6 +34,7 @@ import numpy as np
 from espresso_export.core.cpu import int8_isa
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.extras import require
+from espresso_export.core.settings import out_of_bounds
 from espresso_export.data import input_extras
 from espresso_export.core.types import Head, Select, SweepMetric
 from espresso_export.model.checkpoint import Checkpoint, DenseLayer, load
@@ -294,6 +295,8 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions | None =
         require("plot")  # now, not after the measuring: sweep.png is drawn last
     require(*input_extras([*options.sts], split=True), *input_extras([options.calibration]))
     sets, cal, cal_label = _inputs(options, head, dims)
+    if options.threads is not None and (problem := out_of_bounds(options.threads, 1, None, cpus=True)):
+        raise ValidationError(f"--threads {problem}")
     threads = options.threads or default_threads()
     timings: dict[str, float] = {}
     with fixed_threads(threads):
@@ -323,7 +326,10 @@ def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions | None =
         source_sentences_per_s=stats[-1].sentences_per_s, source_p50_ms=stats[-1].p50_ms,
         source_params=source_params, head=head, select=select, select_auto=select_auto,
         sets=[set_info(s) for s in sets], metric=SweepMetric(options.metric),
-        calibration=None if head is not Head.PCA else {"source": cal_label, "size": len(cal)},
+        calibration=None if head is not Head.PCA else {"source": cal_label, "size": len(cal),
+                                                       "spec": None if options.calibration is None
+                                                       else str(options.calibration),
+                                                       "samples": options.calibration_samples, "seed": options.seed},
         threads=threads, latency={"batch_size": options.latency_batch_size, "texts": len(sample),
                                   "rounds": options.latency_rounds, "measured": "once per depth, widest head",
                                   "cpu": int8_isa(), **timing},

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import csv
 import io
+import shlex
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from espresso_export import __version__
+from espresso_export.core.settings import field_of
 from espresso_export.core.types import Head, Select, SweepMetric
+from espresso_export.shrinking.settings import ShrinkSettings
+
+CALIBRATION_SAMPLES = field_of(ShrinkSettings, "calibration_samples").default  # a command says another only
 
 
 @dataclass
@@ -120,8 +125,16 @@ class SweepResult:
         else:
             layers = str(point.layers) if self.select is Select.FIRST else ",".join(map(str, point.kept))
             select = " --select first" if self.select is Select.FIRST else ""
-        return (f"espresso-export shrink {self.source} --layers {layers}{select} --dim {point.dim} "
-                f"--head {self.head.value} -o OUT")
+        cal = self.calibration or {}
+        fit = ""  # the PCA fitted as the sweep fitted it: without them, the command built another model
+        if cal.get("spec"):
+            fit += f" --calibration {shlex.quote(str(cal['spec']))}"
+        if cal.get("samples") not in (None, CALIBRATION_SAMPLES):
+            fit += f" --calibration-samples {cal['samples']}"
+        if cal.get("seed") not in (None, 0):
+            fit += f" --seed {cal['seed']}"
+        return (f"espresso-export shrink {shlex.quote(self.source)} --layers {layers}{select} --dim {point.dim} "
+                f"--head {self.head.value}{fit} -o OUT")
 
     def point_dict(self, p: SweepPoint) -> dict:
         d = asdict(p)

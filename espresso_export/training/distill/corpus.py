@@ -136,6 +136,8 @@ def _hold_out(sentences: list[str], counts: dict, pair_rows: np.ndarray | None, 
     n_held = min(heldout, len(sentences) // 10)
     held = np.sort(np.random.default_rng([seed, 7]).choice(len(sentences), size=n_held, replace=False))
     items = np.setdiff1d(np.arange(len(sentences)), held)
+    # what the student trained on, and what it was checked on: "295 sentences" counted the 29 held out
+    counts["training_sentences"], counts["heldout_sentences"] = int(len(items)), int(n_held)
     if pair_rows is not None:  # train on the pairs with no held-out sentence
         pair_rows = pair_rows[~np.isin(pair_rows, held).any(axis=1)]
         counts["training_pairs"] = int(len(pair_rows))
