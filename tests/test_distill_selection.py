@@ -133,6 +133,6 @@ def test_distill_warns_on_a_test_split_and_on_a_held_out_error_that_rose(setup):
     h = steady.heldout
     assert (h["relative_mse_after"] > h["relative_mse_before"]) == any("held-out relative MSE rose" in x
                                                                       for x in steady.hints)
-    wild = setup["run"](None, epochs=1, heldout=16, lr=50.0)  # a learning rate that wrecks the student
+    wild = setup["run"](None, epochs=1, heldout=16, lr=2.0)  # wrecks the student (50 gave nan on an AVX2 machine)
     assert wild.heldout["relative_mse_after"] > wild.heldout["relative_mse_before"]
     assert any(x.startswith("warning: the held-out relative MSE rose") for x in wild.hints)

@@ -211,7 +211,16 @@ def _one_matmul_graph(w):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-@pytest.mark.parametrize("weight_max", [63, 127])
+def _has_vnni() -> bool:
+    from espresso_export.core.cpu import int8_isa
+
+    flags = int8_isa()["flags"]
+    return flags["avx512_vnni"] or flags["avx_vnni"]
+
+
+@pytest.mark.parametrize("weight_max", [63, pytest.param(127, marks=pytest.mark.skipif(
+    not _has_vnni(), reason="8-bit weights saturate onnxruntime's AVX2 u8s8 kernel (int16 pair sums): the reason "
+                            "the portable scheme keeps 7 bits; exact only with VNNI"))])
 def test_per_token_kernel_computes_the_simulated_int8_product(weight_max):
     """The fused graph (QuantizeLinear per token, MatMulIntegerToFloat, zero points undone by Mul + Sub) gives
     what the calibration's numpy model of the scheme gives, a token's result does not depend on the other
