@@ -61,7 +61,7 @@ class Checkpoint:
     # the fast tokenizer's truncation and padding as loaded: every call with other settings changes them, and
     # save_pretrained writes whatever the last call left (layout.save_checkpoint restores these first)
     tokenizer_state: dict | None = None
-    usage: StUsage = field(default_factory=lambda: StUsage())  # prompts and similarity, carried to every output
+    usage: StUsage = field(default_factory=StUsage)  # prompts and similarity, carried to every output
 
     @property
     def config(self):

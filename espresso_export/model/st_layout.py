@@ -33,7 +33,7 @@ class _StLayout:
     post: list[tuple[str, Path]] = field(default_factory=list)  # ("Dense" | "Normalize", folder)
     max_seq_length: int | None = None
     do_lower_case: bool = False
-    usage: StUsage = field(default_factory=lambda: StUsage())
+    usage: StUsage = field(default_factory=StUsage)
     pooling_error: str | None = None  # a pooling we cannot run: refused unless --pooling picks another
 
 

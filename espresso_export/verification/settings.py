@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from espresso_export.core.parsing import parse_int_list, parse_name_list
-from espresso_export.core.settings import setting
+from espresso_export.core.settings import check_choices, setting
 from espresso_export.core.types import IndexKind, WithinNoise
 from espresso_export.shrinking.settings import seed_setting, trust_remote_code_setting
 
@@ -115,10 +115,8 @@ class VerifySettings:
 
     def __post_init__(self) -> None:
         from espresso_export.core.errors import ValidationError
-        from espresso_export.core.settings import check_choices
 
         check_choices(self)  # bounds, and --threads within the machine's CPUs
-
         check_across(self.sts, self.retrieval, self.batch_sizes, min_retrieval_retention=self.min_retrieval_retention,
                      max_latency_ratio=self.max_latency_ratio, min_retention=self.min_retention)
         if self.sts_columns is not None and len(self.sts_columns) != 3:

@@ -20,6 +20,7 @@ from espresso_export.core.types import Head, Select, SweepMetric
 from espresso_export.shrinking.settings import ShrinkSettings
 
 CALIBRATION_SAMPLES = field_of(ShrinkSettings, "calibration_samples").default  # a command says another only
+SEED = field_of(ShrinkSettings, "seed").default
 
 
 @dataclass
@@ -131,7 +132,7 @@ class SweepResult:
             fit += f" --calibration {shlex.quote(str(cal['spec']))}"
         if cal.get("samples") not in (None, CALIBRATION_SAMPLES):
             fit += f" --calibration-samples {cal['samples']}"
-        if cal.get("seed") not in (None, 0):
+        if cal.get("seed") not in (None, SEED):
             fit += f" --seed {cal['seed']}"
         return (f"espresso-export shrink {shlex.quote(self.source)} --layers {layers}{select} --dim {point.dim} "
                 f"--head {self.head.value}{fit} -o OUT")
