@@ -40,7 +40,7 @@ from _models import SHARED, minilm, mpnet, stsb  # noqa: E402
 
 from espresso_export.model.checkpoint import load  # noqa: E402
 from espresso_export.data import read_sts  # noqa: E402
-from espresso_export.training.distill import distill  # noqa: E402
+from espresso_export.distilling import distill  # noqa: E402
 from espresso_export.training.distributed import current, setup as setup_dist  # noqa: E402
 from espresso_export.model.embed import encode  # noqa: E402
 from espresso_export.core.metrics import sts_spearman  # noqa: E402

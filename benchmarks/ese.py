@@ -89,8 +89,8 @@ def main() -> int:
 
     from espresso_export.model.checkpoint import load
     from espresso_export.data import read_sts
-    from espresso_export.training.ese import EseConfig
-    from espresso_export.training.esetrain import train_ese
+    from espresso_export.finetuning.ese import EseConfig
+    from espresso_export.finetuning.train import train_ese
     from espresso_export.shrinking.shrink import shrink
     from espresso_export.training.loop import TrainConfig
 
@@ -151,7 +151,7 @@ def main() -> int:
                                   "sts_test": final_score(args.out / "RAW-L3-d128", test)}
     distilled = args.distill_model
     if distilled is None and args.run_distill:
-        from espresso_export.training.distill import distill
+        from espresso_export.distilling import distill
 
         t0 = time.perf_counter()
         distill(base, args.out / "distill-L3-d128", dim=128, corpus=[str(SHARED / "corpus" / "tatoeba-eng.txt.gz")],

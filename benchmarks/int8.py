@@ -71,8 +71,8 @@ def prepare(model: str = "minilm", ready_cut: Path | None = None, extra: dict[st
     from espresso_export import export, shrink
     from espresso_export.core.cpu import int8_isa
     from espresso_export.exporting.int8_schemes import write_int8
-    from espresso_export.exporting.options import ExportOptions
-    from espresso_export.exporting.pipeline import _calibration_feeds
+    from espresso_export.exporting.export_settings import ExportOptions
+    from espresso_export.exporting.export import _calibration_feeds
 
     loader, name, layers, dim = MODELS[model]
     source = getattr(_models, loader)()

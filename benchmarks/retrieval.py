@@ -379,7 +379,7 @@ def _goal(row: dict) -> bool:
 def heal_arm(arm: str, teacher: Path, args, work: Path) -> dict:
     """Heal, export, verify one arm; every phase timed."""
     from espresso_export import export
-    from espresso_export.training.distill import distill
+    from espresso_export.distilling import distill
 
     timings: dict[str, float] = {}
     start = time.perf_counter()

@@ -44,7 +44,7 @@ def main() -> None:
 
     from espresso_export.core.cpu import int8_isa
     from espresso_export.data import read_sts
-    from espresso_export.openvino_runtime import OpenVinoSession
+    from espresso_export.runtime.openvino_session import OpenVinoSession
     from espresso_export.runtime import EMBEDDING_OUTPUT, FIXED_WIDTHS, OnnxEncoder
 
     files = {}

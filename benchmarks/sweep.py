@@ -45,15 +45,15 @@ def main() -> None:
     if args.replot:
         import json
 
-        from espresso_export.verification.sweep import SweepResult
-        from espresso_export.verification.plots import plot_sweep
+        from espresso_export.sweeping.sweep import SweepResult
+        from espresso_export.sweeping.plots import plot_sweep
 
         result = SweepResult.from_dict(json.loads((args.out / "sweep.json").read_text()))
         plot_sweep(result, args.out / "sweep.png")
         print(markdown_table(result))
         return
 
-    from espresso_export.verification.sweep import SweepOptions, sweep
+    from espresso_export.sweeping.sweep import SweepOptions, sweep
 
     model = mpnet()
     load_before = os.getloadavg()[0]

@@ -132,7 +132,7 @@ def _register() -> None:
 
 _register()
 
-# outputs are assembled in a temp folder and renamed into place when complete (model/layout.py: atomic_output)
+# outputs are assembled in a temp folder and renamed into place when complete (model/save.py: atomic_output)
 INTERRUPTED_NOTE = "nothing written (an output appears only when complete; existing outputs are unchanged)"
 
 for _info in app.registered_commands:  # every command gets the class whose switches print bare

@@ -1,5 +1,5 @@
 """``espresso-export distill``: its options are derived from
-:class:`~espresso_export.training.settings.DistillSettings`."""
+:class:`~espresso_export.distilling.distill_settings.DistillSettings`."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ from typing import Annotated
 import typer
 
 from espresso_export.cli.app import app
-from espresso_export.cli.options import JsonOpt, OutputOpt, OverwriteOpt, ResumeOpt, RunDirOpt
+from espresso_export.cli.common_options import JsonOpt, OutputOpt, OverwriteOpt, ResumeOpt, RunDirOpt
 from espresso_export.core.settings import param, settings_command
-from espresso_export.training.settings import DistillSettings
+from espresso_export.distilling.distill_settings import DistillSettings
 
 
 def _distill(settings: DistillSettings, *, teacher: str, output: Path, resume: bool, run_dir: Path | None,
              overwrite: bool, json_out: bool) -> None:
     """Distil a teacher into a small student with a d-dim projection (HPD), or heal a cut teacher."""
     from espresso_export.cli.render import finish_table, report_json
-    from espresso_export.training.distill import distill as run_distill
+    from espresso_export.distilling import distill as run_distill
     from espresso_export.training.distributed import current
     from espresso_export.training.task import LOSS_LABEL
 

@@ -1,5 +1,5 @@
 """``espresso-export export``: its options are derived from
-:class:`~espresso_export.exporting.options.ExportOptions`."""
+:class:`~espresso_export.exporting.export_settings.ExportOptions`."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Annotated
 import typer
 
 from espresso_export.cli.app import app
-from espresso_export.cli.options import JsonOpt, OutputOpt, OverwriteOpt
+from espresso_export.cli.common_options import JsonOpt, OutputOpt, OverwriteOpt
 from espresso_export.core.settings import param, settings_command
-from espresso_export.exporting.options import ExportOptions
+from espresso_export.exporting.export_settings import ExportOptions
 
 
 def _export(settings: ExportOptions, *, model: str, output: Path, overwrite: bool, json_out: bool) -> None:
@@ -19,7 +19,7 @@ def _export(settings: ExportOptions, *, model: str, output: Path, overwrite: boo
     from dataclasses import replace
 
     from espresso_export.cli.render import finish_table, report_json
-    from espresso_export.exporting.pipeline import export
+    from espresso_export.exporting.export import export
 
     result = export(model, output, replace(settings, overwrite=overwrite, progress=not json_out))
     if report_json(result, json_out):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from espresso_export.cli.app import app
-from espresso_export.cli.options import JsonOpt
+from espresso_export.cli.common_options import JsonOpt
 
 
 @app.command()

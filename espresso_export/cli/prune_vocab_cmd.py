@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from espresso_export.cli.app import app
-from espresso_export.cli.options import CorpusColumnOpt, CorpusFieldOpt, JsonOpt, OutputOpt, OverwriteOpt, TrustRemoteCodeOpt
+from espresso_export.cli.common_options import CorpusColumnOpt, CorpusFieldOpt, JsonOpt, OutputOpt, OverwriteOpt, TrustRemoteCodeOpt
 
 CorpusOpt = Annotated[
     list[str],

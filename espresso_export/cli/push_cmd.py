@@ -1,4 +1,4 @@
-"""``espresso-export push``: its options are derived from :class:`~espresso_export.publishing.settings.PushSettings`."""
+"""``espresso-export push``: its options are derived from :class:`~espresso_export.publishing.push_settings.PushSettings`."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ from typing import Annotated, Optional
 import typer
 
 from espresso_export.cli.app import app
-from espresso_export.cli.options import JsonOpt, OverwriteOpt
+from espresso_export.cli.common_options import JsonOpt, OverwriteOpt
 from espresso_export.core.settings import param, settings_command
-from espresso_export.publishing.settings import PushSettings
+from espresso_export.publishing.push_settings import PushSettings
 
 
 def _push(settings: PushSettings, *, folder: Path, repo_id: str, token: Optional[str], onnx: Optional[Path],
           verify_report: Optional[Path], dry_run: Optional[Path], overwrite: bool, json_out: bool) -> None:
     """Upload a model folder to the Hugging Face Hub with a generated model card, ONNX export and verify report."""
     from espresso_export.cli.render import print_hints, print_json, print_table
-    from espresso_export.publishing.hub import push as run_push
+    from espresso_export.publishing.push import push as run_push
 
     token = _token(token, print_hints)
     result = run_push(folder, repo_id, settings, token=token, onnx=onnx, verify_report=verify_report,

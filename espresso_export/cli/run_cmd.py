@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from espresso_export.cli.app import app
-from espresso_export.cli.options import JsonOpt, TrustRemoteCodeOpt
+from espresso_export.cli.common_options import JsonOpt, TrustRemoteCodeOpt
 
 
 @app.command(
@@ -47,7 +47,7 @@ def run(
         return
     if recipe is None:
         raise ValidationError("give a recipe file or a shipped recipe name (see `espresso-export run --list`)")
-    from espresso_export.pipeline.runner import plan, run_recipe, selection_warnings
+    from espresso_export.pipeline.recipe_runner import plan, run_recipe, selection_warnings
     from espresso_export.pipeline.headers import recipe_header
     from espresso_export.pipeline.recipes import find_recipe, load_recipe, missing_files
 

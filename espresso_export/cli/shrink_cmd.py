@@ -1,4 +1,4 @@
-"""``espresso-export shrink``: its options are derived from :class:`~espresso_export.shrinking.settings.ShrinkSettings`."""
+"""``espresso-export shrink``: its options are derived from :class:`~espresso_export.shrinking.shrink_settings.ShrinkSettings`."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 
 from espresso_export.cli.app import app
-from espresso_export.cli.options import JsonOpt, OutputOpt, OverwriteOpt
+from espresso_export.cli.common_options import JsonOpt, OutputOpt, OverwriteOpt
 from espresso_export.core.settings import param, settings_command
-from espresso_export.shrinking.settings import ShrinkSettings
+from espresso_export.shrinking.shrink_settings import ShrinkSettings
 
 
 def _shrink(settings: ShrinkSettings, *, model: str, output: Path, overwrite: bool, json_out: bool) -> None:

@@ -8,11 +8,11 @@ import typer
 
 from espresso_export.core.types import Head, SweepMetric
 from espresso_export.cli.app import app
-from espresso_export.cli.options import (
+from espresso_export.cli.common_options import (
     SELECT_DEFAULT, BatchSizeOpt, CalibrationOpt, CalibrationSamplesOpt, JsonOpt, OutputOpt, OverwriteOpt, SeedOpt, StsColumnsOpt,
     StsLimitOpt, StsOpt, MeasureThreadsOpt, SelectOpt, parse_int_list,
 )
-from espresso_export.cli.options import RelevantScoreOpt, RetrievalOpt
+from espresso_export.cli.common_options import RelevantScoreOpt, RetrievalOpt
 
 
 @app.command(
@@ -56,7 +56,7 @@ def sweep(
     json_out: JsonOpt = False,
 ) -> None:
     """Measure every (layers, dim) cut in memory: Spearman, throughput, size; write a table and a plot."""
-    from espresso_export.verification.sweep import SweepOptions, sweep as run_sweep
+    from espresso_export.sweeping.sweep import SweepOptions, sweep as run_sweep
     from espresso_export.verification.sts import parse_columns
     from espresso_export.cli.render import print_hints, print_json
 

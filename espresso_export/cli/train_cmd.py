@@ -1,5 +1,5 @@
 """``espresso-export train``: ESE fine-tuning (``--ese``) or plain fine-tuning of the last layer; its options are
-derived from :class:`~espresso_export.training.settings.TrainSettings`."""
+derived from :class:`~espresso_export.finetuning.train_settings.TrainSettings`."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Annotated
 import typer
 
 from espresso_export.cli.app import app
-from espresso_export.cli.options import JsonOpt, OutputOpt, OverwriteOpt, ResumeOpt, RunDirOpt
+from espresso_export.cli.common_options import JsonOpt, OutputOpt, OverwriteOpt, ResumeOpt, RunDirOpt
 from espresso_export.core.settings import param, settings_command
-from espresso_export.training.settings import TrainSettings
+from espresso_export.finetuning.train_settings import TrainSettings
 
 
 def _train(settings: TrainSettings, *, model: str, output: Path, data: Path, resume: bool, run_dir: Path | None,
@@ -19,7 +19,7 @@ def _train(settings: TrainSettings, *, model: str, output: Path, data: Path, res
     """Fine-tune a model so its first layers and first k dims carry the meaning (ESE), or plainly."""
     from espresso_export.cli.render import finish_table, report_json
     from espresso_export.training.distributed import current
-    from espresso_export.training.esetrain import train_ese
+    from espresso_export.finetuning.train import train_ese
     from espresso_export.training.task import LOSS_LABEL
 
     result = train_ese(model, data, output, settings=settings, resume=resume, run_dir=run_dir, overwrite=overwrite,

@@ -1,5 +1,5 @@
 """``espresso-export verify``: the quality gate; its options are derived from
-:class:`~espresso_export.verification.settings.VerifySettings`."""
+:class:`~espresso_export.verification.verify_settings.VerifySettings`."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ import typer
 
 from espresso_export.cli.app import app
 from espresso_export.core.settings import param, settings_command
-from espresso_export.verification.settings import VerifySettings
+from espresso_export.verification.verify_settings import VerifySettings
 
 
 def _verify(settings: VerifySettings, *, candidate: str, against: str, json_file: Optional[Path],
             markdown_file: Optional[Path]) -> None:
     """Measure a model against its source: STS retention, latency, size, retrieval; exit 3 if a threshold fails."""
     from espresso_export.cli.render import print_json
-    from espresso_export.model.layout import write_text_atomic
-    from espresso_export.verification.runner import verify as run_verify
+    from espresso_export.core.files import write_text_atomic
+    from espresso_export.verification.verify import verify as run_verify
 
     from espresso_export.verification.report import check_report_path
 

@@ -1,6 +1,6 @@
 """Temporary names beside an output, tagged with the process that owns them, and the removal of stale ones.
 
-Every output is assembled under a hidden sibling name and renamed into place (``model/layout.py``:
+Every output is assembled under a hidden sibling name and renamed into place (``model/save.py``:
 ``atomic_output``, ``write_text_atomic``; the teacher cache of ``distill``). A process that is killed
 (SIGKILL, the OOM killer, a power cut) cannot remove its temporary files, so their names say who owns them::
 

@@ -21,10 +21,10 @@ from espresso_export.data.corpus import (
 from espresso_export.data.files import (
     BUILTIN, base_suffix, builtin_resource, jsonl_objects, open_text, parse_score, sniff_delimiter,
 )
-from espresso_export.data.hub import HUB_PREFIX, HubDataset, hub_dataset, input_extras
+from espresso_export.data.hub_datasets import HUB_PREFIX, HubDataset, hub_dataset, input_extras
 from espresso_export.data.pairs import TextPairs, is_scored, read_pairs, read_sentence_pairs, read_training_data
-from espresso_export.data.retrieval import RetrievalSet, read_retrieval, retrieval_from_sts
-from espresso_export.data.sts import (
+from espresso_export.data.retrieval_sets import RetrievalSet, read_retrieval, retrieval_from_sts
+from espresso_export.data.sts_sets import (
     DEFAULT_COLUMNS, StsPairs, check_scores, is_stsb, read_hub_sts, read_sts, spread_subset,
 )
 

@@ -3,7 +3,7 @@
 A spec is a file (``.txt`` one text a line; ``.jsonl`` a text field, with a record's ``title`` in front of
 its ``text`` as retrieval embeds BEIR documents; ``.csv``/``.tsv`` a column; STS-B files both sentences of
 every pair; ``.parquet`` a column; gzip for any but parquet), ``builtin`` (the shipped calibration corpus) or a
-Hub dataset (:mod:`espresso_export.data.hub`). :func:`read_corpus` merges
+Hub dataset (:mod:`espresso_export.data.hub_datasets`). :func:`read_corpus` merges
 specs with per-source counts; :func:`read_sentences` reads one (``shrink
 --calibration``). Both keep the distinct non-empty stripped texts in order.
 """
@@ -20,8 +20,8 @@ from espresso_export.core.extras import require
 from espresso_export.data.files import (
     BUILTIN, base_suffix, builtin_resource, jsonl_objects, open_text, sniff_delimiter, table_rows, titled,
 )
-from espresso_export.data.hub import HubDataset, hub_dataset, hub_files, hub_split
-from espresso_export.data.sts import is_stsb, stsb_rows
+from espresso_export.data.hub_datasets import HubDataset, hub_dataset, hub_files, hub_split
+from espresso_export.data.sts_sets import is_stsb, stsb_rows
 
 TEXT_FIELDS = ("text", "sentence", "sentence1", "query", "premise")
 

@@ -1,7 +1,7 @@
 """Training pairs: anchor/positive pairs, triplets with a hard negative, NLI rows turned into triplets.
 
 * :func:`read_pairs` reads jsonl/csv/tsv pair files (ESE, contrastive training);
-* :func:`read_training_data` picks scored pairs (:func:`~espresso_export.data.sts.read_sts`) or
+* :func:`read_training_data` picks scored pairs (:func:`~espresso_export.data.sts_sets.read_sts`) or
   pairs by the file's content;
 * :func:`read_sentence_pairs` reduces any of these files to distinct sentence pairs (pair distillation).
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from espresso_export.core.errors import ValidationError
 from espresso_export.data.files import BUILTIN, base_suffix, jsonl_objects, open_text, sniff_delimiter, table_rows
-from espresso_export.data.sts import StsPairs, is_stsb, read_sts
+from espresso_export.data.sts_sets import StsPairs, is_stsb, read_sts
 
 NLI_LABELS = {"entailment": "entailment", "neutral": "neutral", "contradiction": "contradiction",
               "0": "entailment", "1": "neutral", "2": "contradiction"}  # HF snli/mnli integer labels

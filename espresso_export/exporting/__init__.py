@@ -1,11 +1,11 @@
 """``export``: a self-contained ONNX graph (pooling, head and normalisation inside), int8 / fp16
 variants, graph optimisation, validation against PyTorch, and the safetensors folder.
 
-* :mod:`.options`  - what to write (:class:`ExportOptions`)
+* :mod:`.export_settings` - what to write (:class:`ExportOptions`)
 * :mod:`.graph`    - the torch wrapper and ``torch.onnx.export``
-* :mod:`.layout`   - file names, outputs and the files beside the graphs: one folder every runtime loads
+* :mod:`.export_folder` - file names, outputs and the files beside the graphs: one folder every runtime loads
 * :mod:`.quantize` - int8 (SmoothQuant + per-token activations) and fp16
 * :mod:`.optimize` - onnxruntime graph optimisation levels O1-O3
 * :mod:`.validate` - parity of every written file with the PyTorch model
-* :mod:`.pipeline` - ``export()``: checkpoint -> folder, atomically
+* :mod:`.export` - ``export()``: checkpoint -> folder, atomically
 """

@@ -20,7 +20,7 @@ from espresso_export.model.embed import apply_post, model_inputs, pool
 from espresso_export.model.post import normalized_output
 from espresso_export.core.errors import RuntimeFailure, UnsupportedModelError, os_error_in, write_failure
 from espresso_export.runtime import EMBEDDING_OUTPUT, TOKEN_OUTPUT
-from espresso_export.exporting.options import ExportOptions
+from espresso_export.exporting.export_settings import ExportOptions
 from espresso_export.exporting.shapes import static_reshapes
 
 log = logging.getLogger(__name__)

@@ -49,7 +49,7 @@ def _save(model, path: Path) -> None:
 
 
 def _embeddings(model, feeds: list[dict], group: int | None = None) -> np.ndarray:
-    from espresso_export.openvino_runtime import compile_openvino
+    from espresso_export.runtime.openvino_session import compile_openvino
     from espresso_export.runtime import EMBEDDING_OUTPUT
 
     compiled = compile_openvino(model, {} if group is None else {GROUP_OPTION: group})

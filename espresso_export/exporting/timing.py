@@ -21,7 +21,7 @@ import math
 import time
 from pathlib import Path
 
-from espresso_export.exporting.layout import BASE_FILE
+from espresso_export.exporting.export_folder import BASE_FILE
 
 TIMING_SENTENCES = 128
 TIMING_ROUNDS = 3

@@ -33,7 +33,7 @@ from espresso_export.core.errors import (
 )
 from espresso_export.core.parsing import under_local_folder
 from espresso_export.core.prompts import StUsage
-from espresso_export.model.st_layout import read_json, read_st_layout
+from espresso_export.model.module_chain import read_json, read_st_layout
 from espresso_export.model.aliases import packaged_path, resolve_alias
 from espresso_export.model.post import DenseLayer, Normalize, PostModule
 from espresso_export.model.tokenizer_state import tokenizer_state

@@ -15,8 +15,8 @@ A recipe names a source model, an ordered list of steps and, optionally, where t
 
 Each step kind appears at most once; its keys are the parameters of the library call it makes
 (:func:`~espresso_export.shrinking.shrink`, :func:`~espresso_export.distillation.distill`,
-:func:`~espresso_export.esetrain.train_ese`, :func:`~espresso_export.exporting.pipeline.export`,
-:func:`~espresso_export.verification.runner.verify`, :func:`~espresso_export.hub.push`) with the same names and
+:func:`~espresso_export.esetrain.train_ese`, :func:`~espresso_export.exporting.export.export`,
+:func:`~espresso_export.verification.verify.verify`, :func:`~espresso_export.hub.push`) with the same names and
 defaults; the dataclasses below are the schema. Unknown keys, wrong types and missing files are errors that
 name the key and the line of the file. Relative paths in a recipe resolve against the recipe's folder; values
 given with ``--set step.key=value`` (parsed as YAML) are type-checked the same way and their relative paths
@@ -37,18 +37,17 @@ from pathlib import Path
 from typing import Any, Optional
 
 from espresso_export.core.errors import NotFoundError, ValidationError
-from espresso_export.core.settings import (
-    Mismatch, coerce, out_of_bounds, setting, settings_fields, shown, type_name,
-)
+from espresso_export.core.settings import Mismatch, coerce, out_of_bounds, setting, settings_fields, shown, type_name
 from espresso_export.pipeline.shipped import find_recipe, installed_recipe_dirs, shipped_recipes
 from espresso_export.pipeline.yamlfile import (
     Where, load_yaml, missing_file_message, resolve_value, suggest,
 )
-from espresso_export.exporting.options import ExportOptions
-from espresso_export.publishing.settings import PushSettings
-from espresso_export.shrinking.settings import ShrinkSettings
-from espresso_export.training.settings import DistillSettings, TrainSettings
-from espresso_export.verification.settings import VerifySettings
+from espresso_export.exporting.export_settings import ExportOptions
+from espresso_export.publishing.push_settings import PushSettings
+from espresso_export.shrinking.shrink_settings import ShrinkSettings
+from espresso_export.distilling.distill_settings import DistillSettings
+from espresso_export.finetuning.train_settings import TrainSettings
+from espresso_export.verification.verify_settings import VerifySettings
 
 
 # --- the schema: each step's settings class (declared once, in its stage), plus the recipe's own keys ------------
@@ -357,7 +356,7 @@ def parse_recipe(text: str, *, file: str = "<recipe>", base: Path | None = None,
         output = (origin.base_for(("output",)) / Path(data["output"]).expanduser()).resolve()
     push = next((s for s in steps if s.kind == "push"), None)
     if push is not None:
-        from espresso_export.publishing.hub import validate_repo_id
+        from espresso_export.publishing.push import validate_repo_id
 
         try:
             validate_repo_id(push.config.repo_id)

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from espresso_export.core.errors import OutputExistsError, ValidationError
-from espresso_export.model.layout import is_within, local_paths, write_text_atomic
+from espresso_export.core.files import is_within, local_paths, write_text_atomic
 from espresso_export.pipeline.recipes import Recipe, Step, step_fields
 
 STATE_FILE = "run.json"

@@ -19,14 +19,14 @@ from espresso_export.model.aliases import resolve_alias
 from espresso_export.model.architectures import for_model_type
 from espresso_export.runtime import EXPORT_FILE, graph_bytes
 from espresso_export.model.checkpoint import PROVENANCE_FILE, weight_files
-from espresso_export.model.st_layout import read_json, read_st_layout
+from espresso_export.model.module_chain import read_json, read_st_layout
 from espresso_export.model.vocabulary import PROVENANCE_KEY as PRUNING_KEY
 from espresso_export.publishing.model_ids import is_hub_id, step_source
 
 if TYPE_CHECKING:
     from espresso_export.publishing.report_metrics import CardMetrics
 
-EXPORT_MANIFEST = EXPORT_FILE  # the export folder's manifest, named once in runtime.py
+EXPORT_MANIFEST = EXPORT_FILE  # the export folder's manifest, named once in runtime/onnx_encoder.py
 MIN_MATRYOSHKA_DIM = 32  # halvings of the width stop here unless the lineage lists the trained dims
 ACTIVATION_CODE = {  # sentence-transformers Dense activation -> code a transformers user writes
     "Identity": None, "Tanh": "torch.tanh(x)", "ReLU": "torch.relu(x)", "GELU": "F.gelu(x)",
@@ -254,7 +254,7 @@ def read_onnx_export(folder: str | Path) -> OnnxFacts:
     folder = Path(folder).expanduser().resolve()
     if not (folder / EXPORT_MANIFEST).is_file():
         raise ValidationError(f"{folder} is not an ONNX export folder: no {EXPORT_MANIFEST} (made by `espresso-export export`)")
-    nested = sorted((folder / "onnx").glob("*.onnx"))  # the layout every runtime loads (exporting/layout.py)
+    nested = sorted((folder / "onnx").glob("*.onnx"))  # the layout every runtime loads (exporting/export_folder.py)
     graphs = nested or sorted(folder.glob("*.onnx"))  # older export folders: graphs at the top
     if not graphs:
         raise ValidationError(f"ONNX export folder {folder} has no *.onnx graph")

@@ -29,7 +29,7 @@ from typing import Any
 from espresso_export.core.errors import NotFoundError, ValidationError
 from espresso_export.model.cache import file_sha256
 from espresso_export.model.checkpoint import PROVENANCE_FILE
-from espresso_export.model.st_layout import read_json
+from espresso_export.model.module_chain import read_json
 from espresso_export.publishing.card import render_card
 from espresso_export.publishing.facts import EXPORT_MANIFEST, ModelFacts, OnnxFacts, read_model, read_onnx_export
 from espresso_export.publishing.report_metrics import CardMetrics, metrics_from_report

@@ -50,7 +50,8 @@ from espresso_export import __version__
 from espresso_export.core.errors import ValidationError
 from espresso_export.data import read_corpus
 from espresso_export.model.checkpoint import Checkpoint, load
-from espresso_export.model.layout import atomic_output, check_output, save_checkpoint
+from espresso_export.core.files import atomic_output, check_output
+from espresso_export.model.save import save_checkpoint
 from espresso_export.model.vocabulary import (
     PROVENANCE_KEY, count_tokens, full_vocab, id_runs, tokenizer_json, vocab_sha256,
 )

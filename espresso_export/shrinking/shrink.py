@@ -25,12 +25,13 @@ from espresso_export.model.post import renormalized, with_head
 from espresso_export.core.errors import ValidationError
 from espresso_export.model.vocabulary import PROVENANCE_KEY
 from espresso_export.shrinking.heads import fit_pca, truncation
-from espresso_export.model.layout import atomic_output, check_output, save_checkpoint
+from espresso_export.core.files import atomic_output, check_output
+from espresso_export.model.save import save_checkpoint
 from espresso_export.shrinking.pruning import PruneRequest, coverage_hint
 from espresso_export.shrinking.slicing import cut, select_layers
 from espresso_export.core.settings import as_kwargs, resolve
 from espresso_export.core.types import Attention, Head, Pooling, Select
-from espresso_export.shrinking.settings import ShrinkSettings
+from espresso_export.shrinking.shrink_settings import ShrinkSettings
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ def shrink(
 ) -> ShrinkResult:
     """Cut ``model`` to ``settings.layers`` and ``settings.dim`` and write it to ``output``.
 
-    ``settings`` is a :class:`~espresso_export.shrinking.settings.ShrinkSettings`; its fields are also accepted as
+    ``settings`` is a :class:`~espresso_export.shrinking.shrink_settings.ShrinkSettings`; its fields are also accepted as
     keyword arguments (``shrink("minilm", "out", layers=3, dim=128)``). ``layers`` is a count (kept per ``select``)
     or a list of 0-based layer indices. ``attention`` (``all``/``last``) makes a decoder's layers bidirectional
     before the cut, with mean pooling. With ``output=None`` nothing is written and the cut checkpoint is available

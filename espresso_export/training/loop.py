@@ -37,11 +37,11 @@ from espresso_export.core.errors import ValidationError
 from espresso_export.core.progress import Bar
 from espresso_export.training import distributed
 from espresso_export.training.interrupt import TrainingInterrupted, interrupted, stop_flag
-from espresso_export.training.rundir import remove_run_files
+from espresso_export.training.run_files import remove_run_files
 from espresso_export.training.resume import (
     BEST_DIR, CHECKPOINT_DIR, load_checkpoint, read_checkpoint_meta, restore_best_weights, save_best, save_checkpoint,
 )
-from espresso_export.training.runs import prepare_run, write_trained
+from espresso_export.training.run_folder import prepare_run, write_trained
 from espresso_export.training.schedule import (
     amp_dtype, autocast, build_optimizer, epoch_batches, resolve_device, steps_per_epoch,
 )

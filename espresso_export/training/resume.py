@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from espresso_export.core.errors import ValidationError
-from espresso_export.model.layout import atomic_output, write_json
-from espresso_export.training import rundir
-from espresso_export.training.rundir import BEST_DIR, CHECKPOINT_DIR
+from espresso_export.core.files import atomic_output, write_json
+from espresso_export.training import run_files
+from espresso_export.training.run_files import BEST_DIR, CHECKPOINT_DIR
 
 if TYPE_CHECKING:
     from espresso_export.training.loop import Trainer
@@ -184,7 +184,7 @@ def save_checkpoint(trainer: Trainer) -> Path:
         "python_random": [py[0], list(py[1]), py[2]], "best": t.best, "history": t.history,
         "initial_score": t.initial_score, "epoch_loss": t.epoch_loss, "last_epoch_loss": t.last_epoch_loss, "saved": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
-    rundir.claim(t.run_dir)
+    run_files.claim(t.run_dir)
     with atomic_output(target, overwrite=True) as tmp:
         save_file(_module_tensors(t.modules), str(tmp / "model.safetensors"))
         save_file(opt_tensors, str(tmp / "optimizer.safetensors"))
@@ -221,7 +221,7 @@ def save_best(trainer: Trainer, score: float) -> None:
     t.best = {"score": score, "step": t.step, "epoch": t.epoch}
     if not t.dist.main:
         return
-    rundir.claim(t.run_dir)
+    run_files.claim(t.run_dir)
     with atomic_output(t.run_dir / BEST_DIR, overwrite=True) as tmp:
         save_file(_module_tensors(t.modules), str(tmp / "model.safetensors"))
         write_json(tmp / "best.json", t.best)

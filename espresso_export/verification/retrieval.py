@@ -21,7 +21,7 @@ import numpy as np
 
 from espresso_export.data import RetrievalSet, read_retrieval, retrieval_from_sts
 from espresso_export.data.files import BUILTIN
-from espresso_export.data.hub import hub_dataset
+from espresso_export.data.hub_datasets import hub_dataset
 from espresso_export.core.errors import NotFoundError, ValidationError
 from espresso_export.core.metrics import RANKING_SCORES, scores_of
 from espresso_export.core.extras import require

@@ -3,7 +3,7 @@
 A set spec is ``builtin`` (the shipped smoke set), a file (STS-B rows or a
 csv/tsv/jsonl with named columns, see :func:`espresso_export.data.read_sts`) or
 a Hub dataset ``owner/name[:split]`` or ``hf://owner/name[:split]`` (online, needs the ``datasets``
-package; see :mod:`espresso_export.data.hub`).
+package; see :mod:`espresso_export.data.hub_datasets`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,283 @@
+"""A torch-free encoder for export folders: onnxruntime + tokenizers + numpy.
+
+This module is what an edge deployment ships. It imports only onnxruntime,
+tokenizers, numpy and the standard library (a test checks that ``torch`` is
+never imported), and openvino for an OpenVINO file (``export --format onnx,openvino``)::
+
+    from espresso_export.runtime import OnnxEncoder
+
+    enc = OnnxEncoder("out/minilm-L3-d128-onnx")      # the file export.json recommends
+    vectors = enc.encode(["a sentence", "another"])   # float32, (2, enc.dim), unit length
+    queries = enc.encode_query(["what is a sentence?"]) # with the model's query prompt, if it has one
+
+The ONNX graph already contains pooling, the head and L2 normalisation (not for a dot-product model without
+normalisation: its vectors keep their lengths), so its first output is the final embedding; this class only puts
+the model's prompt before the texts (as sentence-transformers does), tokenises (lower-casing, truncation and
+padding as the source model did), batches by token length and runs the graph.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from espresso_export.core.batching import (
+    length_sorted_batches,  # stdlib-only, as errors
+)
+from espresso_export.core.cpu import usable_cores  # stdlib-only
+from espresso_export.core.errors import (
+    ValidationError,  # stdlib-only: keeps the runtime torch-free
+)
+from espresso_export.core.extras import require  # stdlib-only
+from espresso_export.core.prompts import StUsage  # stdlib-only
+
+EXPORT_FILE = "export.json"
+TOKENIZER_FILE = "tokenizer.json"
+EMBEDDING_OUTPUT = "sentence_embedding"
+TOKEN_OUTPUT = "last_hidden_state"  # the name optimum and transformers.js read
+LEGACY_TOKEN_OUTPUT = "token_embeddings"  # export folders of format 1
+
+
+class ExportFolderError(ValidationError, ValueError):
+    """The folder is not a usable export folder (missing or malformed files). Exit code 2."""
+
+
+def is_export_folder(path: str | os.PathLike) -> bool:
+    """True when ``path`` is a folder written by ``espresso-export export`` (it holds export.json)."""
+    return (Path(path) / EXPORT_FILE).is_file()
+
+
+def graph_bytes(path: Path) -> int:
+    """A graph file's bytes with its weights beside it: OpenVINO's ``NAME.bin`` for ``NAME.xml``, ONNX external
+    data ``NAME.onnx.data`` (as ``export`` writes it) for ``NAME.onnx``."""
+    weights = path.with_suffix(".bin") if path.suffix == ".xml" else path.with_name(path.name + ".data")
+    return path.stat().st_size + (weights.stat().st_size if weights.is_file() else 0)
+
+
+def read_export_info(folder: str | os.PathLike) -> dict:
+    """The parsed ``export.json`` of an export folder."""
+    path = Path(folder) / EXPORT_FILE
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise ExportFolderError(f"{folder} is not an export folder: no {EXPORT_FILE}") from e
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ExportFolderError(f"cannot read {path}: {e}") from e
+    if not isinstance(info, dict) or not info.get("files"):
+        raise ExportFolderError(f"{path} lists no ONNX files")
+    return info
+
+
+def _file_key(name: str) -> str:
+    """The same graph under either layout: ``onnx/model_quantized.onnx`` is format 1's ``model_int8.onnx``."""
+    return name.removeprefix("onnx/").replace("_quantized", "_int8")
+
+
+def _find_file(names: list[str], wanted: str) -> str | None:
+    if wanted in names:
+        return wanted
+    return next((n for n in names if _file_key(n) == _file_key(wanted)), None)
+
+
+# One text of up to 64 tokens can run on a copy of the model compiled for a fixed shape (1, W), W the smallest
+# of these widths that holds it (the text padded and masked out): OpenVINO's CPU plugin re-prepares every node
+# when the input shape changes from one call to the next, which at batch 1 can cost more than a small model's
+# compute, while the padding costs compute. So the export times both ways on its probe sentences and writes the
+# widths into the file's export.json entry (``fixed_widths``) only when the copies were faster in every round
+# (exporting/timing.py; measured 1.30x the dynamic model on all-MiniLM-L6-v2 L3/d128 int8 and 0.88x on
+# all-mpnet-base-v2 L4/d128 int8, 1 thread; benchmarks/README.md, "OpenVINO at batch 1"). Batches, longer texts
+# and older exports use the dynamic model.
+FIXED_WIDTHS = (16, 32, 48, 64)
+
+
+# With streams, ``encode`` makes at least this many batches a stream (smaller batches, never larger): texts
+# sorted by length make batches of unequal cost, and a stream left with the longest of two batches runs it
+# alone. Measured (all-MiniLM-L6-v2 L3/d128, 2 threads, 2 streams, paired to one 2-thread stream): 256 texts
+# at batch 128 (2 batches) 0.76x for int8, as 8 batches of 32 1.75x; 32 texts as 2 batches 1.12x, as 8
+# batches of 4 1.64x (fp32 1.00x -> 1.37x).
+BATCHES_PER_STREAM = 4
+
+
+class OnnxEncoder:
+    """Sentence embeddings from an export folder, without PyTorch.
+
+    ``file`` picks one ONNX file of the folder (e.g. ``"onnx/model.onnx"`` or
+    ``"onnx/model_quantized.onnx"``; the names of older export folders, ``"model.onnx"`` and
+    ``"model_int8.onnx"``, pick the same files); by default the one ``export.json`` names as
+    ``default_file``. ``threads`` sets the threads it computes on (onnxruntime's intra-op threads, OpenVINO's
+    ``INFERENCE_NUM_THREADS``; with ``streams``, split between them). An OpenVINO file of the folder
+    (``"openvino/openvino_model_qint8_quantized.xml"``, ``export --format onnx,openvino``) runs in OpenVINO
+    (:class:`~espresso_export.runtime.openvino_session.OpenVinoSession`) with the same tokenisation; ``fixed_widths`` overrides the export's choice of
+    fixed-shape copies for one text at a time (:data:`FIXED_WIDTHS`; ``()``: the dynamic model only).
+
+    ``streams`` > 1 splits ``threads`` (default: the CPUs this process may use) into that many streams, each
+    running one batch at a time on ``threads // streams`` threads: :meth:`encode` runs its batches side by side
+    (at least :data:`BATCHES_PER_STREAM` batches a stream: the batch size is lowered where the texts are too few
+    for that), and as many callers can run at once; the vectors are those of one stream at that batch size. It
+    pays most for int8 files, whose integer kernels leave a second thread idle on a small model's products:
+    all-MiniLM-L6-v2 L3/d128 int8, 2 cores, ``encode`` over many texts, 2 streams of 1 thread ran 1.42x one
+    stream of 2 threads at batch 1 and 1.28x at batch 32 (fp32: 1.28x / 1.11x; ``benchmarks/README.md``,
+    "streams"). Streams add throughput: they do not shorten a call with one text.
+    """
+
+    def __init__(
+        self,
+        folder: str | os.PathLike,
+        file: str | None = None,
+        *,
+        threads: int | None = None,
+        providers: Sequence[str] | None = None,
+        fixed_widths: Sequence[int] | None = None,
+        streams: int = 1,
+    ) -> None:
+        from tokenizers import Tokenizer
+
+        if int(streams) < 1:
+            raise ValueError(f"streams must be at least 1, got {streams}")
+        self.streams = int(streams)
+        self._pool, self._pool_lock = None, threading.Lock()  # the streams' threads, started on first need
+        if self.streams > 1:
+            threads = max(1, (threads or usable_cores()) // self.streams) * self.streams
+        self.folder = Path(folder)
+        self.info = read_export_info(self.folder)
+        names = [f["file"] for f in self.info["files"]]
+        self.file = _find_file(names, file or self.info.get("default_file") or names[0])
+        if self.file is None:
+            raise ExportFolderError(f"{file!r} is not an ONNX file of {self.folder}; it has: {', '.join(names)}")
+        self.entry = next(f for f in self.info["files"] if f["file"] == self.file)
+        tok_info = self.info.get("tokenizer", {})
+        tok_path = self.folder / tok_info.get("file", TOKENIZER_FILE)
+        if not tok_path.is_file():
+            raise ExportFolderError(f"{self.folder} has no {tok_path.name}")
+        self.tokenizer = Tokenizer.from_file(str(tok_path))
+        self.tokenizer.no_padding()
+        self.max_seq_length = int(self.info["max_seq_length"])
+        self.tokenizer.enable_truncation(max_length=self.max_seq_length)
+        self.pad_token_id = int(tok_info.get("pad_token_id") or 0)
+        self.padding_side = tok_info.get("padding_side", "right")
+        self.do_lower_case = bool(self.info.get("do_lower_case", False))
+        # the source's prompts and similarity (exports before they were recorded: none, cosine)
+        self.usage = StUsage.from_config(self.info, include_prompt=self.info.get("include_prompt", True),
+                                         where=str(self.folder / EXPORT_FILE))
+        self.normalized = bool(self.info.get("normalize", True))
+
+        path = self.folder / self.file
+        if path.suffix == ".xml":
+            widths = self.entry.get("fixed_widths", ()) if fixed_widths is None else fixed_widths
+            from espresso_export.runtime.openvino_session import OpenVinoSession
+
+            self.session = OpenVinoSession(path, threads, pad_token_id=self.pad_token_id,
+                                           padding_side=self.padding_side, fixed_widths=widths, streams=self.streams)
+        else:
+            require("onnx-runtime")
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            if threads is not None:  # one session, run by each stream's thread at once (run() is thread-safe)
+                options.intra_op_num_threads = int(threads) // self.streams
+                options.inter_op_num_threads = 1
+            options.log_severity_level = 3
+            self.session = ort.InferenceSession(str(path), options,
+                                                providers=list(providers or ["CPUExecutionProvider"]))
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        outputs = [o.name for o in self.session.get_outputs()]
+        self.token_output = TOKEN_OUTPUT if TOKEN_OUTPUT in outputs else LEGACY_TOKEN_OUTPUT
+        self.dim = int(self.info["dims"]["embedding"])
+
+    @property
+    def pooling(self) -> str:
+        return str(self.info.get("pooling"))
+
+    def tokenize(self, texts: Sequence[str]) -> list:
+        """``tokenizers.Encoding`` per text, truncated to ``max_seq_length`` (not padded)."""
+        if self.do_lower_case:
+            texts = [t.lower() for t in texts]
+        return self.tokenizer.encode_batch(list(texts))
+
+    def feed(self, encodings: list) -> dict[str, np.ndarray]:
+        width = max(1, max(len(e.ids) for e in encodings))
+        n = len(encodings)
+        ids = np.full((n, width), self.pad_token_id, dtype=np.int64)
+        mask = np.zeros((n, width), dtype=np.int64)
+        types = np.zeros((n, width), dtype=np.int64)
+        for row, e in enumerate(encodings):
+            k = len(e.ids)
+            cols = slice(width - k, width) if self.padding_side == "left" else slice(0, k)
+            ids[row, cols] = e.ids
+            mask[row, cols] = e.attention_mask
+            types[row, cols] = e.type_ids
+        arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        return {name: arrays[name] for name in self.input_names}
+
+    def run(self, encodings: list, outputs: Sequence[str] = (EMBEDDING_OUTPUT,)) -> list[np.ndarray]:
+        """Run the graph on one batch of encodings (padded here); returns the requested outputs."""
+        return self.session.run(list(outputs), self.feed(encodings))
+
+    @property
+    def prompts(self) -> dict[str, str]:
+        return self.usage.prompts
+
+    @property
+    def similarity_fn_name(self) -> str:
+        """How the model's vectors are compared: ``cosine`` (the vectors are unit length, so a dot product is the
+        cosine) or ``dot`` (a dot-product model without normalisation: its vectors keep their lengths)."""
+        return self.usage.similarity
+
+    def encode(self, texts: str | Sequence[str], batch_size: int = 32, *, prompt_name: str | None = None,
+               prompt: str | None = None) -> np.ndarray:
+        """Float32 embeddings, ``(len(texts), dim)``; a single string gives ``(dim,)``. Unit length unless the
+        model is a dot-product model without normalisation (:attr:`normalized`). As sentence-transformers'
+        ``encode``: ``prompt`` (a text) or ``prompt_name`` (one of :attr:`prompts`) goes before each text, and
+        without either the model's default prompt, if it has one."""
+        return self._encode(texts, batch_size, prompt if prompt is not None else self.usage.prompt(prompt_name))
+
+    def encode_query(self, texts: str | Sequence[str], batch_size: int = 32) -> np.ndarray:
+        """:meth:`encode` with the model's ``query`` prompt (else its default prompt), as sentence-transformers'
+        ``encode_query``."""
+        return self._encode(texts, batch_size, self.usage.prompt(role="query"))
+
+    def encode_document(self, texts: str | Sequence[str], batch_size: int = 32) -> np.ndarray:
+        """:meth:`encode` with the model's ``document`` (or ``passage``, ``corpus``) prompt, else its default."""
+        return self._encode(texts, batch_size, self.usage.prompt(role="document"))
+
+    def _encode(self, texts: str | Sequence[str], batch_size: int, prompt: str) -> np.ndarray:
+        single = isinstance(texts, str)
+        items = [texts] if single else list(texts)
+        if prompt:
+            items = [prompt + t for t in items]
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        out = np.zeros((len(items), self.dim), dtype=np.float32)
+        if items:
+            encodings = self.tokenize(items)
+            size = self.batch_size_for(len(items), batch_size)
+            batches = length_sorted_batches([len(e.ids) for e in encodings], size)
+            side_by_side = self.streams > 1 and len(batches) > 1  # else one batch after the other, here
+            mapped = (self._workers().map if side_by_side else map)(
+                lambda idx: self.run([encodings[i] for i in idx])[0], batches)
+            for idx, vectors in zip(batches, mapped):
+                out[idx] = vectors
+        return out[0] if single else out
+
+    def batch_size_for(self, texts: int, batch_size: int) -> int:
+        """The batch size :meth:`encode` runs ``texts`` texts at when asked for ``batch_size``: lowered with streams
+        until every stream has :data:`BATCHES_PER_STREAM` batches (never raised)."""
+        if self.streams == 1:
+            return batch_size
+        return min(batch_size, max(1, -(-texts // (BATCHES_PER_STREAM * self.streams))))
+
+    def _workers(self):
+        with self._pool_lock:  # callers on several threads share one pool
+            if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._pool = ThreadPoolExecutor(self.streams, thread_name_prefix="espresso-stream")
+            return self._pool
+
+    def __repr__(self) -> str:
+        return f"OnnxEncoder({str(self.folder)!r}, file={self.file!r}, dim={self.dim})"

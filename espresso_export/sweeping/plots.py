@@ -1,0 +1,58 @@
+"""The sweep plot: STS Spearman (or retrieval nDCG@10) vs throughput, one line per width, Pareto frontier marked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from espresso_export.sweeping.sweep_result import SweepResult
+
+
+def plot_sweep(result: SweepResult, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib import ticker
+
+    fig, ax = plt.subplots(figsize=(8.5, 5.5), dpi=120)
+    try:
+        dims = sorted({p.dim for p in result.points})
+        # tab10, not viridis: viridis's last width was a pale yellow, lost under the frontier's line on white
+        colors = plt.get_cmap("tab10").colors
+        for i, dim in enumerate(dims):
+            pts = sorted((p for p in result.points if p.dim == dim), key=lambda p: p.sentences_per_s)
+            ax.plot([p.sentences_per_s for p in pts], [p.spearman for p in pts], "o-", color=colors[i % 10], ms=4,
+                    lw=1.4, label=f"d={dim}", zorder=3)
+        front = sorted((p for p in result.points if p.pareto), key=lambda p: p.sentences_per_s)
+        ax.plot([p.sentences_per_s for p in front], [p.spearman for p in front], "s", mfc="none", mec="crimson",
+                ms=10, mew=1.5, ls=":", color="crimson", lw=0.8, label="Pareto frontier", zorder=2)
+        for i, p in enumerate(front):  # alternate below/above so neighbouring labels do not overlap
+            ax.annotate(p.label, (p.sentences_per_s, p.spearman), textcoords="offset points",
+                        xytext=(8, -13 if i % 2 == 0 else 8), fontsize=7, color="crimson", zorder=4,
+                        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
+        ax.axhline(result.source_spearman, color="black", ls="--", lw=1,
+                   label=f"source ({result.source_depth} layers, {result.source_dim}-d): {result.source_spearman:.1f}")
+        ax.plot([result.source_sentences_per_s], [result.source_spearman], "*", color="black", ms=12)
+        if result.source_spearman > 0:
+            ax.axhline(result.target_retention * result.source_spearman, color="gray", ls=":", lw=1,
+                       label=f"target: {100 * result.target_retention:g}% of source")
+        sets = ", ".join(s["name"] for s in result.sets)
+        ax.set_title(f"{Path(result.source).name}: depth x width sweep ({result.head.value} head, "
+                     f"layers: {result.selection})", fontsize=10)
+        ax.set_xscale("log")  # depth 1 runs ~10x faster than the full model: a linear axis crowds the deep cuts
+        ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+        ax.xaxis.set_minor_formatter(ticker.FormatStrFormatter("%g"))
+        ax.set_xlabel(f"throughput, sentences/s, log scale (batch {result.latency['batch_size']}, "
+                      f"{result.threads} thread(s))" + ("" if result.timing_reliable else
+                                                        "\nthroughput NOT reliable (why: sweep.json, "
+                                                        "latency.reasons)"))
+        ax.set_ylabel(f"{result.metric_label} ({sets})")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="best", framealpha=0.85)
+        fig.tight_layout()
+        fig.savefig(path)
+    finally:
+        plt.close(fig)
+    return path

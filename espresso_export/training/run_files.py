@@ -1,0 +1,80 @@
+"""Which files of a run folder are the tool's: a training run deletes only what it wrote.
+
+A run folder (``--run-dir``, default ``OUT.run``) may be a folder the user named, so a finished run or
+``--overwrite`` never removes the folder wholesale: it removes the entries in :data:`OWN_ENTRIES` (and their
+temp siblings), then the marker, then the folder itself only when the tool created it and it is empty.
+
+The marker file :data:`MARKER` says the tool owns the folder's run files; a non-empty folder without it is
+refused, unless every entry in it is one a run writes (a run folder from before the marker existed).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from espresso_export.core.errors import ValidationError
+
+MARKER = ".espresso-run"
+CHECKPOINT_DIR = "checkpoint"
+BEST_DIR = "best"
+OWN_ENTRIES = [CHECKPOINT_DIR, BEST_DIR]  # what a training run writes in its folder (modules that add one append it)
+
+
+def _is_own(name: str) -> bool:
+    """An entry a run writes: the marker, an :data:`OWN_ENTRIES` folder, or one's temp/old sibling
+    (``.checkpoint.tmp-*`` / ``.checkpoint.old-*`` from :func:`~espresso_export.model.save.atomic_output`)."""
+    if name == MARKER or name in OWN_ENTRIES:
+        return True
+    return any(name.startswith((f".{e}.tmp-", f".{e}.old-")) for e in OWN_ENTRIES)
+
+
+def check_foreign(run_dir: Path) -> None:
+    """Refuse a run folder that is a file, or that holds entries the tool did not write and has no marker."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ValidationError(f"run folder {run_dir} is a file; give a folder for --run-dir")
+    if not run_dir.is_dir() or (run_dir / MARKER).is_file():
+        return
+    foreign = sorted(p.name for p in run_dir.iterdir() if not _is_own(p.name))
+    if foreign:
+        raise ValidationError(f"run folder {run_dir} is not empty and was not created by espresso-export (it holds "
+                              f"{foreign[0]!r}); give a new or empty folder for --run-dir")
+
+
+def claim(run_dir: Path) -> None:
+    """Create the run folder if needed and mark it as the tool's (recording whether the tool created it)."""
+    marker = run_dir / MARKER
+    if marker.is_file():
+        return
+    created = not run_dir.exists()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"tool": "espresso-export", "created_folder": created}) + "\n", encoding="utf-8")
+
+
+def _created_folder(run_dir: Path) -> bool:
+    try:
+        return bool(json.loads((run_dir / MARKER).read_text(encoding="utf-8")).get("created_folder"))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def remove_run_files(run_dir: Path) -> None:
+    """Delete what a run wrote in ``run_dir`` (never anything else); the folder too if the tool made it and it is
+    now empty."""
+    if not run_dir.is_dir():
+        return
+    created = _created_folder(run_dir)
+    for entry in run_dir.iterdir():
+        if entry.name == MARKER or not _is_own(entry.name):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    (run_dir / MARKER).unlink(missing_ok=True)
+    if created and not any(run_dir.iterdir()):
+        run_dir.rmdir()
+
+
+__all__ = ["BEST_DIR", "CHECKPOINT_DIR", "MARKER", "OWN_ENTRIES", "check_foreign", "claim", "remove_run_files"]

@@ -1,0 +1,145 @@
+"""The settings of ``verify``, declared once: the API (:func:`~espresso_export.verification.verify.verify` takes
+them as ``settings=``), the ``verify`` command and the recipe's ``verify`` step derive from this class. The
+library's structured objects (:class:`VerifyOptions`, :class:`Thresholds`, :class:`IndexOptions`) are built from
+it by :meth:`VerifySettings.build`. Torch-free, so ``--help`` stays instant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from espresso_export.core.parsing import parse_int_list, parse_name_list
+from espresso_export.core.settings import check_choices, setting
+from espresso_export.core.types import IndexKind, WithinNoise
+from espresso_export.core.common_settings import seed_setting, trust_remote_code_setting
+
+MEASURE_THREADS_HELP = ("Intra-op threads for torch and onnxruntime (fixed for every model measured). Default: "
+                        "torch's default, the physical core count.")
+
+
+NEEDS_STS = "verify needs at least one STS set (--sts; sts: in a recipe)"
+LATENCY_GATE_NEEDS_BATCHES = ("the latency gate (--max-latency-ratio; max_latency_ratio: in a recipe) needs batch "
+                              "sizes to time (--batch-sizes; batch_sizes:), not none")
+RETRIEVAL_GATE_NEEDS_SET = ("the retrieval gate (--min-retrieval-retention; min_retrieval_retention: in a recipe) "
+                            "needs a retrieval set (--retrieval; retrieval:)")
+
+
+MAX_RETENTION_GATE = 1.5  # a retention can pass 1 (a cut scoring above its source); a gate above this is a typo
+
+
+def check_retention_gate(flag: str, value: float | None) -> None:
+    """A retention threshold is a ratio: ``--min-retention 95`` was a gate no model can pass, found out only after
+    every measurement, as a failed gate (exit 3)."""
+    from espresso_export.core.errors import ValidationError
+
+    if value is not None and not 0 < value <= MAX_RETENTION_GATE:
+        hint = f": did you mean {value / 100:g}?" if MAX_RETENTION_GATE < value <= 100 else ""
+        raise ValidationError(f"{flag} is a ratio of the source's score (0.95 keeps 95%), between 0 and "
+                              f"{MAX_RETENTION_GATE:g}; got {value:g}{hint}")
+
+
+def check_across(sts, retrieval, batch_sizes, *, min_retrieval_retention, max_latency_ratio,
+                 min_retention=None) -> None:
+    """The checks across keys, for the flat settings (so a recipe fails before its first step) and for
+    :func:`~espresso_export.verification.verify.verify`'s structured options alike."""
+    from espresso_export.core.errors import ValidationError
+
+    check_retention_gate("--min-retention", min_retention)
+    check_retention_gate("--min-retrieval-retention", min_retrieval_retention)
+    if max_latency_ratio is not None and not max_latency_ratio > 0:
+        raise ValidationError(f"--max-latency-ratio is candidate/source time (0.5: twice as fast), above 0; "
+                              f"got {max_latency_ratio:g}")
+    if not sts:
+        raise ValidationError(NEEDS_STS)
+    if batch_sizes and min(batch_sizes) < 1:
+        raise ValidationError(f"latency batch sizes must be positive integers, got {list(batch_sizes)}")
+    if max_latency_ratio is not None and not batch_sizes:
+        raise ValidationError(LATENCY_GATE_NEEDS_BATCHES)
+    if min_retrieval_retention is not None and not retrieval:
+        raise ValidationError(RETRIEVAL_GATE_NEEDS_SET)
+
+
+@dataclass
+class VerifySettings:
+    """:func:`espresso_export.verification.verify.verify`: the measurements and the gate."""
+
+    sts: list[str] = setting(
+        default_factory=lambda: ["builtin"], path="data",
+        help="STS set, repeatable: 'builtin' (a shipped smoke set, not a benchmark), an STS-B file (tab-separated, "
+             "score in column 5, sentences in 6-7), a csv/tsv/jsonl with sentence1,sentence2,score columns, or a Hub "
+             "dataset id owner/name[:split] (online, needs `datasets`). Default: builtin.")
+    sts_columns: Optional[list[str]] = setting(
+        None, cli_type=Optional[str], parse=parse_name_list,
+        help="Column names for csv/tsv/jsonl STS files: sentence1,sentence2,score.")
+    sts_limit: Optional[int] = setting(None, min=2, help="Use N pairs of each STS set, spread evenly over it "
+                                                         "(quick checks).")
+    retrieval: list[str] = setting(
+        default_factory=list, path="data",
+        help="Retrieval set, repeatable: a BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) or an STS spec "
+             "(sentence1 = query, its pair = relevant document when scored >= --relevant-score, all sentence2 = "
+             "corpus).")
+    relevant_score: float = setting(4.0, help="STS-built retrieval: pairs scored at least this are relevant.")
+    index: IndexKind = setting(IndexKind.FLAT, help="faiss index: flat (exact inner product) or ivf.")
+    nlist: int = setting(100, min=1, help="IVF: number of k-means cells.")
+    nprobe: int = setting(10, min=1, help="IVF: cells searched per query.")
+    batch_sizes: list[int] = setting(default_factory=lambda: [1, 32], cli_type=str,
+                                     parse=lambda text: [] if str(text).strip().lower() == "none"
+                                     else parse_int_list(text, "--batch-sizes"),
+                                     help="Latency batch sizes, comma-separated; none: no latency (a quality-only "
+                                          "check).")
+    threads: Optional[int] = setting(None, min=1, cpus=True, help=MEASURE_THREADS_HELP)
+    latency_texts: int = setting(128, min=1, help="Texts timed per batch size and round (a fixed sample of the STS "
+                                                  "sentences).")
+    latency_rounds: int = setting(3, min=1, help="Timed rounds at least, per batch size (a round: every latency "
+                                                 "text once through each model, taking turns batch by batch).")
+    latency_budget: float = setting(20.0, min=0, help="Then more rounds, up to this many seconds per batch size, "
+                                                      "until the speed-up's 95% CI is within +-3%.")
+    min_retention: Optional[float] = setting(None, help="Gate: candidate/source Spearman on every STS set must be at "
+                                                        "least this.")
+    max_latency_ratio: Optional[float] = setting(None, help="Gate: candidate/source time per batch (same round, "
+                                                            "median over rounds: 1 / the speed-up) must be at most "
+                                                            "this at every batch size.")
+    min_retrieval_retention: Optional[float] = setting(None, help="Gate: candidate/source nDCG@10 on every retrieval "
+                                                                  "set must be at least this.")
+    within_noise: WithinNoise = setting(
+        WithinNoise.VALUE, help="Gate: what a retention check whose 95% interval holds its threshold does (a set "
+                                "too small to decide): value (decide on the measured value), pass (fail only when "
+                                "the whole interval is below: a CI gate that does not flap) or fail (pass only when "
+                                "the whole interval is at or above: a strict release gate).")
+    batch_size: int = setting(64, min=1, help="Sentences per forward pass.")
+    cache: bool = setting(True, help="Keep the source's embeddings under $ESPRESSO_CACHE (default "
+                                     "~/.cache/espresso-export), keyed by its files, the texts and the batch size, "
+                                     "and reuse them on the next run.")
+    seed: int = seed_setting("Random seed (which texts the latency is timed on).")
+    trust_remote_code: bool = trust_remote_code_setting()
+
+    def __post_init__(self) -> None:
+        from espresso_export.core.errors import ValidationError
+
+        check_choices(self)  # bounds, and --threads within the machine's CPUs
+        check_across(self.sts, self.retrieval, self.batch_sizes, min_retrieval_retention=self.min_retrieval_retention,
+                     max_latency_ratio=self.max_latency_ratio, min_retention=self.min_retention)
+        if self.sts_columns is not None and len(self.sts_columns) != 3:
+            raise ValidationError(f"--sts-columns needs three names (sentence1, sentence2, score), got "
+                                  f"{','.join(self.sts_columns)}")
+
+    def build(self, *, threads: int | None = None):
+        """``(VerifyOptions, Thresholds)`` for :func:`~espresso_export.verification.verify.verify`; ``threads``
+        is the fallback when the settings name none (a recipe's top-level ``threads``)."""
+        from espresso_export.verification.report import Thresholds
+        from espresso_export.verification.retrieval import IndexOptions
+        from espresso_export.verification.verify import VerifyOptions
+        from espresso_export.verification.sts import DEFAULT_COLUMNS
+
+        options = VerifyOptions(
+            sts=tuple(self.sts), sts_columns=tuple(self.sts_columns) if self.sts_columns else DEFAULT_COLUMNS,
+            sts_limit=self.sts_limit, retrieval=tuple(self.retrieval), retrieval_min_score=self.relevant_score,
+            index=IndexOptions(kind=self.index, nlist=self.nlist, nprobe=self.nprobe),
+            batch_sizes=tuple(self.batch_sizes), threads=self.threads or threads, latency_texts=self.latency_texts,
+            latency_rounds=self.latency_rounds, latency_budget=self.latency_budget, cache=self.cache,
+            encode_batch_size=self.batch_size,
+            trust_remote_code=self.trust_remote_code, seed=self.seed)
+        thresholds = Thresholds(min_retention=self.min_retention, max_latency_ratio=self.max_latency_ratio,
+                                min_retrieval_retention=self.min_retrieval_retention,
+                                within_noise=self.within_noise)
+        return options, thresholds
