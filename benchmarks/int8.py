@@ -71,7 +71,7 @@ def prepare(model: str = "minilm", ready_cut: Path | None = None, extra: dict[st
     from espresso_export import export, shrink
     from espresso_export.core.cpu import int8_isa
     from espresso_export.exporting.int8_schemes import write_int8
-    from espresso_export.exporting.export_settings import ExportOptions
+    from espresso_export.exporting.export_settings import ExportSettings
     from espresso_export.exporting.export import _calibration_feeds
 
     loader, name, layers, dim = MODELS[model]
@@ -87,7 +87,7 @@ def prepare(model: str = "minilm", ready_cut: Path | None = None, extra: dict[st
         formats = ("onnx", "openvino") if _has_openvino() else ("onnx",)
         export(cut, folder, quantize="int8", optimize="O2", formats=formats, timing_batches=(), overwrite=True)
         info = json.loads((folder / "export.json").read_text())
-        feeds = _calibration_feeds(folder, ExportOptions())
+        feeds = _calibration_feeds(folder, ExportSettings())
         for file, (label, scheme, cpu) in VARIANTS.items():
             report = write_int8(folder / "onnx" / "model.onnx", folder / file, feeds, scheme=scheme, alpha=0.5,
                                 external_threshold=2_000_000_000, cpu=cpu or int8_isa())

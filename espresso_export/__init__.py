@@ -35,7 +35,7 @@ _LAZY = {
     "Checkpoint": ("espresso_export.model.checkpoint", "Checkpoint"),
     "encode": ("espresso_export.model.embed", "encode"),
     "export": ("espresso_export.exporting.export", "export"),
-    "ExportOptions": ("espresso_export.exporting.export_settings", "ExportOptions"),
+    "ExportSettings": ("espresso_export.exporting.export_settings", "ExportSettings"),
     "ExportResult": ("espresso_export.exporting.export", "ExportResult"),
     "OnnxEncoder": ("espresso_export.runtime", "OnnxEncoder"),
     "is_export_folder": ("espresso_export.runtime", "is_export_folder"),
@@ -69,8 +69,22 @@ _LAZY = {
 
 __all__ = ["__version__", *_LAZY]
 
+# names of earlier releases: still importable, with a DeprecationWarning naming the new one
+_RENAMED = {
+    "ExportOptions": "ExportSettings",
+    "VerifyOptions": "VerifySettings",
+    "SweepOptions": "SweepSettings",
+    "TrainConfig": "LoopSettings",
+}
+
 
 def __getattr__(name: str):
+    if name in _RENAMED:
+        import warnings
+
+        warnings.warn(f"espresso_export.{name} is now {_RENAMED[name]}; the old name will be removed in 1.0",
+                      DeprecationWarning, stacklevel=2)
+        name = _RENAMED[name]
     if name in _LAZY:
         import importlib
 

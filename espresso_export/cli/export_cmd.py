@@ -1,5 +1,5 @@
 """``espresso-export export``: its options are derived from
-:class:`~espresso_export.exporting.export_settings.ExportOptions`."""
+:class:`~espresso_export.exporting.export_settings.ExportSettings`."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import typer
 from espresso_export.cli.app import app
 from espresso_export.cli.common_options import JsonOpt, OutputOpt, OverwriteOpt
 from espresso_export.core.settings import param, settings_command
-from espresso_export.exporting.export_settings import ExportOptions
+from espresso_export.exporting.export_settings import ExportSettings
 
 
-def _export(settings: ExportOptions, *, model: str, output: Path, overwrite: bool, json_out: bool) -> None:
+def _export(settings: ExportSettings, *, model: str, output: Path, overwrite: bool, json_out: bool) -> None:
     """Export to a self-contained ONNX graph (pooling, head, normalisation inside), validated against PyTorch."""
     from dataclasses import replace
 
@@ -59,7 +59,7 @@ export_command = app.command(
     "  espresso-export export minilm-L3-d128/ -o minilm-onnx --quantize int8 --optimize O2\n\n"
     "  espresso-export export model/ -o out/ --format onnx,safetensors --max-seq-len 128\n\n"
     "  python -c \"from espresso_export.runtime import OnnxEncoder; print(OnnxEncoder('out').encode(['hi']).shape)\"",
-)(settings_command(ExportOptions, [
+)(settings_command(ExportSettings, [
     param("model", Annotated[str, typer.Argument(help="Model folder (what `shrink` writes, or a sentence-transformers "
                                                       "folder).")]),
     param("output", OutputOpt), param("overwrite", OverwriteOpt, False), param("json_out", JsonOpt, False),

@@ -44,7 +44,7 @@ from espresso_export.core.types import Optimize, Quantize
 from espresso_export.exporting.graph import GraphInfo, export_onnx
 from espresso_export.exporting.export_folder import BASE_FILE, LAYOUT_VERSION, onnx_file_name, write_loader_files
 from espresso_export.core.settings import resolve
-from espresso_export.exporting.export_settings import ExportOptions
+from espresso_export.exporting.export_settings import ExportSettings
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def _set_max_length(ckpt: Checkpoint, wanted: int | None) -> None:
     ckpt.max_seq_length = wanted
 
 
-def _provenance(ckpt: Checkpoint, weights_sha: str, options: ExportOptions) -> dict:
+def _provenance(ckpt: Checkpoint, weights_sha: str, options: ExportSettings) -> dict:
     previous = ckpt.provenance or {}
     prov = {
         "espresso_version": __version__,
@@ -115,7 +115,7 @@ def _post_description(ckpt: Checkpoint) -> list[str]:
     return out
 
 
-def _manifest(ckpt: Checkpoint, graph: GraphInfo, options: ExportOptions, files: list[dict], weights_sha: str) -> dict:
+def _manifest(ckpt: Checkpoint, graph: GraphInfo, options: ExportSettings, files: list[dict], weights_sha: str) -> dict:
     tok = ckpt.tokenizer
     return {
         "format_version": FORMAT_VERSION,
@@ -156,7 +156,7 @@ def default_file(files: list[dict]) -> str:
     return timed[0] if timed else static_default([f for f in files if f["file"].endswith(".onnx")])["file"]
 
 
-def _calibration_feeds(folder: Path, options: ExportOptions) -> list[dict]:
+def _calibration_feeds(folder: Path, options: ExportSettings) -> list[dict]:
     sentences = read_sentences("builtin")
     if len(sentences) > options.calibration_samples:
         sentences = random.Random(0).sample(sentences, options.calibration_samples)
@@ -165,7 +165,7 @@ def _calibration_feeds(folder: Path, options: ExportOptions) -> list[dict]:
     return [enc.feed([encodings[i] for i in idx]) for idx in length_sorted_batches([len(e.ids) for e in encodings], 32)]
 
 
-def _int8_files(tmp: Path, work: Path, options: ExportOptions, external: bool, feeds: list[dict]) -> list[dict]:
+def _int8_files(tmp: Path, work: Path, options: ExportSettings, external: bool, feeds: list[dict]) -> list[dict]:
     """The int8 variants: of the fp32 graph, and (with --optimize) of a graph optimised for quantisation."""
     from espresso_export.exporting.int8_schemes import write_int8
     from espresso_export.exporting.optimize import optimize_file
@@ -186,7 +186,7 @@ def _int8_files(tmp: Path, work: Path, options: ExportOptions, external: bool, f
     return files
 
 
-def _fp16_files(tmp: Path, options: ExportOptions) -> list[dict]:
+def _fp16_files(tmp: Path, options: ExportSettings) -> list[dict]:
     """The fp16 variants of the fp32 graph and (with --optimize) of its optimised form."""
     from espresso_export.exporting.quantize import convert_fp16
 
@@ -201,7 +201,7 @@ def _fp16_files(tmp: Path, options: ExportOptions) -> list[dict]:
     return files
 
 
-def _write_onnx_files(ckpt: Checkpoint, tmp: Path, options: ExportOptions, weights_sha: str) -> tuple[GraphInfo, list[dict]]:
+def _write_onnx_files(ckpt: Checkpoint, tmp: Path, options: ExportSettings, weights_sha: str) -> tuple[GraphInfo, list[dict]]:
     from espresso_export.exporting.optimize import optimize_file
 
     graph = export_onnx(ckpt, tmp / BASE_FILE, options)
@@ -235,7 +235,7 @@ def _write_onnx_files(ckpt: Checkpoint, tmp: Path, options: ExportOptions, weigh
     return graph, files
 
 
-def _validate(ckpt: Checkpoint, tmp: Path, files: list[dict], options: ExportOptions) -> None:
+def _validate(ckpt: Checkpoint, tmp: Path, files: list[dict], options: ExportSettings) -> None:
     from espresso_export.core.progress import track
     from espresso_export.exporting.validate import check_file, reference
 
@@ -253,7 +253,7 @@ def _validate(ckpt: Checkpoint, tmp: Path, files: list[dict], options: ExportOpt
                               "--no-validate writes the files anyway")
 
 
-def _timed(tmp: Path, files: list[dict], options: ExportOptions, result: ExportResult) -> dict:
+def _timed(tmp: Path, files: list[dict], options: ExportSettings, result: ExportResult) -> dict:
     """Time the written files (:mod:`.timing`); the summary hints say which is recommended and what is slower."""
     from espresso_export.data import BUILTIN, read_sts
     from espresso_export.exporting.timing import time_files
@@ -276,16 +276,16 @@ def _timed(tmp: Path, files: list[dict], options: ExportOptions, result: ExportR
 def export(
     model: str | os.PathLike | Checkpoint,
     output: str | os.PathLike,
-    options: ExportOptions | None = None,
+    options: ExportSettings | None = None,
     **overrides,
 ) -> ExportResult:
     """Export ``model`` (any folder ``shrink`` writes, or a sentence-transformers folder) to ``output``.
 
-    Keyword overrides set :class:`ExportOptions` fields, e.g.
+    Keyword overrides set :class:`ExportSettings` fields, e.g.
     ``export("minilm-L3", "out", quantize="int8", optimize="O2")``.
     """
     start = time.perf_counter()
-    options = resolve(ExportOptions, options, overrides, call="export")
+    options = resolve(ExportSettings, options, overrides, call="export")
     if options.onnx:
         require("onnx-export")
     if options.openvino:

@@ -30,7 +30,7 @@ def parse_batches(text) -> tuple[int, ...]:
 
 
 @dataclass
-class ExportOptions:
+class ExportSettings:
     """The settings of ``export``, declared once: the API, the ``export`` command and the recipe's ``export`` step
     derive from this class (:mod:`espresso_export.core.settings`); ``overwrite``, ``progress`` and the size limit
     are how a call runs, not settings."""

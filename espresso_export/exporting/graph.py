@@ -20,7 +20,7 @@ from espresso_export.model.embed import apply_post, model_inputs, pool
 from espresso_export.model.post import normalized_output
 from espresso_export.core.errors import RuntimeFailure, UnsupportedModelError, os_error_in, write_failure
 from espresso_export.runtime import EMBEDDING_OUTPUT, TOKEN_OUTPUT
-from espresso_export.exporting.export_settings import ExportOptions
+from espresso_export.exporting.export_settings import ExportSettings
 from espresso_export.exporting.shapes import static_reshapes
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ def example_inputs(ckpt: Checkpoint, names: list[str]):
     return tuple(batch[n] if n in batch else torch.zeros_like(batch["input_ids"]) for n in names)
 
 
-def export_onnx(ckpt: Checkpoint, path: Path, options: ExportOptions) -> GraphInfo:
+def export_onnx(ckpt: Checkpoint, path: Path, options: ExportSettings) -> GraphInfo:
     """Write the self-contained graph of ``ckpt`` to ``path`` (external data beside it when large)."""
     import torch
 
@@ -123,7 +123,7 @@ def export_onnx(ckpt: Checkpoint, path: Path, options: ExportOptions) -> GraphIn
                      external_data=external, static_reshapes=reshapes)
 
 
-def _exporters(options: ExportOptions) -> list[str]:
+def _exporters(options: ExportSettings) -> list[str]:
     if options.exporter != "auto":
         return [options.exporter]
     return ["torchscript", "dynamo"] if options.opset <= TORCHSCRIPT_MAX_OPSET else ["dynamo"]

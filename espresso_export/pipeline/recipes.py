@@ -42,7 +42,7 @@ from espresso_export.pipeline.shipped import find_recipe, installed_recipe_dirs,
 from espresso_export.pipeline.yamlfile import (
     Where, load_yaml, missing_file_message, resolve_value, suggest,
 )
-from espresso_export.exporting.export_settings import ExportOptions
+from espresso_export.exporting.export_settings import ExportSettings
 from espresso_export.publishing.push_settings import PushSettings
 from espresso_export.shrinking.shrink_settings import ShrinkSettings
 from espresso_export.distilling.distill_settings import DistillSettings
@@ -55,7 +55,7 @@ from espresso_export.verification.verify_settings import VerifySettings
 # (:mod:`espresso_export.core.settings`), with their types and defaults; what a recipe adds is declared here.
 
 ShrinkStep = ShrinkSettings
-ExportStep = ExportOptions
+ExportStep = ExportSettings
 
 
 RUNS_FOLDER = "runs"  # the default run folder is runs/NAME: never a folder another command wrote

@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from espresso_export import ExportOptions, export
+from espresso_export import ExportSettings, export
 from espresso_export.model.checkpoint import load
 from espresso_export.cli.app import main
 from espresso_export.model.embed import encode
@@ -275,8 +275,8 @@ def test_cli_output_exists_needs_overwrite(tiny_bert, tmp_path, capsys):
 
 def test_options_validate_on_construction():
     with pytest.raises(Exception, match="min_cosine keys"):
-        ExportOptions(min_cosine={"int4": 0.9})
-    assert ExportOptions(formats=("onnx", "onnx")).formats == (ExportOptions().formats[0],)
+        ExportSettings(min_cosine={"int4": 0.9})
+    assert ExportSettings(formats=("onnx", "onnx")).formats == (ExportSettings().formats[0],)
 
 
 def test_export_help_lists_options(capsys):

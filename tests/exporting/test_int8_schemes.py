@@ -15,7 +15,7 @@ from espresso_export.core.cpu import MAX_OTHER_CORES, usable_cores
 from espresso_export.core.errors import ValidationError
 from espresso_export.exporting.graph import load_model
 from espresso_export.exporting.int8_schemes import has_vnni, write_int8
-from espresso_export.exporting.export_settings import ExportOptions, parse_batches
+from espresso_export.exporting.export_settings import ExportSettings, parse_batches
 from espresso_export.exporting.export import _calibration_feeds
 from espresso_export.publishing.card_sections import onnx_speed
 from espresso_export.runtime import EXPORT_FILE, OnnxEncoder
@@ -49,7 +49,7 @@ def test_vnni_detection():
 
 @pytest.mark.parametrize("cpu, bits", [(VNNI, 8), (AVX2, 7)])
 def test_dynamic_scheme_uses_fused_kernels_and_cpu_weight_bits(fp32_export, cpu, bits):
-    feeds = _calibration_feeds(fp32_export, ExportOptions(calibration_samples=32))
+    feeds = _calibration_feeds(fp32_export, ExportSettings(calibration_samples=32))
     dst = fp32_export.parent / f"int8_{bits}.onnx"
     report = write_int8(fp32_export / "onnx" / "model.onnx", dst, feeds, scheme="dynamic", alpha=0.5,
                         external_threshold=2_000_000_000, cpu=cpu)
@@ -63,7 +63,7 @@ def test_dynamic_scheme_uses_fused_kernels_and_cpu_weight_bits(fp32_export, cpu,
 
 
 def test_auto_falls_back_to_per_token_when_dynamic_misses_its_target(fp32_export):
-    feeds = _calibration_feeds(fp32_export, ExportOptions(calibration_samples=32))
+    feeds = _calibration_feeds(fp32_export, ExportSettings(calibration_samples=32))
     dst = fp32_export.parent / "auto.onnx"
     report = write_int8(fp32_export / "onnx" / "model.onnx", dst, feeds, scheme="auto", alpha=0.5,
                         external_threshold=2_000_000_000, cpu=VNNI, calibration_min_cosine=1.01)
@@ -72,7 +72,7 @@ def test_auto_falls_back_to_per_token_when_dynamic_misses_its_target(fp32_export
 
 
 def test_per_token_scheme_keeps_7_bit_weights_without_vnni(fp32_export):
-    feeds = _calibration_feeds(fp32_export, ExportOptions(calibration_samples=32))
+    feeds = _calibration_feeds(fp32_export, ExportSettings(calibration_samples=32))
     report = write_int8(fp32_export / "onnx" / "model.onnx", fp32_export.parent / "pt.onnx", feeds, scheme="per-token",
                         alpha=0.5, external_threshold=2_000_000_000, cpu=AVX2)
     assert report["scheme"] == "per-token" and report["weight_bits"] == 7 and "int7" in report["method"]
@@ -180,24 +180,24 @@ def test_timing_off_keeps_the_static_default(tiny_bert, tmp_path):
 
 def test_timing_and_scheme_options_validate():
     assert parse_batches("1, 32") == (1, 32) and parse_batches("none") == () and parse_batches((8,)) == (8,)
-    assert ExportOptions(timing_batches="8").timing_batches == (8,)
+    assert ExportSettings(timing_batches="8").timing_batches == (8,)
     with pytest.raises(ValidationError, match="timing-batches"):
-        ExportOptions(timing_batches="one")
+        ExportSettings(timing_batches="one")
     with pytest.raises(ValidationError, match="positive"):
-        ExportOptions(timing_batches="0")
+        ExportSettings(timing_batches="0")
     with pytest.raises(ValidationError, match="int8-scheme"):
-        ExportOptions(int8_scheme="static")
+        ExportSettings(int8_scheme="static")
 
 
 def test_portable_weights_are_7_bit_even_on_vnni(fp32_export):
     """The default (--int8-weights portable): an exported file is served on other CPUs and in onnxruntime-web,
     whose kernels saturate on 8-bit weights, so the VNNI machine writes 7-bit weights unless asked."""
-    feeds = _calibration_feeds(fp32_export, ExportOptions(calibration_samples=32))
+    feeds = _calibration_feeds(fp32_export, ExportSettings(calibration_samples=32))
     dst = fp32_export.parent / "portable.onnx"
     report = write_int8(fp32_export / "onnx" / "model.onnx", dst, feeds, scheme="dynamic", alpha=0.5,
                         external_threshold=2_000_000_000, cpu=VNNI, portable=True)
     assert report["weight_bits"] == 7 and report["reduce_range"] and report["portable"]
-    assert ExportOptions().int8_weights == "portable"
+    assert ExportSettings().int8_weights == "portable"
 
 
 def _one_matmul_graph(w):

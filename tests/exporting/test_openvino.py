@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from espresso_export.core.errors import ValidationError
-from espresso_export.exporting.export_settings import ExportOptions, parse_formats
+from espresso_export.exporting.export_settings import ExportSettings, parse_formats
 from espresso_export.runtime.openvino_session import keep_signal_stack
 from espresso_export.runtime import EXPORT_FILE, FIXED_WIDTHS, TOKEN_OUTPUT, OnnxEncoder
 
@@ -38,7 +38,7 @@ def ov_export(minilm_export, tmp_path_factory, one_thread):
 def test_openvino_needs_onnx_and_is_a_format():
     assert [f.value for f in parse_formats("onnx,openvino")] == ["onnx", "openvino"]
     with pytest.raises(ValidationError, match="needs onnx too"):
-        ExportOptions(formats=("openvino",))
+        ExportSettings(formats=("openvino",))
     with pytest.raises(ValidationError, match="onnx, safetensors, openvino"):
         parse_formats("onnx,tensorrt")
 

@@ -216,7 +216,7 @@ def test_every_step_schema_mirrors_its_library_call():
     import inspect
     from dataclasses import fields
 
-    from espresso_export.exporting.export_settings import ExportOptions
+    from espresso_export.exporting.export_settings import ExportSettings
     from espresso_export.publishing.push import push
     from espresso_export.publishing.push_settings import PushSettings
     from espresso_export.shrinking.shrink_settings import ShrinkSettings
@@ -225,7 +225,7 @@ def test_every_step_schema_mirrors_its_library_call():
     from espresso_export.distilling.distill_settings import DistillSettings
 
     calls = {"shrink": (shrink, ShrinkSettings), "distill": (distill, DistillSettings),
-             "export": (ExportOptions, ExportOptions), "push": (push, PushSettings)}
+             "export": (ExportSettings, ExportSettings), "push": (push, PushSettings)}
     for kind, (call, settings) in calls.items():
         params = set(inspect.signature(call).parameters) | {f.name for f in fields(settings)}
         keys = {f for f in STEP_TYPES[kind].__dataclass_fields__}

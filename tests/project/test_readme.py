@@ -107,5 +107,5 @@ def test_every_name_the_readme_gives_for_the_python_api_imports():
     settings = set(re.findall(r"`(\w+(?:Settings|Options))[(`]", text))
     missing = [n for n in sorted(imported | settings) if not hasattr(espresso_export, n)]
     assert not missing, missing
-    assert {"ShrinkSettings", "VerifySettings", "ExportOptions"} <= settings
+    assert {"ShrinkSettings", "VerifySettings", "ExportSettings"} <= settings
     assert set(espresso_export.__all__) <= set(dir(espresso_export))  # tab completion finds the lazy API names

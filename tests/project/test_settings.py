@@ -14,7 +14,7 @@ import typer
 
 from espresso_export.cli.app import _register, app
 from espresso_export.core.settings import Field, resolve, settings_fields
-from espresso_export.exporting.export_settings import ExportOptions
+from espresso_export.exporting.export_settings import ExportSettings
 from espresso_export.pipeline import recipes
 from espresso_export.publishing.push_settings import PushSettings
 from espresso_export.shrinking.shrink_settings import ShrinkSettings
@@ -22,7 +22,7 @@ from espresso_export.distilling.distill_settings import DistillSettings
 from espresso_export.finetuning.train_settings import TrainSettings
 from espresso_export.verification.verify_settings import VerifySettings
 
-STEPS = {"shrink": ShrinkSettings, "distill": DistillSettings, "train": TrainSettings, "export": ExportOptions,
+STEPS = {"shrink": ShrinkSettings, "distill": DistillSettings, "train": TrainSettings, "export": ExportSettings,
          "verify": VerifySettings, "push": PushSettings}
 
 
