@@ -17,7 +17,7 @@ short sentences (STS-B train + dev, Tatoeba, Multi30k captions from the shared d
   queries or judgements: the "heal on my own collection" case.
 * unseen: the passages are the paragraphs (>= 20 words) of the Python documentation (Debian's python3.X-doc
   package, PSF License: :func:`python_docs_paragraphs`), text that never saw DBpedia. No PyPI package with
-  encyclopedic passages under a clear licence was found for this; see benchmarks/README.md.
+  encyclopedic passages under a clear licence was found for this; see benchmarks/log/2026-11-retrieval.md.
 
 The wall time counts everything (loading, teacher targets in a fresh cache, training, export, verification).
 Goals (issue 15): nDCG@10 retention >= 0.95 with STS-B retention >= 0.97 for both arms and for the int8 file,
@@ -176,14 +176,14 @@ def wordnet_glosses() -> list[str]:
     """Every noun synset of WordNet 3.0 as ``"lemma: gloss"`` (82,114 distinct texts, median 12 words; 7,730 of
     them named people, places, works and events). General-knowledge text that never saw DBpedia, closer to its
     encyclopedic entries than the Python manual; no package with encyclopedic passages was found
-    (benchmarks/README.md)."""
+    (benchmarks/log/2026-11-retrieval.md)."""
     return list(dict.fromkeys(f"{lemmas[0]}: {gloss}" for lemmas, _, gloss in _wordnet_nouns()))
 
 
 def wordnet_names() -> list[str]:
     """WordNet 3.0's named entities alone (7,730) as ``"lemma (other lemmas): gloss"``: what a query that names an
-    entity needs (benchmarks/README.md "Where the cut loses retrieval"), where ``wordnet`` draws its texts from
-    all 82,115 noun synsets."""
+    entity needs (benchmarks/log/2026-11-retrieval.md "Where the cut loses retrieval"), where ``wordnet`` draws its
+    texts from all 82,115 noun synsets."""
     texts = []
     for lemmas, named, gloss in _wordnet_nouns():
         if named:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import zipfile
@@ -18,6 +19,24 @@ ROOT = Path(__file__).resolve().parents[2]
 def _pip(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=300)
+
+
+def _venv_seeing_this_environment(venv: Path) -> Path:
+    """A venv whose own site-packages will hold the wheel, and which sees this interpreter's dependencies: the
+    system's where the project is installed system-wide (as in CI), and the active virtual environment's, which
+    ``--system-site-packages`` alone does not give (a venv made from a venv's python sees its base interpreter's
+    packages). Those folders are added as site folders (``.pth`` files in them run, as the system's do); they come
+    after the venv's own, so the wheel, not the checkout, is ``espresso_export``. Returns the venv's python."""
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    probe = "import json, sys, sysconfig; print(json.dumps([sysconfig.get_path('purelib'), sys.path]))"
+    own, seen = json.loads(subprocess.run([str(python), "-c", probe], capture_output=True, text=True, check=True,
+                                          env={**os.environ, "PYTHONPATH": ""}).stdout)
+    missing = [p for p in site.getsitepackages() if Path(p).is_dir() and p not in seen]
+    if missing:
+        (Path(own) / "_this_environment.pth").write_text(
+            "".join(f"import site; site.addsitedir({p!r})\n" for p in missing))
+    return python
 
 
 def test_a_wheel_ships_the_recipes_and_runs_them_by_name(tmp_path):
@@ -36,10 +55,8 @@ def test_a_wheel_ships_the_recipes_and_runs_them_by_name(tmp_path):
     shipped = sorted(p.name for p in (ROOT / "recipes").glob("*.yaml"))
     assert sorted(Path(n).name for n in names if "/share/espresso-export/recipes/" in n) == shipped
 
-    # a venv that sees this environment's dependencies but has the wheel, not the checkout, as espresso_export
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
+    python = _venv_seeing_this_environment(venv)
     installed = _pip("--python", str(python), "install", "--no-deps", "--no-index", str(wheel), cwd=tmp_path)
     if installed.returncode and "--python" in installed.stderr:
         pytest.skip("this pip has no --python option (pip < 22.3)")

@@ -1,8 +1,10 @@
-"""Every step's settings are declared once: the commands, the recipe steps and the API agree with the declaration
-(names, types, defaults, choices and help text) for all six steps."""
+"""Every verb's settings are declared once: its command's options, its library function's keywords and its recipe
+step's keys (where a recipe has that step) agree with the declaration (names, types, defaults, choices and help
+text), for all seven verbs."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import subprocess
 import sys
@@ -13,23 +15,46 @@ import pytest
 import typer
 
 from espresso_export.cli.app import _register, app
+from espresso_export.core import common_settings
+from espresso_export.core.errors import EspressoError
 from espresso_export.core.settings import Field, resolve, settings_fields
+from espresso_export.distilling.distill_settings import DistillSettings
 from espresso_export.exporting.export_settings import ExportSettings
+from espresso_export.finetuning.train_settings import TrainSettings
 from espresso_export.pipeline import recipes
 from espresso_export.publishing.push_settings import PushSettings
 from espresso_export.shrinking.shrink_settings import ShrinkSettings
-from espresso_export.distilling.distill_settings import DistillSettings
-from espresso_export.finetuning.train_settings import TrainSettings
+from espresso_export.sweeping.sweep_settings import SweepSettings
 from espresso_export.verification.verify_settings import VerifySettings
 
-STEPS = {"shrink": ShrinkSettings, "distill": DistillSettings, "train": TrainSettings, "export": ExportSettings,
-         "verify": VerifySettings, "push": PushSettings}
+VERBS = {"shrink": ShrinkSettings, "distill": DistillSettings, "train": TrainSettings, "export": ExportSettings,
+         "verify": VerifySettings, "sweep": SweepSettings, "push": PushSettings}
+RECIPE_STEPS = [verb for verb in VERBS if verb in recipes.STEP_TYPES]  # sweep explores; it is no pipeline step
+# each library function, and the positional inputs it takes before its settings
+CALLS = {
+    "shrink": ("espresso_export.shrinking.shrink:shrink", ("model", "out")),
+    "distill": ("espresso_export.distilling:distill", ("teacher", "out")),
+    "train": ("espresso_export.finetuning.train:train_ese", ("model", "data.jsonl", "out")),
+    "export": ("espresso_export.exporting.export:export", ("model", "out")),
+    "verify": ("espresso_export.verification.verify:verify", ("candidate", "source")),
+    "sweep": ("espresso_export.sweeping.sweep:sweep", ("model",)),
+    "push": ("espresso_export.publishing.push:push", ("folder", "owner/name")),
+}
+# command parameters that are not settings: the inputs, where the result goes, and how it is shown
+NOT_SETTINGS = {"model", "teacher", "candidate", "against", "folder", "repo_id", "data", "output", "overwrite",
+                "json_out", "json_file", "markdown_file", "resume", "run_dir", "dry_run", "onnx", "token",
+                "verify_report"}
 
 
 def _commands() -> dict:
     _register()
     group = typer.main.get_command(app)
-    return {name: group.commands[name] for name in STEPS}
+    return {name: group.commands[name] for name in VERBS}
+
+
+def _function(verb: str):
+    module, attr = CALLS[verb][0].split(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 def _option(command, f: Field):
@@ -39,33 +64,50 @@ def _option(command, f: Field):
     return matches[0]
 
 
+def _named(cls) -> dict[str, Field]:
+    return {f.name: f for f in settings_fields(cls)}
+
+
 def _base(tp):
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     return args[0] if typing.get_origin(tp) is typing.Union and len(args) == 1 else tp
 
 
-@pytest.mark.parametrize("step", list(STEPS))
-def test_command_options_are_the_declared_settings(step):
-    cls, command = STEPS[step], _commands()[step]
-    for f in settings_fields(cls):
+def test_the_verbs_are_the_commands_and_the_recipe_steps():
+    assert set(_commands()) == set(VERBS) == set(CALLS)
+    assert set(recipes.STEP_TYPES) == set(RECIPE_STEPS)  # every recipe step is a verb with its settings class
+
+
+@pytest.mark.parametrize("verb", list(VERBS))
+def test_command_options_are_the_declared_settings(verb):
+    cls, command = VERBS[verb], _commands()[verb]
+    declared = settings_fields(cls)
+    for f in declared:
         if not f.spec.cli:
             continue
         option = _option(command, f)
+        assert option.name == f.name and set(f.flags[0].split("/")[0:1]) <= set(option.opts), f.name
         assert option.help == f.spec.help, f.name
         base = _base(f.type)
-        if f.spec.cli_type is None and typing.get_origin(base) is None:
+        if f.spec.cli_type is None and typing.get_origin(base) is None:  # an enum: its members are the choices
             assert option.type_descriptor.annotation is base, (f.name, option.type_descriptor.annotation)
         if not option.required and f.spec.cli_type is None and not isinstance(f.default, (list, tuple)):
             default = f.default.value if isinstance(f.default, Enum) else f.default
             shown = option.default.value if isinstance(option.default, Enum) else option.default
             assert shown == default, (f.name, shown, default)
+        assert option.required or not f.required, f.name  # a command may ask for what the API decides later
         if f.spec.min is not None:
             assert option.min == f.spec.min, f.name
+    # nothing declared a second time by hand: every other parameter is an input or an output switch
+    names = {f.name for f in declared}
+    others = {p.name for p in command.params} - names
+    assert others <= NOT_SETTINGS, others
+    assert not names & NOT_SETTINGS
 
 
-@pytest.mark.parametrize("step", list(STEPS))
-def test_recipe_step_keys_are_the_declared_settings(step):
-    cls, step_cls = STEPS[step], recipes.STEP_TYPES[step]
+@pytest.mark.parametrize("verb", RECIPE_STEPS)
+def test_recipe_step_keys_are_the_declared_settings(verb):
+    cls, step_cls = VERBS[verb], recipes.STEP_TYPES[verb]
     declared = {f.name: f for f in settings_fields(cls) if f.spec.recipe}
     keys = {f.name: f for f in recipes.step_fields(step_cls)}
     assert set(declared) <= set(keys)
@@ -75,10 +117,64 @@ def test_recipe_step_keys_are_the_declared_settings(step):
     assert extra <= {"teacher", "data", "against", "repo_id", "dry_run"}, extra
 
 
+@pytest.mark.parametrize("verb", list(VERBS))
+def test_library_takes_the_settings_or_keywords(verb):
+    """``fn(inputs..., settings)`` or the settings' names as keywords, checked as a recipe's values are, before any
+    work: an unknown name is a TypeError, a value of the wrong type an error naming the argument."""
+    cls, fn, call = VERBS[verb], _function(verb), CALLS[verb][0].split(":")[1]
+    params = inspect.signature(fn).parameters
+    assert cls.__name__ in str(params["settings"].annotation)
+    assert params["settings"].default is None
+    assert any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    inputs = CALLS[verb][1]
+    with pytest.raises(TypeError, match="not_a_setting"):
+        fn(*inputs, not_a_setting=1)
+    first = settings_fields(cls)[0]
+    with pytest.raises(EspressoError, match=rf"{call}\(\): {first.name} must be"):
+        fn(*inputs, **{first.name: {1}})  # a set: no setting's type takes one
+    for f in settings_fields(cls):
+        if f.spec.choices is not None:
+            with pytest.raises(EspressoError, match=rf"{call}\(\): {f.name} must be one of {', '.join(f.spec.choices)}"):
+                fn(*inputs, **{f.name: "not-a-choice"})
+
+
 def test_every_setting_is_documented_and_typed():
-    for cls in STEPS.values():
+    for cls in VERBS.values():
+        hints = typing.get_type_hints(cls)
         for f in settings_fields(cls):
             assert f.spec.help.strip(), f"{cls.__name__}.{f.name} has no help"
+            assert f.name in hints, f"{cls.__name__}.{f.name} has no type"
+
+
+def test_a_setting_several_verbs_share_is_one_declaration():
+    """The shared declarations (core/common_settings.py) mean the same in every verb that has them."""
+    for cls in VERBS.values():
+        by_name = _named(cls)
+        if "trust_remote_code" in by_name:  # never a recipe key: a shared YAML file must not run Hub code
+            f = by_name["trust_remote_code"]
+            assert (f.default, f.spec.help, f.spec.recipe) == (False, common_settings.TRUST_REMOTE_CODE_HELP, False)
+        if "pooling" in by_name:
+            assert by_name["pooling"].spec.help == common_settings.POOLING_HELP, cls.__name__
+        if "select" in by_name:
+            assert by_name["select"].spec.help == common_settings.SELECT_HELP, cls.__name__
+            assert by_name["select"].default == _named(ShrinkSettings)["select"].default
+        if "seed" in by_name:
+            assert by_name["seed"].default == 0, cls.__name__
+
+
+def test_sweep_measures_with_verify_and_shrink_settings():
+    """What sweep shares with verify (the sets, threads, the encoding batch, the latency sample) and with shrink
+    (the calibration corpus) is their declaration: the same name, type, default, bounds and help."""
+    sweep, verify, shrink = (_named(c) for c in (SweepSettings, VerifySettings, ShrinkSettings))
+    for name in ("sts", "sts_columns", "sts_limit", "retrieval", "relevant_score", "threads", "batch_size"):
+        assert (sweep[name].type, sweep[name].default, sweep[name].spec) == \
+            (verify[name].type, verify[name].default, verify[name].spec), name
+    for name in ("calibration", "calibration_samples"):
+        assert (sweep[name].type, sweep[name].default, sweep[name].spec) == \
+            (shrink[name].type, shrink[name].default, shrink[name].spec), name
+    for name in ("latency_texts", "latency_rounds"):  # timed alike, counted per depth instead of per batch size
+        assert sweep[name].default == verify[name].default and sweep[name].spec.min == verify[name].spec.min, name
+    assert sweep["threads"].spec.cpus  # at most this machine's CPUs, as verify's
 
 
 def test_train_has_the_shared_training_options():
@@ -92,26 +188,6 @@ def test_train_has_the_shared_training_options():
     for f in settings_fields(DistillSettings):
         if f.name in shared - {"lr"}:  # distill's learning rate has its own default rule
             assert help_of[f.name] == f.spec.help, f.name
-
-
-@pytest.mark.parametrize("name, call", [
-    ("shrink", "espresso_export.shrinking.shrink:shrink"),
-    ("distill", "espresso_export.distilling:distill"),
-    ("push", "espresso_export.publishing.push:push"),
-    ("train", "espresso_export.finetuning.train:train_ese"),
-    ("verify", "espresso_export.verification.verify:verify"),
-    ("export", "espresso_export.exporting.export:export"),
-])
-def test_library_takes_the_settings_or_keywords(name, call):
-    import importlib
-
-    module, attr = call.split(":")
-    fn = getattr(importlib.import_module(module), attr)
-    params = inspect.signature(fn).parameters
-    assert ("options" if name == "export" else "settings") in params
-    if name == "train":  # train_ese's keywords are its structured objective/training; settings= is the flat form
-        return
-    assert any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 def test_resolve_merges_keywords_and_refuses_unknown_names():
