@@ -89,10 +89,9 @@ def main() -> int:
 
     from espresso_export.model.checkpoint import load
     from espresso_export.data import read_sts
-    from espresso_export.finetuning.ese import EseConfig
     from espresso_export.finetuning.train import train_ese
+    from espresso_export.finetuning.train_settings import TrainSettings
     from espresso_export.shrinking.shrink import shrink
-    from espresso_export.training.loop import TrainConfig
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -104,15 +103,14 @@ def main() -> int:
                     "args": {k: str(v) for k, v in vars(args).items()}, "torch_threads": torch.get_num_threads()}
 
     tables = {"RAW": layer_table(load(base), test)}
-    training = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, max_steps=args.max_steps,
-                           checkpoint_every=0, seed=args.seed)
-    arms = {"control": EseConfig(loss=args.loss, alpha=0.0, beta=0.0), "ESE": EseConfig(loss=args.loss)}
+    common = dict(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, max_steps=args.max_steps,
+                  checkpoint_every=0, seed=args.seed, loss=args.loss, eval_sts=str(stsb / "sts-dev.csv"),
+                  eval_limit=args.eval_limit)
+    arms = {"control": TrainSettings(ese=False, **common), "ESE": TrainSettings(ese=True, **common)}
     runs = {name: arms[name] for name in args.arms.split(",")}
-    for name, objective in runs.items():
+    for name, settings in runs.items():
         t0 = time.perf_counter()
-        result = train_ese(base, stsb / "sts-train.csv", args.out / name, objective=objective, training=training,
-                           eval_sts=stsb / "sts-dev.csv", eval_limit=args.eval_limit, overwrite=True,
-                           progress=True)
+        result = train_ese(base, stsb / "sts-train.csv", args.out / name, settings, overwrite=True, progress=True)
         report[name] = {"wall_seconds": round(time.perf_counter() - t0, 1), "train": result.train, "eval": result.eval}
         tables[name] = layer_table(result.checkpoint, test)
         print(f"{name}: {result.train['steps']} steps in {report[name]['wall_seconds']} s", flush=True)

@@ -72,11 +72,16 @@ def main() -> None:
     from espresso_export import export, read_corpus, shrink
     from espresso_export.model.checkpoint import load
     from espresso_export.core.errors import GateFailedError
-    from espresso_export.core.metrics import cosine_rows
+    import numpy as np
+
+    from espresso_export.core.metrics import cosine_rows, spearman
     from espresso_export.model.vocabulary import coverage, find_pruning
     from espresso_export.shrinking.pruning import prune_vocab
     from espresso_export.verification.embedders import EncodeCache, TorchEmbedder, open_onnx
-    from espresso_export.verification.sts import load_sts, retention, sts_score
+    from espresso_export.verification.sts import load_sts, retention, sts_cosines
+
+    def sts_score(cache, sts):  # Spearman x100 of the pair cosines against the gold scores, as verify reports it
+        return 100.0 * spearman(sts_cosines(cache, sts), np.asarray(sts.pairs.scores, dtype=np.float64))
 
     source = mpnet()
     source_bytes = (source / "model.safetensors").stat().st_size

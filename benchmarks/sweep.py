@@ -53,15 +53,16 @@ def main() -> None:
         print(markdown_table(result))
         return
 
-    from espresso_export.sweeping.sweep import SweepOptions, sweep
+    from espresso_export.sweeping.sweep import sweep
+    from espresso_export.sweeping.sweep_settings import SweepSettings
 
     model = mpnet()
     load_before = os.getloadavg()[0]
     start, cpu = time.perf_counter(), time.process_time()
-    result = sweep(str(model), SweepOptions(
+    result = sweep(str(model), args.out, SweepSettings(
         layers=list(range(1, 13)), dims=[64, 128, 256, 768], head="pca", select="first", sts=[str(stsb("test"))],
         threads=args.threads,
-    ), output=args.out, overwrite=True, progress=True)
+    ), overwrite=True, progress=True)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     print(f"machine: {os.cpu_count()} CPUs, load average {load_before:.1f} at start, {os.getloadavg()[0]:.1f} at end")
     print(f"wall time: {wall:.1f} s, process CPU time {cpu:.1f} s, for {len(result.points)} points "

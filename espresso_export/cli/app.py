@@ -30,7 +30,7 @@ def _bare_switches(params) -> None:
 
 # Below this many columns help is click's plain layout (each option's name in full, its help wrapped beside it).
 # typer's rich panels give every option five columns (name, short name, "--no-" name, type, help): at 80 columns
-# the names were cut ("--max-latency-ra…", "--trust-remote-c…") and the help squeezed to 18 characters a line.
+# they cut the long names ("--trust-remote-c…") and squeeze the help into a narrow column.
 RICH_HELP_MIN_COLUMNS = 120
 
 
@@ -132,12 +132,26 @@ def _register() -> None:
 
 _register()
 
-# outputs are assembled in a temp folder and renamed into place when complete (model/save.py: atomic_output)
+# outputs are assembled in a temp folder and renamed into place when complete (core/files.py: atomic_output)
 INTERRUPTED_NOTE = "nothing written (an output appears only when complete; existing outputs are unchanged)"
+
+# The line each command has in the top-level --help list, for commands whose registration gives no ``short_help``:
+# one sentence that fits beside the names at 80 columns (click cut the docstring's first line with "...").
+SHORT_HELP = {
+    "distill": "Distil a teacher into a small student, or heal a cut model.",
+    "export": "Export to ONNX (int8 optional), checked against PyTorch.",
+    "models": "List model aliases and supported architectures.",
+    "push": "Upload a model folder to the Hugging Face Hub, with its card.",
+    "sweep": "Measure every (layers, dim) cut: quality, speed and size.",
+    "train": "Fine-tune a model, with ESE so its first layers stand alone.",
+    "verify": "Measure a model against its source; exit 3 if a gate fails.",
+}
 
 for _info in app.registered_commands:  # every command gets the class whose switches print bare
     if _info.cls in (None, TyperCommand):
         _info.cls = _Command
+    if _info.short_help is None:
+        _info.short_help = SHORT_HELP.get(_info.name or getattr(_info.callback, "__name__", ""))
 
 
 def _cli_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:

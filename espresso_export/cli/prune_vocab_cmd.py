@@ -39,6 +39,7 @@ def pruning_rows(result) -> list[tuple[str, object]]:
 
 @app.command(
     "prune-vocab",
+    short_help="Keep only the tokens a corpus uses: a smaller vocabulary.",
     epilog="Examples:\n\n"
     "  espresso-export prune-vocab minilm-L3-d128 --corpus domain.txt -o minilm-L3-d128-pruned\n\n"
     "  espresso-export prune-vocab model/ -c a.txt -c b.jsonl --corpus-field text --min-count 2 -o small/\n\n"

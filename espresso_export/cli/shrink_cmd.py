@@ -39,6 +39,7 @@ def _shrink(settings: ShrinkSettings, *, model: str, output: Path, overwrite: bo
 
 shrink = app.command(
     name="shrink",
+    short_help="Keep L layers and a k-d embedding (PCA or first-k head).",
     epilog="Examples:\n\n"
     "  espresso-export shrink minilm --layers 3 --dim 128 -o minilm-L3-d128\n\n"
     "  espresso-export shrink model/ --layers 0,2,4,6 --dim 256 --head pca -o small/\n\n"

@@ -5,7 +5,7 @@ Rich wraps a cell at word boundaries and folds (cuts mid-word) only a word longe
 shortens a column to fit the line. So a table is printed as a grid only when every column can hold its
 longest word and a wrapped column stays readable; otherwise each row is stacked (a heading line, then one ``header  value`` line per
 column, indented), which gives a long value the whole line. ``--json`` is the machine format; these are for
-people. Each builder returns a renderable, printed with :func:`show`; ``tests/test_tables.py`` renders every
+people. Each builder returns a renderable, printed with :func:`show`; ``tests/cli/test_tables.py`` renders every
 table at 80 columns against ``tests/data/tables/*.txt``.
 """
 

@@ -18,16 +18,14 @@ def _verify(settings: VerifySettings, *, candidate: str, against: str, json_file
     """Measure a model against its source: STS retention, latency, size, retrieval; exit 3 if a threshold fails."""
     from espresso_export.cli.render import print_json
     from espresso_export.core.files import write_text_atomic
-    from espresso_export.verification.verify import verify as run_verify
-
     from espresso_export.verification.report import check_report_path
+    from espresso_export.verification.verify import verify as run_verify
 
     to_stdout = json_file is not None and str(json_file) == "-"
     for path, kind in ((None if to_stdout else json_file, "json"), (markdown_file, "markdown")):
         if path is not None:
-            check_report_path(path, kind)  # before measuring: a file of the user's is never replaced
-    options, thresholds = settings.build()
-    report = run_verify(candidate, against, options=options, thresholds=thresholds, progress=not to_stdout)
+            check_report_path(path, kind)  # before any model loads: writable, and no file of the user's replaced
+    report = run_verify(candidate, against, settings, progress=not to_stdout)
     if to_stdout:
         print_json(report.to_dict())
     else:
@@ -43,7 +41,8 @@ def _verify(settings: VerifySettings, *, candidate: str, against: str, json_file
 
 verify = app.command(
     name="verify",
-    epilog="Exit codes: 0 every threshold given holds, 3 a threshold fails (each failed one is named), "
+    epilog="Exit codes: 0 every threshold given holds, 3 a threshold fails (each failed one is named) or a model's "
+    "vectors hold NaN or inf, "
     "2 bad input, 1 runtime failure.\n\n"
     "Examples:\n\n"
     "  espresso-export verify minilm-L3-d128 --against minilm --min-retention 0.95\n\n"

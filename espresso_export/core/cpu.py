@@ -15,8 +15,8 @@ from pathlib import Path
 # best first: the first flag present names the instruction set int8 kernels use
 INT8_FLAGS = ("avx512_vnni", "avx_vnni", "avx512f", "avx2")
 # bf16 matrix products in hardware: AVX512-BF16 (AMD Zen 4, Intel Cooper Lake+), AMX (Intel Sapphire Rapids+),
-# Arm's BF16 extension (``bf16`` in the Features line). Without one, bf16 products are converted in software (not
-# measured here), so distill's ``--amp auto`` stays fp32.
+# Arm's BF16 extension (``bf16`` in the Features line). Without one, bf16 products are converted in software, so
+# distill's ``--amp auto`` stays fp32.
 BF16_FLAGS = ("amx_bf16", "avx512_bf16", "bf16")
 
 

@@ -1,18 +1,6 @@
-"""The package's one exception hierarchy.
-
-Every error a user can cause or hit carries the exit code the CLI returns for
-it, so the command line maps exceptions to codes in one place:
-
-=====  =====================================================
-code   meaning
-=====  =====================================================
-0      success
-1      runtime failure (I/O, model failed to run, disk full)
-2      usage or validation error (bad option, bad input)
-3      a quality gate failed (``verify``)
-130    interrupted (Ctrl-C)
-143    terminated (SIGTERM: ``docker stop``, Kubernetes, SLURM)
-=====  =====================================================
+"""The package's one exception hierarchy: every error a user can cause or hit carries the exit code the CLI
+returns for it (0 success, 1 runtime failure, 2 usage or validation, 3 failed quality gate, 130 Ctrl-C, 143
+SIGTERM), so the command line maps exceptions to codes in one place (docs/errors.md lists them).
 """
 
 from __future__ import annotations

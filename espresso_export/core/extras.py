@@ -1,21 +1,6 @@
-"""Optional packages: which feature needs which module, from which extra, checked before any work starts.
-
-One table, read by every command (and the recipe runner, for all its steps) at its start, so a missing package
-fails in the first second with one message and one exit code (2), not as a bare ``ImportError`` after an hour:
-
-==================  ==========================  ===========  ==================================================
-feature             modules                     extra        used by
-==================  ==========================  ===========  ==================================================
-onnx-export         onnx, onnxruntime           ``onnx``     ``export`` (``--format onnx``, the default)
-onnx-runtime        onnxruntime                 ``onnx``     ``verify`` / ``sweep`` of an export folder
-openvino-export     openvino, nncf              ``openvino`` ``export --format onnx,openvino``
-openvino-runtime    openvino                    ``openvino`` running an ``openvino/*.xml`` file of an export
-retrieval           faiss                       ``eval``     ``verify --retrieval``
-plot                matplotlib                  ``eval``     ``sweep`` (``sweep.png``)
-lora                peft                        ``lora``     ``train --lora``
-hub-datasets        datasets                    ``data``     a Hub dataset split (``hf://owner/name:split``)
-parquet             pyarrow                     ``data``     a ``.parquet`` input
-==================  ==========================  ===========  ==================================================
+"""Optional packages: which feature needs which modules, from which extra (:data:`EXTRAS`), checked at the
+start of every command and recipe step, so a missing package fails in the first second with one message and exit
+code 2, not as a bare ``ImportError`` an hour later.
 """
 
 from __future__ import annotations

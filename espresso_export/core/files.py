@@ -21,7 +21,9 @@ from espresso_export.core.errors import (
     ValidationError,
     write_failure,
 )
+from espresso_export.core.ownership import RECORDS, foreign_entries
 from espresso_export.core.tempfiles import OLD, clean_stale, note_written, temp_name
+
 
 def is_within(child: Path, parent: Path) -> bool:
     try:
@@ -60,28 +62,18 @@ def check_output(target: str | os.PathLike, *, overwrite: bool, inputs: Sequence
     return target
 
 
-# The records an espresso-export output folder holds (model folders, exports, sweeps, runs and their step folders,
-# verify reports); a push --dry-run folder has the card, which names the tool.
-OUTPUT_RECORDS = ("espresso.json", "export.json", "sweep.json", "run.json", "report.json", "push.json",
-                  "verify_report.json", "trainer.json", "best.json")  # the last two: training checkpoints
-
-
 def check_replaceable(folder: Path) -> None:
-    """``--overwrite`` replaces only an empty folder or one espresso-export wrote: it deleted a folder of the
-    user's (a thesis, photos) as readily as a previous output, and said nothing of it."""
-    entries = sorted(p.name for p in folder.iterdir())
-    if not entries or any((folder / name).is_file() for name in OUTPUT_RECORDS):
+    """``--overwrite`` replaces only an empty folder or one espresso-export wrote, decided by content: a record
+    whose fields the tool writes, and no entry that kind of output does not hold (a thesis, photos)."""
+    foreign = foreign_entries(folder)
+    if foreign == []:
         return
-    card = folder / "README.md"
-    try:
-        if card.is_file() and "espresso-export" in card.read_text(encoding="utf-8", errors="replace")[:20000]:
-            return
-    except OSError:
-        pass
+    entries = foreign if foreign else sorted(p.name for p in folder.iterdir())
     shown_entries = ", ".join(entries[:4]) + (f" and {len(entries) - 4} more" if len(entries) > 4 else "")
-    raise ValidationError(f"--overwrite replaces only a folder espresso-export wrote, and {folder} is not one (no "
-                          f"{', '.join(OUTPUT_RECORDS[:3])}, ...; it holds {shown_entries}): remove its files "
-                          "yourself or choose another output")
+    why = (f"it holds {shown_entries}, which espresso-export does not write" if foreign else
+           f"no {', '.join(RECORDS[:3])}, ... written by it; it holds {shown_entries}")
+    raise ValidationError(f"--overwrite replaces only a folder espresso-export wrote, and {folder} is not one "
+                          f"({why}): remove its files yourself or choose another output")
 
 
 def local_paths(inputs) -> Iterator[Path]:

@@ -62,3 +62,8 @@ def shell_lines(example: str, width: int, indent: str = "  ") -> str:
         else:
             line = f"{line} {word}" if line else word
     return "\n".join(indent + x for x in [*lines, line])
+
+
+def one_line(text: object) -> str:
+    """A library's message on one line, whole: its lines joined with spaces (a first line can end mid-sentence)."""
+    return " ".join(part.strip() for part in str(text).split("\n") if part.strip())

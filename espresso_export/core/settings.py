@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional, Union
 
 from espresso_export.core.errors import ValidationError
-
+from espresso_export.core.setting_types import Mismatch, coerce, shown, type_name
 
 SPEC_KEY = "espresso_setting"
 PATH_KINDS = ("model", "data", "file", "dir")  # how a recipe resolves a string value (see pipeline/recipes.py)
@@ -48,7 +48,8 @@ class Spec:
     parse: Callable[[Any], Any] | None = None  # command-line value -> field value
     metavar: str | None = None
     choices: tuple[str, ...] | None = None  # the values a string setting takes (enums carry their own)
-    cpus: bool = False  # a thread count: at most the machine's CPUs (100000 hung the machine, then crashed)
+    cpus: bool = False  # a thread count: at most the machine's CPUs
+    renamed_from: tuple[str, ...] = ()  # earlier names, still accepted as API keywords and recipe keys
 
     def __post_init__(self) -> None:
         if self.path is not None and self.path not in PATH_KINDS:
@@ -142,8 +143,47 @@ def out_of_bounds(value: Any, low: float | None, high: float | None, cpus: bool 
     return None
 
 
+def renamed(cls: type) -> dict[str, str]:
+    """Earlier name -> declared name, for the settings of ``cls`` declared with ``renamed_from``."""
+    return {old: f.name for f in settings_fields(cls) for old in f.spec.renamed_from}
+
+
+def renamed_message(old: str, new: str) -> str:
+    return f"{old} is now {new}; the old name will be removed in 1.0"
+
+
+def current_key(cls: type, key: str, at: str, prefix: str = "") -> str:
+    """A recipe key by its declared name: an earlier name (``renamed_from``) is read as the new one, with one
+    line on stderr naming the new key (``at``: the recipe line; ``prefix``: the step, e.g. ``export.``)."""
+    new = renamed(cls).get(key)
+    if new is None:
+        return key
+    from espresso_export.core.console import err_console
+
+    err_console().print(f"warning: {at}: {renamed_message(prefix + key, prefix + new)}", markup=False,
+                        highlight=False, soft_wrap=True)
+    return new
+
+
+def _renamed_kwargs(cls: type, kwargs: Mapping[str, Any], call: str) -> dict[str, Any]:
+    """``kwargs`` with earlier names of settings replaced by the declared ones (a DeprecationWarning each)."""
+    import warnings
+
+    old_names = renamed(cls)
+    out = dict(kwargs)
+    for old in [k for k in kwargs if k in old_names]:
+        new = old_names[old]
+        if new in kwargs:
+            raise TypeError(f"{call}() got both {new} and its earlier name {old}")
+        warnings.warn(f"{call}(): {renamed_message(old, new)}", DeprecationWarning, stacklevel=4)
+        out[new] = out.pop(old)
+    return out
+
+
 def resolve(cls: type, settings: Any, kwargs: Mapping[str, Any], *, call: str) -> Any:
-    """The settings of one call: ``settings`` (an instance of ``cls`` or ``None``) with ``kwargs`` on top."""
+    """The settings of one call: ``settings`` (an instance of ``cls`` or ``None``) with ``kwargs`` on top
+    (a setting's earlier name still works, with a DeprecationWarning)."""
+    kwargs = _renamed_kwargs(cls, kwargs, call)
     known = {f.name for f in fields(cls)}
     unknown = sorted(set(kwargs) - known)
     if unknown:
@@ -159,8 +199,8 @@ def resolve(cls: type, settings: Any, kwargs: Mapping[str, Any], *, call: str) -
 def _typed(cls: type, kwargs: Mapping[str, Any], call: str) -> dict[str, Any]:
     """The keyword arguments checked against their declared types as a recipe's values are, and converted the same
     way (``"pca"`` -> ``Head.PCA``, one path where a list is expected -> a list of it, ``"1,32"`` where the
-    command line takes that form): a wrong type was a ``TypeError`` from deep inside, after minutes of work, or
-    worse, a string read letter by letter as a list of files."""
+    command line takes that form): a wrong type fails at the call, not deep inside after minutes of work, and a
+    string is never read letter by letter as a list of files."""
     declared = {f.name: f for f in settings_fields(cls)}
     out = dict(kwargs)
     for name, value in kwargs.items():
@@ -297,91 +337,21 @@ def settings_command(cls: type, fixed: list[inspect.Parameter], body: Callable[.
     return command
 
 
-__all__ = ["Spec", "Field", "setting", "settings_fields", "resolve", "as_kwargs", "cli_parameters", "from_cli",
-           "settings_command", "option_for", "param", "field_of", "option_type", "check_choices"]
-
-
-# --- type checking (recipes and the API's keyword arguments) --------------------------------------------------
-
-def type_name(tp) -> str:
-    origin = typing.get_origin(tp)
-    if origin in (Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return " or ".join(type_name(a) for a in args)
-    if origin in (list, tuple):
-        return f"a list of {_plural(typing.get_args(tp)[0])}"
-    if origin is dict:
-        return f"a mapping of names to {_plural(typing.get_args(tp)[1])}"
-    if isinstance(tp, type) and issubclass(tp, Enum):
-        return "one of " + ", ".join(m.value for m in tp)
-    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(tp, str(tp))
-
-
-def _plural(tp) -> str:
-    if isinstance(tp, type) and issubclass(tp, Enum):
-        return "values among " + ", ".join(m.value for m in tp)
-    return {int: "integers", float: "numbers", bool: "booleans", str: "strings"}.get(tp, str(tp))
-
-
-class Mismatch(Exception):
-    pass
-
-
-def coerce(value: Any, tp, *, from_cli: bool) -> Any:
-    """``value`` as type ``tp`` or :class:`Mismatch`."""
-    origin = typing.get_origin(tp)
-    if origin in (Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        for arm in (a for a in args if a is not type(None)):
-            try:
-                return coerce(value, arm, from_cli=from_cli)
-            except Mismatch:
-                continue
-        raise Mismatch
-    if origin is tuple:  # tuple[X, ...]: written as a list
-        return tuple(coerce(value, list[typing.get_args(tp)[0]], from_cli=from_cli))
-    if origin is list:
-        (item,) = typing.get_args(tp)
-        if not isinstance(value, (list, tuple)):  # a tuple from Python; YAML gives lists
-            if item is str and isinstance(value, (str, os.PathLike)):
-                return [coerce(value, str, from_cli=from_cli)]  # one file where a list is expected
-            raise Mismatch
-        return [coerce(v, item, from_cli=from_cli) for v in value]
-    if origin is dict:
-        key_t, val_t = typing.get_args(tp)
-        if not isinstance(value, dict):
-            raise Mismatch
-        return {coerce(k, key_t, from_cli=from_cli): coerce(v, val_t, from_cli=from_cli) for k, v in value.items()}
-    if isinstance(tp, type) and issubclass(tp, Enum):
-        if isinstance(value, str):
-            for member in tp:
-                if value == member.value or value.lower() == member.value.lower():
-                    return member
-        raise Mismatch
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise Mismatch
-    if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise Mismatch
-    if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        raise Mismatch
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        if isinstance(value, os.PathLike):  # the API: Path("data/sts.csv") where a path is a string setting
-            return os.fspath(value)
-        if from_cli and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return str(value)  # --set push.revision=2024 means the string
-        raise Mismatch
-    raise Mismatch
-
-
-def shown(value: Any) -> str:
-    return f"{value!r} ({type(value).__name__})" if value is not None else "null"
+__all__ = [
+    "Field",
+    "Spec",
+    "as_kwargs",
+    "check_choices",
+    "cli_parameters",
+    "current_key",
+    "field_of",
+    "from_cli",
+    "option_for",
+    "option_type",
+    "param",
+    "renamed",
+    "resolve",
+    "setting",
+    "settings_command",
+    "settings_fields",
+]

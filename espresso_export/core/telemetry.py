@@ -1,19 +1,10 @@
 """No usage reports to third parties on our users' behalf (stdlib only).
 
-onnxruntime's Linux and macOS wheels (1DS telemetry, seen with 1.32.0) record a ``ProcessInfo`` event at
-``import onnxruntime`` (a device id, the OS, the Python path, the network type) into an upload queue under
-``~/.cache/Microsoft/DeveloperTools/.onnxruntime/``, and session events after it; ``disable_telemetry_events()``
-comes too late for the first. ``ORT_DISABLE_TELEMETRY=1`` set before the import turns all of it off (no device id
-file, no queue, no upload): ``import espresso_export`` sets it unless the user set it (``0`` keeps theirs on).
-
-OpenVINO's Python package and NNCF report usage to Google Analytics through ``openvino_telemetry``: an event at
-``import openvino``, and a session of events for each ``nncf.compress_weights`` (seen with openvino 2026.4 and
-nncf 3.4). They ask no one: with no consent file, consent is assumed, and they write ``~/intel/`` (a client id and
-a usage count). ``export --format onnx,openvino`` and ``OnnxEncoder`` on an OpenVINO file would do both for the
-user without a word. Both libraries treat a missing ``openvino_telemetry`` as "no telemetry" (their own
-``except ImportError`` fallback), so before the first OpenVINO import we hide that module from this process,
-unless the user opted in with OpenVINO's own tool (``opt_in_out --opt_in``: the consent file holds ``1``) or
-their program imported it already (theirs to decide).
+onnxruntime records telemetry events from ``import onnxruntime`` on: ``import espresso_export`` sets
+``ORT_DISABLE_TELEMETRY=1`` first unless the user set it. OpenVINO and NNCF report usage through
+``openvino_telemetry`` with consent assumed; both treat a missing ``openvino_telemetry`` as "no telemetry", so
+before the first OpenVINO import it is hidden from this process, unless the user opted in with OpenVINO's own
+tool or their program imported it already.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """Temporary names beside an output, tagged with the process that owns them, and the removal of stale ones.
 
-Every output is assembled under a hidden sibling name and renamed into place (``model/save.py``:
-``atomic_output``, ``write_text_atomic``; the teacher cache of ``distill``). A process that is killed
-(SIGKILL, the OOM killer, a power cut) cannot remove its temporary files, so their names say who owns them::
-
-    .OUT.tmp-<pid>-<machine>-<boot>-<random>    a folder or file being written
-    .OUT.old-<pid>-<machine>-<boot>-<random>    the previous OUT, moved aside by --overwrite for a moment
-
-``machine`` is a hash of the host name and the PID namespace (another container or another computer on a
-shared filesystem has another one), ``boot`` a hash of the kernel's boot id. :func:`clean_stale` removes a
-tagged entry only when its owner is certainly gone: same machine and boot, and no process with that PID
-(``os.kill(pid, 0)``); or same machine and an earlier boot. Entries of other machines and untagged names
-(older releases) are left alone. A stale ``.old`` whose ``OUT`` is missing (killed between the two renames)
-is renamed back to ``OUT``: the previous output returns instead of being deleted.
-
-No library tags temporary names with a liveness-checkable owner (``tempfile`` names are random), hence this
-module.
+Every output is assembled under a hidden sibling name and renamed into place (:mod:`espresso_export.core.files`).
+A killed process cannot remove its temporary files, so their names say who owns them
+(``.OUT.tmp-<pid>-<machine>-<boot>-<random>``, and ``.OUT.old-...`` for the previous output moved aside by
+``--overwrite``). :func:`clean_stale` removes an entry only when its owner is certainly gone (same machine, and
+no such process or an earlier boot), and renames a stale ``.old`` back when ``OUT`` is missing.
 """
 
 from __future__ import annotations
@@ -32,6 +21,11 @@ from pathlib import Path
 TMP, OLD = "tmp", "old"
 _TAGGED = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)-(?P<machine>[0-9a-f]{8})-(?P<boot>[0-9a-f]{8})"
                      r"(?:-[^/]*)?$")
+
+
+def is_temp_name(name: str) -> bool:
+    """``name`` is a tagged temp or old name of this module (``.OUT.tmp-...``, ``.OUT.old-...``)."""
+    return _TAGGED.match(name) is not None
 
 
 def _short_hash(text: str) -> str:

@@ -18,12 +18,26 @@ from pathlib import Path
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.extras import require
 from espresso_export.data.files import (
-    BUILTIN, base_suffix, builtin_resource, jsonl_objects, open_text, sniff_delimiter, table_rows, titled,
+    BUILTIN,
+    base_suffix,
+    builtin_resource,
+    jsonl_objects,
+    open_text,
+    sniff_delimiter,
+    table_rows,
+    text_lines,
+    titled,
 )
-from espresso_export.data.hub_datasets import HubDataset, hub_dataset, hub_files, hub_split
+from espresso_export.data.hub_datasets import (
+    HubDataset,
+    hub_dataset,
+    hub_files,
+    hub_split,
+)
 from espresso_export.data.sts_sets import is_stsb, stsb_rows
 
 TEXT_FIELDS = ("text", "sentence", "sentence1", "query", "premise")
+NAMED_KINDS = ("jsonl", "csv", "tsv", "parquet", "hub")  # sources whose text is a named field or column
 
 
 def sentences_sha256(sentences: list[str]) -> str:
@@ -65,14 +79,19 @@ class Corpus:
         }
 
 
+class NotInSource(ValidationError):
+    """The field or column named is not in this source (its first record or its header lacks it)."""
+
+
 def _jsonl_texts(path: Path, text: str, field: str | None) -> list[str]:
     items = []
     for where, obj in jsonl_objects(path, text):
         key = field or next((k for k in TEXT_FIELDS if k in obj), None)
         if key is None or key not in obj:
-            raise ValidationError(f"{where}: no {field or ' or '.join(TEXT_FIELDS)!r} field (the record has: "
-                                  f"{', '.join(map(str, obj)) or 'nothing'}; name the text's field with --corpus-field, "
-                                  "corpus_field: in a recipe)")
+            error = NotInSource if field is not None and not items else ValidationError
+            raise error(f"{where}: no {field or ' or '.join(TEXT_FIELDS)!r} field (the record has: "
+                        f"{', '.join(map(str, obj)) or 'nothing'}; name the text's field with {path.name}#FIELD, or "
+                        "--corpus-field / corpus_field: in a recipe)")
         value = "" if obj[key] is None else str(obj[key])
         # a document's title goes in front of its text, as verify embeds BEIR documents: for the field the user
         # named too (`--corpus-field body` dropped the title)
@@ -94,9 +113,10 @@ def _table_texts(path: Path, text: str, delim: str, column: str | None) -> list[
         if name is None and len(header) == 1:
             name = header[0]
         if name is None or name not in header:
-            raise ValidationError(
+            raise (ValidationError if column is None else NotInSource)(
                 f"{path}:1: no column {column or ' or '.join(TEXT_FIELDS)!r} in the header {header}; "
-                "set the column name (or a 0-based index for files without a header)"
+                f"set the column name ({path.name}#COLUMN, or --corpus-column; a 0-based index for files without "
+                "a header)"
             )
         idx, body, start = header.index(name), rows[1:], 2
     out = []
@@ -116,7 +136,7 @@ def _parquet_texts(path: Path, column: str | None) -> list[str]:
     table = pq.read_table(str(path))
     name = column or next((c for c in TEXT_FIELDS if c in table.column_names), None)
     if name is None or name not in table.column_names:
-        raise ValidationError(f"{path}: no column {column or ' or '.join(TEXT_FIELDS)!r}; columns: {table.column_names}")
+        raise (ValidationError if column is None else NotInSource)(f"{path}: no column {column or ' or '.join(TEXT_FIELDS)!r}; columns: {table.column_names}")
     return ["" if v is None else str(v) for v in table.column(name).to_pylist()]
 
 
@@ -130,7 +150,7 @@ def corpus_texts(path: str | Path, *, field: str | None = None, column: str | No
     """
     path = Path(path).expanduser()
     suffix = base_suffix(path)
-    # a field and a column name the same thing: --corpus-field body on a csv read its first text column in silence
+    # a field and a column name the same thing: either option names a csv column or a jsonl field
     if suffix in (".csv", ".tsv", ".parquet"):
         column = column if column is not None else field
     elif suffix == ".jsonl":
@@ -145,14 +165,14 @@ def corpus_texts(path: str | Path, *, field: str | None = None, column: str | No
         return "stsb", [s for s1, s2, _ in pairs for s in (s1, s2)]
     if suffix in (".csv", ".tsv"):
         return suffix[1:], _table_texts(path, text, sniff_delimiter(path, text), column)
-    return "txt", text.splitlines()
+    return "txt", text_lines(text)
 
 
 def _hub_split_texts(dataset: HubDataset, field: str | None, column: str | None) -> list[str]:
     names, rows = hub_split(dataset)
     name = field or column or next((c for c in TEXT_FIELDS if c in names), None)
     if name is None or name not in names:
-        raise ValidationError(f"Hub dataset {dataset}: no column {name or ' or '.join(TEXT_FIELDS)!r}; "
+        raise (ValidationError if field is None and column is None else NotInSource)(f"Hub dataset {dataset}: no column {name or ' or '.join(TEXT_FIELDS)!r}; "
                               f"columns: {', '.join(names)}")
     return ["" if row[name] is None else str(row[name]) for row in rows]
 
@@ -184,6 +204,38 @@ def split_weight(spec: str) -> tuple[str, float | None]:
     return head, weight
 
 
+def split_source(spec: str) -> tuple[str, str | None, float | None]:
+    """``("docs.jsonl", "body", 0.7)`` for ``docs.jsonl#body:0.7``: a source, the jsonl field or csv column it
+    names for itself after ``#`` (or ``None``), and its share of the mix (or ``None``)."""
+    rest, weight = split_weight(spec)
+    head, sep, name = rest.rpartition("#")
+    if not sep or not head or not name or "/" in name or Path(rest).expanduser().exists():
+        return rest, None, weight
+    return head, name, weight
+
+
+def source_path(spec: str) -> tuple[str, str]:
+    """The file part of a corpus spec and what follows it (``#FIELD``, ``:SHARE``): a recipe resolves the path
+    alone."""
+    path, name, weight = split_source(spec)
+    return path, (f"#{name}" if name else "") + (f":{weight:g}" if weight is not None else "")
+
+
+def _source_texts(spec: str, own: str | None, field: str | None, column: str | None):
+    """``(kind, texts, fits)`` of one source (``fits``: True, or the :class:`NotInSource` error): its own field (``SPEC#FIELD``) if it names one, else the global
+    ``field``/``column`` where the source has it (``fits``), else the source's default reading (an STS-B file's
+    pairs, a jsonl's ``text``): one ``--corpus-field`` does not break the other sources of a mix."""
+    if own is not None:
+        return (*_spec_texts(spec, own, own), True)
+    if field is None and column is None:
+        return (*_spec_texts(spec, None, None), True)
+    try:
+        return (*_spec_texts(spec, field, column), True)
+    except NotInSource as e:
+        kind, texts = _spec_texts(spec, None, None)
+        return kind, texts, e
+
+
 def _keep_new(texts: Iterable[str], seen: set[str], sentences: list[str]) -> tuple[int, int, int]:
     """Append the stripped, non-empty texts not in ``seen`` to ``sentences``; ``(read, empty, duplicates)``."""
     lines = empty = dups = 0
@@ -205,7 +257,9 @@ def read_corpus(specs, *, field: str | None = None, column: str | None = None) -
 
     A spec is a file (txt, jsonl, csv, tsv, STS-B, parquet; optionally gzipped), ``builtin``
     (the shipped calibration corpus), or ``hf://owner/name[:split]`` (a Hub dataset; needs the network);
-    ``spec:0.3`` asks for that share of a training mix (:attr:`CorpusSource.weight`; distill applies it).
+    ``spec:0.3`` asks for that share of a training mix (:attr:`CorpusSource.weight`; distill applies it);
+    ``spec#NAME`` reads that jsonl field or csv column of this source. ``field``/``column`` apply to the sources
+    that have them and name none of their own; a name no source has is an error.
     """
     if isinstance(specs, (str, Path)):
         specs = [specs]
@@ -215,12 +269,19 @@ def read_corpus(specs, *, field: str | None = None, column: str | None = None) -
     seen: set[str] = set()
     sentences: list[str] = []
     sources: list[CorpusSource] = []
+    misfits: list[NotInSource] = []  # sources without the global --corpus-field/--corpus-column
+    fitted = False
     for given in specs:
-        spec, weight = split_weight(given)
-        kind, texts = _spec_texts(spec, field, column)
+        spec, own, weight = split_source(given)
+        kind, texts, fits = _source_texts(spec, own, field, column)
+        if fits is not True:
+            misfits.append(fits)
+        fitted = fitted or (fits is True and own is None and kind in NAMED_KINDS)
         lines, empty, dups = _keep_new(texts, seen, sentences)
         sources.append(CorpusSource(spec=spec, kind=kind, lines=lines, empty=empty, duplicates=dups,
                                     kept=lines - empty - dups, weight=weight))
+    if misfits and not fitted:
+        raise misfits[0]  # the name fits no source: a typo, not a mix
     if not sentences:
         raise ValidationError(f"the corpus is empty: no non-empty sentences in {', '.join(specs)}")
     return Corpus(sentences=sentences, sources=sources)

@@ -54,7 +54,8 @@ def builtin_resource(name: str) -> Path:
 
 
 def open_text(path: Path) -> str:
-    """The UTF-8 text of a file, gunzipped when it ends in ``.gz``."""
+    """The UTF-8 text of a file, gunzipped when it ends in ``.gz``, without a leading byte order mark (Excel
+    writes one in front of a CSV's header)."""
     if not path.exists():
         raise NotFoundError(f"file not found: {path}")
     if path.is_dir():
@@ -63,11 +64,22 @@ def open_text(path: Path) -> str:
         raw = path.read_bytes()
         if path.suffix == ".gz":
             raw = gzip.decompress(raw)
-        return raw.decode("utf-8")
+        return raw.decode("utf-8-sig")
     except (OSError, EOFError, gzip.BadGzipFile) as e:
         raise ValidationError(f"cannot read {path}: {e}") from e
     except UnicodeDecodeError as e:
         raise ValidationError(f"{path} is not UTF-8 text (byte {e.start})") from e
+
+
+def text_lines(text: str) -> list[str]:
+    """The lines of a text file: split at ``\n`` (a ``\r`` before it dropped) and nowhere else.
+
+    ``str.splitlines`` also splits at U+0085, U+2028, U+2029, U+000B/C and U+001C-1E, which JSON strings and
+    sentences hold as ordinary characters."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line
+    return [line.removesuffix("\r") for line in lines]
 
 
 def base_suffix(path: Path) -> str:
@@ -96,7 +108,7 @@ def table_rows(text: str, delim: str, *, header: bool = False):
 
 def jsonl_objects(path: Path, text: str):
     """``(where, object)`` for every non-blank line of a jsonl text; a line that is not a JSON object is an error."""
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(text_lines(text), 1):
         if not line.strip():
             continue
         where = f"{path}:{lineno}"

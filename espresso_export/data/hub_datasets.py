@@ -66,7 +66,11 @@ def hub_dataset(spec: str | Path) -> HubDataset | None:
 def hub_files(dataset: HubDataset) -> list[Path]:
     """The data files of a whole dataset, downloaded (or from the cache), sorted."""
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError
+    from huggingface_hub.errors import (
+        HFValidationError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+    )
 
     name = dataset.name
     try:

@@ -12,7 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from espresso_export.core.errors import ValidationError
-from espresso_export.data.files import BUILTIN, base_suffix, jsonl_objects, open_text, sniff_delimiter, table_rows
+from espresso_export.data.files import (
+    BUILTIN,
+    base_suffix,
+    jsonl_objects,
+    open_text,
+    sniff_delimiter,
+    table_rows,
+    text_lines,
+)
 from espresso_export.data.sts_sets import StsPairs, is_stsb, read_sts
 
 NLI_LABELS = {"entailment": "entailment", "neutral": "neutral", "contradiction": "contradiction",
@@ -167,7 +175,7 @@ def is_scored(path: str | Path) -> bool:
     if str(path) == BUILTIN:
         return True
     text = open_text(path)
-    first = next((line for line in text.splitlines() if line.strip()), "")
+    first = next((line for line in text_lines(text) if line.strip()), "")
     if base_suffix(path) == ".jsonl":
         return any("score" in obj for _, obj in jsonl_objects(path, first))
     cells = first.split(sniff_delimiter(path, first))

@@ -9,7 +9,13 @@ import numpy as np
 
 from espresso_export.core.errors import NotFoundError, ValidationError
 from espresso_export.core.metrics import per_query_ranking_scores, scores_of
-from espresso_export.data.files import jsonl_objects, open_text, parse_score, titled
+from espresso_export.data.files import (
+    jsonl_objects,
+    open_text,
+    parse_score,
+    text_lines,
+    titled,
+)
 from espresso_export.data.sts_sets import StsPairs
 
 
@@ -88,7 +94,7 @@ def _qrels_file(folder: Path, split: str) -> Path:
 def _read_qrels(path: Path):
     """Yield ``(line, query id, doc id, graded score)``; a first line naming the columns is skipped."""
     found = False
-    for lineno, line in enumerate(open_text(path).splitlines(), 1):
+    for lineno, line in enumerate(text_lines(open_text(path)), 1):
         if not line.strip():
             continue
         parts = line.split("\t")

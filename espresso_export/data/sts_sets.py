@@ -12,7 +12,15 @@ from pathlib import Path
 
 from espresso_export.core.errors import ValidationError
 from espresso_export.data.files import (
-    BUILTIN, base_suffix, builtin_resource, jsonl_objects, open_text, parse_score, sniff_delimiter, table_rows,
+    BUILTIN,
+    base_suffix,
+    builtin_resource,
+    jsonl_objects,
+    open_text,
+    parse_score,
+    sniff_delimiter,
+    table_rows,
+    text_lines,
 )
 from espresso_export.data.hub_datasets import HubDataset, hub_split
 
@@ -101,7 +109,7 @@ def check_scores(pairs: StsPairs, where: str) -> StsPairs:
 def stsb_rows(path: Path, text: str) -> list[tuple[str, str, float]]:
     """STS-B rows: genre, file, year, id, score, sentence1, sentence2[, extra, extra]."""
     rows = []
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(text_lines(text), 1):
         if not line.strip():
             continue
         parts = line.split("\t")

@@ -1,7 +1,7 @@
 """``distill``: Homomorphic Projective Distillation (HPD) and "shrink, then heal" (docs/methods.md says how
 each works and when to use which).
 
-The code follows the phases of a run, one module each: :mod:`.args` (the arguments as one object),
+The code follows the phases of a run, one module each: :mod:`.plan` (one call's plan as one object),
 :mod:`.inputs` -> :mod:`.targets` (with :mod:`.teacher_cache`) -> :mod:`.student` (models and projection) ->
 :mod:`.tasks` (the objectives) -> :mod:`.write`; :mod:`.run` holds ``distill()`` and the training phase.
 The names below are imported on first use, so reading :mod:`.distill_settings` (the CLI's ``--help``, a

@@ -9,15 +9,8 @@ from typing import Optional, Union
 from espresso_export.core.parsing import parse_layers
 from espresso_export.core.settings import check_choices, setting
 from espresso_export.core.types import CorpusSample, Loss, ProjectionInit, Select
-from espresso_export.core.common_settings import (
-    select_setting,
-)
-
-SENTENCE_LOSSES = ("angle", "cosent", "infonce")  # training.ese.SentenceLoss
-LAYER_WEIGHTINGS = ("log", "uniform", "learned")  # training.ese.LayerWeighting
-
-
-from espresso_export.training.trainer_settings import TrainerSettings
+from espresso_export.core.common_settings import select_setting
+from espresso_export.training.trainer_settings import TrainerSettings, bucket_setting
 
 
 @dataclass
@@ -31,7 +24,8 @@ class DistillSettings(TrainerSettings):
         help="Training sentences; repeat for several: .txt, .jsonl, .csv/.tsv (a column), STS-B files (both "
              "sentences), 'builtin', or hf://owner/name (a Hub dataset, online). Optional with --pairs. Mix in "
              "stated shares with SPEC:SHARE on every source (docs.jsonl:0.7 builtin:0.3); the PCA targets and the "
-             "projection are fitted on the same mix.")
+             "projection are fitted on the same mix. A source names its own jsonl field or csv column after '#' "
+             "(docs.jsonl#body:0.7).")
     pairs: Optional[list[str]] = setting(
         None, path="data", help="Related sentence pairs for the pair loss (the student's cosine of each pair learns "
                                 "the teacher's); repeat for several: STS, pair/triplet or NLI files, labels unused. "
@@ -44,8 +38,10 @@ class DistillSettings(TrainerSettings):
         help="Cut the student (default: the teacher) to L layers (4) or to these 0-based layers (0,2,4).")
     select: Select = select_setting()
     corpus_field: Optional[str] = setting(None, help="jsonl field with the text (a record's title, if it has one, "
-                                                     "goes in front of its text, as verify embeds BEIR documents).")
-    corpus_column: Optional[str] = setting(None, help="csv/tsv column (header name or 0-based index) with the text.")
+                                                     "goes in front of its text, as verify embeds BEIR documents), "
+                                                     "for the sources that have it and name none (SPEC#FIELD).")
+    corpus_column: Optional[str] = setting(None, help="csv/tsv column (header name or 0-based index) with the text, "
+                                                      "for the sources that have it and name none (SPEC#COLUMN).")
     max_sentences: Optional[int] = setting(None, min=1, help="Use at most this many corpus sentences (see --sample).")
     sample: CorpusSample = setting(CorpusSample.RANDOM, help="How --max-sentences picks: random (a seeded subset of "
                                    "all sources) or in-order (the --corpus sources in the order given, each whole "
@@ -64,19 +60,19 @@ class DistillSettings(TrainerSettings):
                                        "percentile of the corpus's token lengths, rounded up to a multiple of 8 and "
                                        "capped at the student's max length.")
     loss: Optional[Loss] = setting(None, help="mse (HPD), cosine+mse, or rank+mse (+ each text's similarities to "
-                                              "the batch's other texts, softmax-matched to the teacher's; measured "
-                                              "worse than mse for search); with --pairs: pair or pair+mse. "
-                                              "Default: pair with --pairs, else mse.")
+                                              "the batch's other texts, softmax-matched to the teacher's); with "
+                                              "--pairs: pair or pair+mse. Default: pair with --pairs, else mse "
+                                              "(benchmarks/README.md compares them).")
     layer_targets: Optional[bool] = setting(None, help="Also match each student layer to its teacher layer (a cut "
                                                        "teacher only; off by default).")
     layer_weight: float = setting(1.0, min=0.0, help="Weight of the layer targets.")
     rank_temperature: float = setting(0.1, min=0.001, max=10.0, help="rank+mse: softmax temperature on the "
-                                      "cosines (lower is sharper; 0.05 made all-mpnet-base-v2 L4 diverge).")
+                                      "cosines (lower is sharper, and can diverge).")
     projection_init: ProjectionInit = setting(ProjectionInit.PCA_ALIGNED, help="pca-aligned (student PCA rotated "
                                               "onto the teacher's axes) or pca.")
     dropout: bool = setting(False, flags=("--dropout/--no-dropout",),
                             help="Keep the student's dropout while training.")
-    bucket: bool = setting(True, help="Length-bucketed batches (less padding).")
+    bucket: bool = bucket_setting()
     freeze_embeddings: bool = setting(False, flags=("--freeze-embeddings/--train-embeddings",),
                                       help="Keep the student's token embeddings as they are: tokens the corpus "
                                            "never shows stay consistent with those it does.")

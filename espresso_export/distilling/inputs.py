@@ -12,7 +12,7 @@ import numpy as np
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.types import CorpusSample
 from espresso_export.data import Corpus, read_corpus, read_retrieval, read_sentence_pairs, read_sts, spread_subset
-from espresso_export.distilling.args import DistillArgs
+from espresso_export.distilling.plan import DistillPlan
 
 
 @dataclass
@@ -110,23 +110,24 @@ def add_pair_sentences(sentences: list[str], pairs: Sequence[tuple[str, str]]) -
     return sentences, rows, len(sentences) - before
 
 
-def load_corpus(a: DistillArgs) -> CorpusSplit:
+def load_corpus(plan: DistillPlan) -> CorpusSplit:
     """Read the corpus and the pairs, hold out sentences, and read the STS eval set."""
-    if a.corpus is not None:
-        sentences, counts = prepare_corpus(a.corpus, field=a.corpus_field, column=a.corpus_column,
-                                           max_sentences=a.max_sentences, sample=a.sample, augment_kinds=a.augment,
-                                           augment_copies=a.augment_copies, seed=a.seed)
+    if plan.corpus is not None:
+        sentences, counts = prepare_corpus(plan.corpus, field=plan.corpus_field, column=plan.corpus_column,
+                                           max_sentences=plan.max_sentences, sample=plan.sample,
+                                           augment_kinds=plan.augment, augment_copies=plan.augment_copies,
+                                           seed=plan.seed)
     else:
         sentences, counts = [], {}
     pair_rows = None
-    if a.pairs is not None:
-        pair_list, pair_counts = read_sentence_pairs(a.pairs)
+    if plan.pairs is not None:
+        pair_list, pair_counts = read_sentence_pairs(plan.pairs)
         sentences, pair_rows, added = add_pair_sentences(sentences, pair_list)
         counts.update(pairs=pair_counts, pair_sentences_added=added, training_sentences=len(sentences))
-    split = _hold_out(sentences, counts, pair_rows, a.heldout, a.batch_size, a.seed)
-    split.eval_pairs = (spread_subset(read_sts(a.eval_sts), a.eval_limit, "--eval-limit")
-                        if a.eval_sts is not None else None)
-    split.eval_retrieval = read_retrieval(a.eval_retrieval) if a.eval_retrieval is not None else None
+    split = _hold_out(sentences, counts, pair_rows, plan.heldout, plan.batch_size, plan.seed)
+    split.eval_pairs = (spread_subset(read_sts(plan.eval_sts), plan.eval_limit, "--eval-limit")
+                        if plan.eval_sts is not None else None)
+    split.eval_retrieval = read_retrieval(plan.eval_retrieval) if plan.eval_retrieval is not None else None
     return split
 
 

@@ -1,11 +1,8 @@
-"""The training length of ``distill``: chosen from the corpus unless ``--max-seq-len`` is given.
+"""The training length of ``distill``: ``--max-seq-len``, or chosen from the corpus.
 
-Truncating every training text at a fixed 64 or 128 tokens cuts passages (the texts a search model indexes)
-to their first sentences, while the teacher's targets see them whole. By default the length is the
-``length_percentile`` (99) of the corpus's token lengths under the student's tokenizer, on a seeded sample of
-at most :data:`LENGTH_SAMPLE` texts, rounded up to a multiple of 8 and capped at the student's own
-``max_seq_length`` (the positions it is used at). Short-sentence corpora train as short as they are; passage
-corpora at the length they have.
+A fixed short length would cut passages to their first sentences while the teacher's targets see them whole, so
+the default is a percentile (``--length-percentile``) of the corpus's token lengths under the student's tokenizer,
+rounded up to a multiple of 8 and capped at the student's own maximum length.
 """
 
 from __future__ import annotations
@@ -39,9 +36,10 @@ def corpus_length(student: Checkpoint, sentences: Sequence[str], percentile: flo
             "truncated_share": round(float(np.mean(lengths > chosen)), 4)}
 
 
-def resolve_length(a, student: Checkpoint, sentences: Sequence[str]):
-    """``(a with max_seq_len set, the length record or None)``: ``a.max_seq_len`` when given, else from the corpus."""
-    if a.max_seq_len is not None:
-        return a, None
-    info = corpus_length(student, sentences, a.length_percentile, a.seed)
-    return replace(a, max_seq_len=info["chosen"]), info
+def resolve_length(plan, student: Checkpoint, sentences: Sequence[str]):
+    """``(plan with max_seq_len set, the length record or None)``: ``plan.max_seq_len`` when given, else from the
+    corpus."""
+    if plan.max_seq_len is not None:
+        return plan, None
+    info = corpus_length(student, sentences, plan.length_percentile, plan.seed)
+    return replace(plan, max_seq_len=info["chosen"]), info

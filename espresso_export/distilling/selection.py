@@ -1,16 +1,9 @@
 """Which checkpoint ``distill`` keeps: the evaluation before training and after every epoch.
 
-The score the trainer maximises (:meth:`Selection.score`):
-
-* ``--eval-sts`` only: the student's Spearman x100 on the STS set (as before retrieval selection existed);
-* ``--eval-retrieval`` (with or without ``--eval-sts``): 100 x the **mean of the retentions** on the sets given,
-  a retention being the student's score over the teacher's on the same texts: STS Spearman and nDCG@10 on the
-  BEIR set. Both count equally whatever their scales, so neither STS-dev (which saturates near the teacher) nor
-  nDCG@10 (the number search users see) decides alone. The teacher's two scores are measured once, before
-  training, while the teacher is still loaded.
-
-Retrieval is an exact cosine search in numpy (:func:`~espresso_export.core.metrics.top_k_by_cosine`): the eval
-sets are small, and training must not need faiss.
+With ``--eval-sts`` only, the score is the student's STS Spearman x100. With ``--eval-retrieval`` it is 100 x the
+mean of the retentions (student over teacher: STS Spearman, nDCG@10 on the BEIR set), so that neither set decides
+alone whatever its scale; the teacher is scored once, before training. Retrieval is an exact cosine search in
+numpy: the eval sets are small, and training must not need faiss.
 """
 
 from __future__ import annotations

@@ -20,14 +20,14 @@ from espresso_export.model.embed import encode
 from espresso_export.model.post import renormalized
 from espresso_export.shrinking.heads import fit_pca
 from espresso_export.shrinking.slicing import cut, select_layers
-from espresso_export.distilling.args import DistillArgs
+from espresso_export.distilling.plan import DistillPlan
 from espresso_export.distilling.inputs import CorpusSplit
+from espresso_export.distilling.targets import pca_size
 
 STUDENT_PCA_SAMPLES = 4096  # at most this many sentences for the student's own PCA (>= 10 x a 384-d width)
 
-# Default peak learning rates (AdamW), used when ``lr`` is not given. Healing a cut teacher converged best
-# at 1e-3 of the rates tried (1e-4 / 3e-4 / 1e-3, benchmarks/README.md "distill": the ablation, a and c);
-# a separate student follows the HPD paper's 1e-4; the pair loss on an already trained student, 5e-5 (b).
+# Default peak learning rates (AdamW) when ``lr`` is not given: healing a cut teacher; a separate student (the HPD
+# paper's rate); the pair loss on an already trained student. benchmarks/README.md compares them.
 HEAL_LR = 1e-3
 HPD_LR = 1e-4
 PAIR_LR = 5e-5
@@ -55,42 +55,36 @@ def _load_model(spec, role: str, pooling, trust_remote_code: bool) -> Checkpoint
         raise type(e)(f"{role}: {e.message}") from e
 
 
-def _load_teacher(a: DistillArgs, n_sentences: int) -> Checkpoint:
-    t_ckpt = _load_model(a.teacher, "teacher", a.pooling, a.trust_remote_code)
-    width = t_ckpt.output_dim
-    if a.dim > width:
-        raise ValidationError(f"--dim {a.dim} is larger than the teacher's embedding width {width}")
-    if min(a.pca_samples, n_sentences) < a.dim:
-        raise ValidationError(f"a PCA to {a.dim} dims needs at least {a.dim} sentences: --pca-samples "
-                              f"{a.pca_samples} on a corpus of {n_sentences} sentences gives "
-                              f"{min(a.pca_samples, n_sentences)}")
+def _load_teacher(plan: DistillPlan, n_sentences: int) -> Checkpoint:
+    t_ckpt = _load_model(plan.teacher, "teacher", plan.pooling, plan.trust_remote_code)
+    pca_size(t_ckpt.output_dim, n_sentences, plan.dim, plan.pca_samples)  # before the teacher pass
     return t_ckpt
 
 
-def load_models(a: DistillArgs, n_sentences: int) -> Models:
+def load_models(plan: DistillPlan, n_sentences: int) -> Models:
     """Load the teacher and the student (or copy the teacher), cut the student, and map its layers."""
-    t_ckpt = _load_teacher(a, n_sentences)
+    t_ckpt = _load_teacher(plan, n_sentences)
     teacher_sha = t_ckpt.weights_sha256()
-    if a.student is None:
+    if plan.student is None:
         s_ckpt, student_sha, from_teacher = copy.deepcopy(t_ckpt), teacher_sha, True
     else:
-        s_ckpt = _load_model(a.student, "student", None, a.trust_remote_code)
+        s_ckpt = _load_model(plan.student, "student", None, plan.trust_remote_code)
         student_sha = s_ckpt.weights_sha256()
         from_teacher = student_sha == teacher_sha and s_ckpt.depth == t_ckpt.depth
-    lr = a.lr if a.lr is not None else PAIR_LR if a.loss.on_pairs else HEAL_LR if from_teacher else HPD_LR
+    lr = plan.lr if plan.lr is not None else PAIR_LR if plan.loss.on_pairs else HEAL_LR if from_teacher else HPD_LR
     source_depth = s_ckpt.depth
     keep: list[int] | None = None
-    if a.student_layers is not None:
-        keep = select_layers(source_depth, a.student_layers, a.select, ese_trained=s_ckpt.ese_trained,
+    if plan.student_layers is not None:
+        keep = select_layers(source_depth, plan.student_layers, plan.select, ese_trained=s_ckpt.ese_trained,
                              option="--student-layers")
         cut(s_ckpt.model, s_ckpt.arch, keep)
-    if a.layer_targets and a.loss.on_pairs:
-        raise ValidationError(f"--layer-targets works with the mse losses, not --loss {a.loss.value}")
-    if a.layer_targets and not from_teacher:
+    if plan.layer_targets and plan.loss.on_pairs:
+        raise ValidationError(f"--layer-targets works with the mse losses, not --loss {plan.loss.value}")
+    if plan.layer_targets and not from_teacher:
         raise ValidationError("--layer-targets needs a student cut from the teacher (--student-layers without "
                               "--student): a different student has no matching teacher layers")
     kept = keep if keep is not None else list(range(source_depth))
-    layer_map = {j: kept[j] for j in range(len(kept))} if a.layer_targets else {}
+    layer_map = {j: kept[j] for j in range(len(kept))} if plan.layer_targets else {}
     teacher_info = {"id": t_ckpt.source, "weights_sha256": teacher_sha, "depth": t_ckpt.depth,
                     "hidden_size": t_ckpt.hidden_size}
     return Models(teacher=t_ckpt, student=s_ckpt, teacher_info=teacher_info, student_sha=student_sha,
@@ -117,25 +111,25 @@ def init_projection(student_emb: np.ndarray, teacher_targets: np.ndarray, dim: i
     return weight.astype(np.float32), bias.astype(np.float32), pca
 
 
-def build_projection(a: DistillArgs, student: Checkpoint, corpus: CorpusSplit, targets: np.ndarray):
+def build_projection(plan: DistillPlan, student: Checkpoint, corpus: CorpusSplit, targets: np.ndarray):
     """The ``torch.nn.Linear`` to ``dim``: the student's own PCA (on a sample of the corpus), aligned to the
     teacher's axes (``targets``: the teacher's PCA targets of every corpus sentence)."""
     import torch
 
     sentences = corpus.sentences
-    m = min(a.pca_samples, len(sentences), STUDENT_PCA_SAMPLES)
-    sample = np.sort(np.random.default_rng(a.seed + 1).choice(len(sentences), size=m, replace=False))
+    m = min(plan.pca_samples, len(sentences), STUDENT_PCA_SAMPLES)
+    sample = np.sort(np.random.default_rng(plan.seed + 1).choice(len(sentences), size=m, replace=False))
     saved_post, student.post = student.post, renormalized(student.post)
     try:
-        s_emb = encode(student, [sentences[i] for i in sample], batch_size=a.batch_size,
-                       progress="student PCA" if a.progress else None)
+        s_emb = encode(student, [sentences[i] for i in sample], batch_size=plan.batch_size,
+                       progress="student PCA" if plan.progress else None)
     finally:
         student.post = saved_post
-    if m < a.dim or s_emb.shape[1] < a.dim:
-        raise ValidationError(f"--dim {a.dim} is larger than the student's width {s_emb.shape[1]} "
+    if m < plan.dim or s_emb.shape[1] < plan.dim:
+        raise ValidationError(f"--dim {plan.dim} is larger than the student's width {s_emb.shape[1]} "
                               f"or its PCA sample {m}")
-    weight, bias, _ = init_projection(s_emb, np.asarray(targets[sample]), a.dim, a.projection_init)
-    projection = torch.nn.Linear(s_emb.shape[1], a.dim, bias=True)
+    weight, bias, _ = init_projection(s_emb, np.asarray(targets[sample]), plan.dim, plan.projection_init)
+    projection = torch.nn.Linear(s_emb.shape[1], plan.dim, bias=True)
     with torch.no_grad():
         projection.weight.copy_(torch.from_numpy(weight))
         projection.bias.copy_(torch.from_numpy(bias))

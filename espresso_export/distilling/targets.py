@@ -1,4 +1,4 @@
-"""Phase 2 of ``distill``: the teacher's targets, computed once and cached (:mod:`.cache`).
+"""Phase 2 of ``distill``: the teacher's targets, computed once and cached (:mod:`.teacher_cache`).
 
 One forward pass of the frozen teacher over the corpus writes its unit-normalised embeddings
 (``embeddings.npy``) and, for layer targets, its pooled state after each wanted layer (``layer-<i>.npy``).
@@ -163,15 +163,19 @@ def _remove_parts(folder: Path, files: dict) -> None:
         (folder / PARTS_DIR).rmdir()  # empty unless parts of other layers wait for their own run
 
 
-def _pca_size(width: int, n: int, dim: int, pca_samples: int) -> int:
-    """How many sentences the PCA is fitted on; checks that they and the teacher's width allow ``dim``."""
+def pca_size(width: int, n: int, dim: int, pca_samples: int) -> int:
+    """How many sentences the PCA is fitted on; checks that they and the teacher's width allow ``dim``.
+
+    ``m`` sentences vary along at most ``m - 1`` directions around their mean, so ``dim`` needs ``dim + 1``: with
+    fewer, the targets have a dimension (all of them, for one sentence) that carries nothing to learn."""
     if dim < 1 or dim > width:
         raise ValidationError(f"--dim {dim} is larger than the teacher's embedding width {width}" if dim > width
                               else f"--dim must be at least 1, got {dim}")
     m = min(pca_samples, n)
-    if m < dim:
-        raise ValidationError(f"a PCA to {dim} dims needs at least {dim} sentences; --pca-samples {pca_samples} "
-                              f"on a corpus of {n} gives {m}")
+    if m < dim + 1:
+        raise ValidationError(f"too few sentences for --dim {dim}: a PCA to {dim} dims needs at least {dim + 1} "
+                              f"sentences, and --pca-samples {pca_samples} on a corpus of {n} sentences gives {m}; "
+                              "add sentences or lower --dim")
     return m
 
 
@@ -225,7 +229,7 @@ def teacher_targets(
     ``precision``: the autocast dtype of the teacher pass (``torch.bfloat16``; None: full precision), part of
     the cache key."""
     start = time.perf_counter()
-    m = _pca_size(teacher.output_dim, len(sentences), dim, pca_samples)
+    m = pca_size(teacher.output_dim, len(sentences), dim, pca_samples)
     teacher_sha = teacher_sha or teacher.weights_sha256()
     corpus_sha = sentences_sha256(list(sentences))
     folder = _cache_folder(teacher, teacher_sha, corpus_sha, cache_dir, precision)

@@ -45,7 +45,7 @@ def rank_kl(h_s, h_t, temperature: float):
 
 
 class HealTask(TrainingTask):
-    """The HPD objective as a :class:`~espresso_export.training.TrainingTask`."""
+    """The HPD objective as a :class:`~espresso_export.training.task.TrainingTask`."""
 
     def __init__(self, student: Checkpoint, projection, sentences: Sequence[str], targets: TeacherTargets, *,
                  loss: Loss = Loss.MSE, layer_map: dict[int, int] | None = None, layer_weight: float = 1.0,

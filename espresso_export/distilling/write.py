@@ -10,7 +10,7 @@ from typing import Any
 
 from espresso_export import __version__
 from espresso_export.data.files import test_split_warning
-from espresso_export.distilling.args import DistillArgs
+from espresso_export.distilling.plan import DistillPlan
 from espresso_export.distilling.inputs import CorpusSplit
 from espresso_export.distilling.student import Models
 from espresso_export.distilling.targets import TeacherTargets
@@ -62,23 +62,23 @@ class Trained:
     processes: int
 
 
-def _eval_info(a: DistillArgs, t: Trained) -> dict | None:
+def _eval_info(plan: DistillPlan, t: Trained) -> dict | None:
     selection = t.task.selection
-    return None if selection is None else selection.info(a.eval_sts, a.eval_retrieval, t.result)
+    return None if selection is None else selection.info(plan.eval_sts, plan.eval_retrieval, t.result)
 
 
-def _training_info(a: DistillArgs, corpus: CorpusSplit, models: Models, t: Trained) -> dict:
+def _training_info(plan: DistillPlan, corpus: CorpusSplit, models: Models, t: Trained) -> dict:
     pairs = corpus.pair_rows
-    return {"steps": t.result.steps, "epochs": t.result.epochs, "batch_size": a.batch_size,
+    return {"steps": t.result.steps, "epochs": t.result.epochs, "batch_size": plan.batch_size,
             "pairs_per_batch": t.config.batch_size if pairs is not None else None,
             "training_pairs": None if pairs is None else int(len(pairs)), "lr": models.lr,
-            "warmup": a.warmup, "weight_decay": a.weight_decay, "max_grad_norm": a.max_grad_norm,
-            "max_seq_len": a.max_seq_len, "loss": a.loss.value,
-            "rank_temperature": a.rank_temperature if a.loss.in_batch else None,
+            "warmup": plan.warmup, "weight_decay": plan.weight_decay, "max_grad_norm": plan.max_grad_norm,
+            "max_seq_len": plan.max_seq_len, "loss": plan.loss.value,
+            "rank_temperature": plan.rank_temperature if plan.loss.in_batch else None,
             "layer_targets": {str(k): v for k, v in models.layer_map.items()},
-            "layer_weight": a.layer_weight, "projection_init": a.projection_init.value, "dropout": a.dropout,
-            "freeze_embeddings": a.freeze_embeddings,
-            "augment": list(a.augment), "seed": a.seed, "device": a.device, "processes": t.processes,
+            "layer_weight": plan.layer_weight, "projection_init": plan.projection_init.value, "dropout": plan.dropout,
+            "freeze_embeddings": plan.freeze_embeddings,
+            "augment": list(plan.augment), "seed": plan.seed, "device": plan.device, "processes": t.processes,
             "precision": _precision(t.trainer)}
 
 
@@ -94,53 +94,53 @@ def _precision(trainer) -> str:
     return f"{name} ({isa})" if isa else name
 
 
-def provenance(a: DistillArgs, corpus: CorpusSplit, models: Models, targets: TeacherTargets, t: Trained) -> dict:
+def provenance(plan: DistillPlan, corpus: CorpusSplit, models: Models, targets: TeacherTargets, t: Trained) -> dict:
     """The ``espresso.json`` provenance of the distilled model."""
     s_ckpt, t_source = models.student, models.teacher_info["id"]
     return {
         "espresso_version": __version__,
         "step": "distill",
         "teacher": dict(models.teacher_info),
-        "student": {"id": s_ckpt.source if a.student is not None else f"{t_source} (cut)",
+        "student": {"id": s_ckpt.source if plan.student is not None else f"{t_source} (cut)",
                     "weights_sha256": models.student_sha, "depth": models.source_depth,
                     "hidden_size": s_ckpt.hidden_size, "layers": models.keep},
-        "dim": a.dim, "pooling": s_ckpt.pooling.value,
+        "dim": plan.dim, "pooling": s_ckpt.pooling.value,
         "corpus": {"sha256": t.identity["corpus_sha256"], **corpus.counts},
         "pca": {"samples": t.identity["pca_samples"], "explained_variance": round(targets.pca.explained_variance, 6),
-                "seed": a.seed},
-        "training": _training_info(a, corpus, models, t),
-        "best_eval": _eval_info(a, t),
+                "seed": plan.seed},
+        "training": _training_info(plan, corpus, models, t),
+        "best_eval": _eval_info(plan, t),
         "heldout": t.heldout,
     }
 
 
-def write_result(a: DistillArgs, corpus: CorpusSplit, models: Models, targets: TeacherTargets, t: Trained,
+def write_result(plan: DistillPlan, corpus: CorpusSplit, models: Models, targets: TeacherTargets, t: Trained,
                  run_dir: Path, start: float) -> DistillResult:
     """Write the model folder (nothing when ``output`` is None) and sum the run up (``start``: its
     ``time.perf_counter()``)."""
     s_ckpt, projection = models.student, t.task.projection
     s_ckpt.post = t.task.ckpt_post
-    prov = provenance(a, corpus, models, targets, t)
-    output = write_trained(s_ckpt, a.output, prov, overwrite=a.overwrite, trainer=t.trainer,
-                           keep_checkpoints=a.keep_checkpoints)
+    prov = provenance(plan, corpus, models, targets, t)
+    output = write_trained(s_ckpt, plan.output, prov, overwrite=plan.overwrite, trainer=t.trainer,
+                           keep_checkpoints=plan.keep_checkpoints)
     return DistillResult(
         output=output, teacher=models.teacher_info["id"], student=prov["student"]["id"], layers=models.keep,
-        dim=a.dim, corpus=corpus.counts, pca_explained_variance=targets.pca.explained_variance,
+        dim=plan.dim, corpus=corpus.counts, pca_explained_variance=targets.pca.explained_variance,
         targets_cached=targets.reused, teacher_seconds=round(targets.seconds, 2), train=t.result.to_dict(),
         eval=prov["best_eval"], heldout=t.heldout,
         params=sum(p.numel() for p in s_ckpt.model.parameters()) + projection.weight.numel() + projection.bias.numel(),
         seconds=round(time.perf_counter() - start, 2), run_dir=str(run_dir), precision=prov["training"]["precision"],
-        hints=_warnings(a, t.heldout), task=t.task,
+        hints=_warnings(plan, t.heldout), task=t.task,
     )
 
 
-def _warnings(a: DistillArgs, heldout: dict) -> list[str]:
+def _warnings(plan: DistillPlan, heldout: dict) -> list[str]:
     """What the summary should not print without comment."""
     out = []
     if heldout.get("sentences") and heldout["relative_mse_after"] > heldout["relative_mse_before"]:
         out.append(f"warning: the held-out relative MSE rose ({heldout['relative_mse_before']:.4f} -> "
                    f"{heldout['relative_mse_after']:.4f}): training made the student worse on texts it did not see "
                    "(too few steps for the warm-up, or a learning rate too high)")
-    test = test_split_warning("--eval-sts", a.eval_sts, "the kept checkpoint is chosen on it, so its scores there "
+    test = test_split_warning("--eval-sts", plan.eval_sts, "the kept checkpoint is chosen on it, so its scores there "
                               "are optimistic; choose on a dev split, report on test")
     return out + ([test] if test else [])

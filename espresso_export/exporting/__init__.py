@@ -1,7 +1,7 @@
 """``export``: a self-contained ONNX graph (pooling, head and normalisation inside), int8 / fp16
 variants, graph optimisation, validation against PyTorch, and the safetensors folder.
 
-* :mod:`.export_settings` - what to write (:class:`ExportSettings`)
+* :mod:`.export_settings` - what to write (:class:`.export_settings.ExportSettings`)
 * :mod:`.graph`    - the torch wrapper and ``torch.onnx.export``
 * :mod:`.export_folder` - file names, outputs and the files beside the graphs: one folder every runtime loads
 * :mod:`.quantize` - int8 (SmoothQuant + per-token activations) and fp16

@@ -1,22 +1,9 @@
-"""``export``: checkpoint -> a self-describing, validated export folder.
+"""``export``: checkpoint -> a self-describing, validated export folder, in the layout of :mod:`.export_folder`
+(one folder that sentence-transformers, optimum, fastembed, transformers.js and TEI load as it is), plus
+``model.safetensors`` and the module folders with ``--format safetensors``.
 
-::
-
-    OUT/
-      onnx/model.onnx            fp32 graph: encoder -> pooling -> head -> L2 norm (+ token embeddings)
-      onnx/model_O2.onnx         the same, optimised (with --optimize O2)
-      onnx/model_quantized.onnx  int8 (with --quantize int8), and onnx/model_quantized_O2.onnx
-      onnx/model_fp16.onnx       fp16 (with --quantize fp16)
-      openvino/openvino_model.xml, openvino/openvino_model_qint8_quantized.xml   (with --format onnx,openvino)
-      tokenizer.json, tokenizer_config.json, config.json, modules.json, 1_Pooling/, ...
-      export.json                dims, pooling, max length, inputs, files, validation, provenance
-      model.safetensors          the PyTorch weights (with --format safetensors)
-
-The layout (file names, outputs, the files beside the graphs) is :mod:`.layout`'s: one folder that
-sentence-transformers, optimum, fastembed, transformers.js and TEI load as it is.
-
-Everything is assembled in a temp folder and renamed into place only after
-every file passed validation; a failed check leaves nothing behind.
+Everything is assembled in a temp folder and renamed into place only after every file passed validation
+(:mod:`.validate`); a failed check leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -26,6 +13,7 @@ import os
 import random
 import shutil
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,13 +78,13 @@ def _set_max_length(ckpt: Checkpoint, wanted: int | None) -> None:
     ckpt.max_seq_length = wanted
 
 
-def _provenance(ckpt: Checkpoint, weights_sha: str, options: ExportSettings) -> dict:
+def _provenance(ckpt: Checkpoint, weights_sha: str, settings: ExportSettings) -> dict:
     previous = ckpt.provenance or {}
     prov = {
         "espresso_version": __version__,
         "step": "export",
         "source": {"id": ckpt.source, "weights_sha256": weights_sha},
-        "formats": [f.value for f in options.formats],
+        "formats": [f.value for f in settings.formats],
     }
     if previous.get("ese"):
         prov["ese"] = previous["ese"]
@@ -115,7 +103,7 @@ def _post_description(ckpt: Checkpoint) -> list[str]:
     return out
 
 
-def _manifest(ckpt: Checkpoint, graph: GraphInfo, options: ExportSettings, files: list[dict], weights_sha: str) -> dict:
+def _manifest(ckpt: Checkpoint, graph: GraphInfo, settings: ExportSettings, files: list[dict], weights_sha: str) -> dict:
     tok = ckpt.tokenizer
     return {
         "format_version": FORMAT_VERSION,
@@ -138,7 +126,7 @@ def _manifest(ckpt: Checkpoint, graph: GraphInfo, options: ExportSettings, files
         "static_reshapes": graph.static_reshapes,
         "default_file": default_file(files),
         "files": files,
-        "validated": all(f.get("validation", {}).get("passed") for f in files) if options.validate else False,
+        "validated": all(f.get("validation", {}).get("passed") for f in files) if settings.validate else False,
         "cpu": int8_isa(),
         "source": {"id": ckpt.source, "path": str(ckpt.path), "weights_sha256": weights_sha},
         "provenance": ckpt.provenance,
@@ -156,21 +144,21 @@ def default_file(files: list[dict]) -> str:
     return timed[0] if timed else static_default([f for f in files if f["file"].endswith(".onnx")])["file"]
 
 
-def _calibration_feeds(folder: Path, options: ExportSettings) -> list[dict]:
+def _calibration_feeds(folder: Path, settings: ExportSettings) -> list[dict]:
     sentences = read_sentences("builtin")
-    if len(sentences) > options.calibration_samples:
-        sentences = random.Random(0).sample(sentences, options.calibration_samples)
+    if len(sentences) > settings.calibration_samples:
+        sentences = random.Random(0).sample(sentences, settings.calibration_samples)
     enc = OnnxEncoder(folder, BASE_FILE)
     encodings = enc.tokenize(sentences)
     return [enc.feed([encodings[i] for i in idx]) for idx in length_sorted_batches([len(e.ids) for e in encodings], 32)]
 
 
-def _int8_files(tmp: Path, work: Path, options: ExportSettings, external: bool, feeds: list[dict]) -> list[dict]:
+def _int8_files(tmp: Path, work: Path, settings: ExportSettings, external: bool, feeds: list[dict]) -> list[dict]:
     """The int8 variants: of the fp32 graph, and (with --optimize) of a graph optimised for quantisation."""
     from espresso_export.exporting.int8_schemes import write_int8
     from espresso_export.exporting.optimize import optimize_file
 
-    opt = options.optimize
+    opt = settings.optimize
     sources = [(Optimize.NONE, tmp / BASE_FILE, {})]
     if opt is not Optimize.NONE:
         pre = work / "for_int8.onnx"
@@ -178,51 +166,51 @@ def _int8_files(tmp: Path, work: Path, options: ExportSettings, external: bool, 
     files = []
     for level, src, fused in sources:
         name = onnx_file_name(Quantize.INT8, level)
-        report = write_int8(src, tmp / name, feeds, scheme=options.int8_scheme, alpha=options.smooth_alpha,
-                            external_threshold=options.external_data_threshold, cpu=int8_isa(),
-                            portable=options.int8_weights == "portable")
+        report = write_int8(src, tmp / name, feeds, scheme=settings.int8_scheme, alpha=settings.smooth_alpha,
+                            external_threshold=settings.external_data_threshold, cpu=int8_isa(),
+                            portable=settings.int8_weights == "portable")
         files.append({"file": name, "quantization": "int8", "optimization": level.value, "fused": fused,
                       "int8": report, "external_data": (tmp / (name + ".data")).exists()})
     return files
 
 
-def _fp16_files(tmp: Path, options: ExportSettings) -> list[dict]:
+def _fp16_files(tmp: Path, settings: ExportSettings) -> list[dict]:
     """The fp16 variants of the fp32 graph and (with --optimize) of its optimised form."""
     from espresso_export.exporting.quantize import convert_fp16
 
-    opt = options.optimize
+    opt = settings.optimize
     files = []
     for level in [Optimize.NONE] + ([opt] if opt is not Optimize.NONE else []):
         name = onnx_file_name(Quantize.FP16, level)
         convert_fp16(tmp / onnx_file_name(Quantize.NONE, level), tmp / name,
-                     external_threshold=options.external_data_threshold)
+                     external_threshold=settings.external_data_threshold)
         files.append({"file": name, "quantization": "fp16", "optimization": level.value,
                       "external_data": (tmp / (name + ".data")).exists()})
     return files
 
 
-def _write_onnx_files(ckpt: Checkpoint, tmp: Path, options: ExportSettings, weights_sha: str) -> tuple[GraphInfo, list[dict]]:
+def _write_onnx_files(ckpt: Checkpoint, tmp: Path, settings: ExportSettings, weights_sha: str) -> tuple[GraphInfo, list[dict]]:
     from espresso_export.exporting.optimize import optimize_file
 
-    graph = export_onnx(ckpt, tmp / BASE_FILE, options)
+    graph = export_onnx(ckpt, tmp / BASE_FILE, settings)
     external = graph.external_data
     files = [{"file": BASE_FILE, "quantization": "none", "optimization": "none", "external_data": external}]
-    write_json(tmp / EXPORT_FILE, _manifest(ckpt, graph, options, files, weights_sha))  # the calibration reads it
+    write_json(tmp / EXPORT_FILE, _manifest(ckpt, graph, settings, files, weights_sha))  # the calibration reads it
     work = tmp / ".work"
     work.mkdir()
-    opt = options.optimize
+    opt = settings.optimize
     try:
         if opt is not Optimize.NONE:
             fused = optimize_file(tmp / BASE_FILE, tmp / onnx_file_name(Quantize.NONE, opt), opt, external=external)
             files.append({"file": onnx_file_name(Quantize.NONE, opt), "quantization": "none",
                           "optimization": opt.value, "fused": fused, "external_data": external})
-        int8 = options.quantize is Quantize.INT8
-        feeds = _calibration_feeds(tmp, options) if int8 else []
+        int8 = settings.quantize is Quantize.INT8
+        feeds = _calibration_feeds(tmp, settings) if int8 else []
         if int8:
-            files += _int8_files(tmp, work, options, external, feeds)
-        if options.quantize is Quantize.FP16:
-            files += _fp16_files(tmp, options)
-        if options.openvino:
+            files += _int8_files(tmp, work, settings, external, feeds)
+        if settings.quantize is Quantize.FP16:
+            files += _fp16_files(tmp, settings)
+        if settings.openvino:
             from espresso_export.exporting.int8_schemes import CALIBRATION_MIN_COSINE
             from espresso_export.exporting.openvino import write_openvino
 
@@ -231,19 +219,19 @@ def _write_onnx_files(ckpt: Checkpoint, tmp: Path, options: ExportSettings, weig
         shutil.rmtree(work, ignore_errors=True)
     for f in files:
         f["bytes"] = graph_bytes(tmp / f["file"])
-    write_json(tmp / EXPORT_FILE, _manifest(ckpt, graph, options, files, weights_sha))
+    write_json(tmp / EXPORT_FILE, _manifest(ckpt, graph, settings, files, weights_sha))
     return graph, files
 
 
-def _validate(ckpt: Checkpoint, tmp: Path, files: list[dict], options: ExportSettings) -> None:
+def _validate(ckpt: Checkpoint, tmp: Path, files: list[dict], settings: ExportSettings) -> None:
     from espresso_export.core.progress import track
     from espresso_export.exporting.validate import check_file, reference
 
     ref = reference(ckpt)
     isa = int8_isa()
-    for f in track(files, description="validating" if options.progress else None):
+    for f in track(files, description="validating" if settings.progress else None):
         f["validation"] = check_file(tmp, f["file"], Quantize(f["quantization"]), ref,
-                                     min_cosine=options.min_cosine.get(f["quantization"]))
+                                     min_cosine=settings.min_cosine.get(f["quantization"]))
         if f["quantization"] == "int8":
             f["checked_on_cpu"] = isa
     failed = [f for f in files if not f["validation"]["passed"]]
@@ -253,18 +241,18 @@ def _validate(ckpt: Checkpoint, tmp: Path, files: list[dict], options: ExportSet
                               "--no-validate writes the files anyway")
 
 
-def _timed(tmp: Path, files: list[dict], options: ExportSettings, result: ExportResult) -> dict:
+def _timed(tmp: Path, files: list[dict], settings: ExportSettings, result: ExportResult) -> dict:
     """Time the written files (:mod:`.timing`); the summary hints say which is recommended and what is slower."""
     from espresso_export.data import BUILTIN, read_sts
     from espresso_export.exporting.timing import time_files
 
     pairs = read_sts(BUILTIN)
-    timing = time_files(tmp, files, pairs.sentence1 + pairs.sentence2, options.timing_batches, options.threads)
+    timing = time_files(tmp, files, pairs.sentence1 + pairs.sentence2, settings.timing_batches, settings.threads)
     result.timing = timing
     result.hints += timing["notes"]
     if timing["recommended"]:
         result.hints.append(f"recommended file: {timing['recommended']} (measured at batch "
-                            f"{', '.join(map(str, options.timing_batches))}; export.json 'timing'"
+                            f"{', '.join(map(str, settings.timing_batches))}; export.json 'timing'"
                             f"{'' if timing['reliable'] else '; the timing was NOT reliable'})")
     if streams := timing.get("streams"):
         result.hints.append(
@@ -273,10 +261,18 @@ def _timed(tmp: Path, files: list[dict], options: ExportSettings, result: Export
     return timing
 
 
+def _renamed_keyword(settings: ExportSettings | None, overrides: dict) -> ExportSettings | None:
+    """``export(..., options=...)``, the keyword's earlier name, still works (with a DeprecationWarning)."""
+    if "options" not in overrides:
+        return settings
+    warnings.warn("export(options=...) is now export(settings=...)", DeprecationWarning, stacklevel=3)
+    return overrides.pop("options")
+
+
 def export(
     model: str | os.PathLike | Checkpoint,
     output: str | os.PathLike,
-    options: ExportSettings | None = None,
+    settings: ExportSettings | None = None,
     **overrides,
 ) -> ExportResult:
     """Export ``model`` (any folder ``shrink`` writes, or a sentence-transformers folder) to ``output``.
@@ -285,43 +281,43 @@ def export(
     ``export("minilm-L3", "out", quantize="int8", optimize="O2")``.
     """
     start = time.perf_counter()
-    options = resolve(ExportSettings, options, overrides, call="export")
-    if options.onnx:
+    settings = resolve(ExportSettings, _renamed_keyword(settings, overrides), overrides, call="export")
+    if settings.onnx:
         require("onnx-export")
-    if options.openvino:
+    if settings.openvino:
         require("openvino-export")
     if isinstance(model, Checkpoint):
         ckpt = model
-        check_output(output, overwrite=options.overwrite, inputs=[ckpt.path])
+        check_output(output, overwrite=settings.overwrite, inputs=[ckpt.path])
     else:
-        check_output(output, overwrite=options.overwrite, inputs=[model])
-        ckpt = load(model, trust_remote_code=options.trust_remote_code)
-    _set_max_length(ckpt, options.max_seq_length)
-    if options.onnx and not getattr(ckpt.tokenizer, "is_fast", False):
+        check_output(output, overwrite=settings.overwrite, inputs=[model])
+        ckpt = load(model, trust_remote_code=settings.trust_remote_code)
+    _set_max_length(ckpt, settings.max_seq_len)
+    if settings.onnx and not getattr(ckpt.tokenizer, "is_fast", False):
         raise UnsupportedModelError(f"{ckpt.path} has no fast tokenizer (tokenizer.json); the ONNX runtime needs one")
     weights_sha = ckpt.weights_sha256()
     result = ExportResult(output=Path(output).expanduser().resolve(), source=ckpt.source,
-                          formats=[f.value for f in options.formats], dim=ckpt.output_dim,
+                          formats=[f.value for f in settings.formats], dim=ckpt.output_dim,
                           pooling=ckpt.pooling.value, max_seq_length=int(ckpt.max_seq_length or 0))
-    with atomic_output(output, overwrite=options.overwrite, inputs=[ckpt.path]) as tmp:
-        if options.safetensors:
-            save_checkpoint(ckpt, tmp, post=ckpt.post, provenance=_provenance(ckpt, weights_sha, options))
-        if options.onnx:
-            write_loader_files(ckpt, tmp, modules_written=options.safetensors)
+    with atomic_output(output, overwrite=settings.overwrite, inputs=[ckpt.path]) as tmp:
+        if settings.safetensors:
+            save_checkpoint(ckpt, tmp, post=ckpt.post, provenance=_provenance(ckpt, weights_sha, settings))
+        if settings.onnx:
+            write_loader_files(ckpt, tmp, modules_written=settings.safetensors)
             if not (tmp / TOKENIZER_FILE).is_file():
                 raise UnsupportedModelError(f"the tokenizer of {ckpt.path} cannot be saved as {TOKENIZER_FILE}")
-            graph, files = _write_onnx_files(ckpt, tmp, options, weights_sha)
-            if options.validate:
-                _validate(ckpt, tmp, files, options)
+            graph, files = _write_onnx_files(ckpt, tmp, settings, weights_sha)
+            if settings.validate:
+                _validate(ckpt, tmp, files, settings)
             else:
                 result.hints.append("warning: --no-validate: the ONNX files were not compared with the PyTorch model")
-            manifest = _manifest(ckpt, graph, options, files, weights_sha)
-            if options.timing_batches:
-                manifest["timing"] = _timed(tmp, files, options, result)
+            manifest = _manifest(ckpt, graph, settings, files, weights_sha)
+            if settings.timing_batches:
+                manifest["timing"] = _timed(tmp, files, settings, result)
                 manifest["default_file"] = default_file(files)
             write_json(tmp / EXPORT_FILE, manifest)
             result.files = files
             result.default_file = default_file(files)
-            result.validated = options.validate
+            result.validated = settings.validate
     result.seconds = time.perf_counter() - start
     return result

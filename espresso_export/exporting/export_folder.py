@@ -23,7 +23,7 @@ Every graph has the same outputs, in this order:
   sentence-transformers' ``backend="onnx"``) and the transformers.js feature-extraction pipeline read this
   name and pool it themselves with the folder's own modules.
 
-and its inputs are exactly what the model's tokenizer returns (see :func:`graph.graph_inputs`).
+and its inputs are exactly what the model's tokenizer returns (see :func:`.graph.graph_inputs`).
 
 The names are the ones those libraries look for (sentence-transformers ``backend="onnx"`` globs
 ``onnx/model*.onnx``; transformers.js maps ``dtype`` to ``onnx/model{,_quantized,_fp16}.onnx``), so nothing

@@ -43,8 +43,8 @@ class ExportSettings:
     optimize: Optimize = setting(Optimize.NONE, help="Also write graph-optimised files: O1 basic, O2 + fusions, O3 + "
                                                      "GELU approximation.")
     opset: int = setting(DEFAULT_OPSET, help=f"ONNX opset ({MIN_OPSET}-{MAX_OPSET}).")
-    max_seq_length: int | None = setting(None, min=1, flags=("--max-seq-len",),
-                                         help="Truncate inputs to N tokens (default: the model's).")
+    max_seq_len: int | None = setting(None, min=1, flags=("--max-seq-len",), renamed_from=("max_seq_length",),
+                                      help="Truncate inputs to N tokens (default: the model's).")
     validate: bool = setting(True, help="Check every written file against PyTorch (--no-validate skips the parity "
                                         "check; not recommended).")
     exporter: str = setting("auto", help="auto (TorchScript, then dynamo if it fails), torchscript or dynamo.")
@@ -93,8 +93,8 @@ class ExportSettings:
                 raise ValidationError(f"--optimize {self.optimize.value} needs --format onnx")
         if not MIN_OPSET <= self.opset <= MAX_OPSET:
             raise ValidationError(f"--opset {self.opset} is not supported; use {MIN_OPSET}..{MAX_OPSET}")
-        if self.max_seq_length is not None and self.max_seq_length < 2:
-            raise ValidationError(f"--max-seq-len must be at least 2, got {self.max_seq_length}")
+        if self.max_seq_len is not None and self.max_seq_len < 2:
+            raise ValidationError(f"--max-seq-len must be at least 2, got {self.max_seq_len}")
         if self.exporter not in ("auto", "torchscript", "dynamo"):
             raise ValidationError(f"exporter must be auto, torchscript or dynamo, got {self.exporter!r}")
         bad = [k for k in self.min_cosine if k not in {q.value for q in Quantize}]

@@ -1,7 +1,7 @@
 """The ONNX graph: encoder -> pooling -> head -> L2 normalisation, in one file.
 
-:class:`SentenceEmbeddingModule` wraps a :class:`~espresso_export.checkpoint.Checkpoint`
-with the same pooling and post modules :func:`espresso_export.embed.encode`
+``SentenceEmbeddingModule`` (:func:`_module`) wraps a :class:`~espresso_export.model.checkpoint.Checkpoint`
+with the same pooling and post modules :func:`espresso_export.model.embed.encode`
 applies, so the exported graph's first output is the vector a user should
 store and compare - not the token states a caller must still pool (the usual
 way an ONNX export silently loses a model's pooling or Dense head).
@@ -81,7 +81,7 @@ def example_inputs(ckpt: Checkpoint, names: list[str]):
     return tuple(batch[n] if n in batch else torch.zeros_like(batch["input_ids"]) for n in names)
 
 
-def export_onnx(ckpt: Checkpoint, path: Path, options: ExportSettings) -> GraphInfo:
+def export_onnx(ckpt: Checkpoint, path: Path, settings: ExportSettings) -> GraphInfo:
     """Write the self-contained graph of ``ckpt`` to ``path`` (external data beside it when large)."""
     import torch
 
@@ -89,20 +89,20 @@ def export_onnx(ckpt: Checkpoint, path: Path, options: ExportSettings) -> GraphI
     module = _module(ckpt, names)
     args = example_inputs(ckpt, names)
     n_bytes = sum(p.numel() * p.element_size() for p in ckpt.model.parameters())
-    external = n_bytes > options.external_data_threshold
+    external = n_bytes > settings.external_data_threshold
     scratch = path.parent / f".{path.stem}-export"
     scratch.mkdir(exist_ok=True)
     raw = scratch / path.name
     errors: list[str] = []
     try:
-        for exporter in _exporters(options):
+        for exporter in _exporters(settings):
             try:
                 with torch.no_grad(), warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     if exporter == "torchscript":
-                        _torchscript(module, args, names, raw, options.opset)
+                        _torchscript(module, args, names, raw, settings.opset)
                     else:
-                        _dynamo(module, args, names, raw, max(options.opset, DYNAMO_MIN_OPSET))
+                        _dynamo(module, args, names, raw, max(settings.opset, DYNAMO_MIN_OPSET))
                 break
             except Exception as e:  # torch raises many exception types for graphs it cannot export
                 if os_error_in(e) is not None:  # the disk, not the model: the other exporter fails the same way
@@ -118,15 +118,15 @@ def export_onnx(ckpt: Checkpoint, path: Path, options: ExportSettings) -> GraphI
         inputs = save_model(proto, path, external=external)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    opset = options.opset if exporter == "torchscript" else max(options.opset, DYNAMO_MIN_OPSET)
+    opset = settings.opset if exporter == "torchscript" else max(settings.opset, DYNAMO_MIN_OPSET)
     return GraphInfo(inputs=inputs, outputs=[EMBEDDING_OUTPUT, TOKEN_OUTPUT], opset=opset, exporter=exporter,
                      external_data=external, static_reshapes=reshapes)
 
 
-def _exporters(options: ExportSettings) -> list[str]:
-    if options.exporter != "auto":
-        return [options.exporter]
-    return ["torchscript", "dynamo"] if options.opset <= TORCHSCRIPT_MAX_OPSET else ["dynamo"]
+def _exporters(settings: ExportSettings) -> list[str]:
+    if settings.exporter != "auto":
+        return [settings.exporter]
+    return ["torchscript", "dynamo"] if settings.opset <= TORCHSCRIPT_MAX_OPSET else ["dynamo"]
 
 
 def _dynamic_axes(names: list[str]) -> dict:

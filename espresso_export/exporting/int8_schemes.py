@@ -4,25 +4,16 @@ Two schemes, both with int8 embedding tables (:func:`.quantize.quantize_tables`)
 
 ``dynamic`` (``auto`` picks it where it passes its calibration check; opt-in: ``per-token`` is the default)
     onnxruntime's own ``quantize_dynamic``: per-channel int8 weights and one uint8 range per activation
-    tensor, computed at run time. onnxruntime fuses each ``DynamicQuantizeLinear -> MatMulInteger -> Mul``
-    into ``DynamicQuantizeMatMul`` / ``MatMulIntegerToFloat`` when the session loads, so a MatMul costs
-    one kernel. Weights use all 8 bits where the CPU has VNNI (32-bit accumulation) and 7 bits
-    (``reduce_range``) elsewhere, where AVX2's 16-bit pair sums would saturate. MatMuls whose simulated
-    error is largest stay fp32, one at a time, until the int8 graph's embeddings of the calibration
-    sentences are within :data:`CALIBRATION_MIN_COSINE` of the fp32 graph's. Its activation range covers the
-    whole input tensor, batch included, so a text's vector depends on the other texts of its batch (measured:
-    0.9959 min cosine alone vs in a batch of 4 on MiniLM L3/d128): why it is not the default.
+    tensor, computed at run time and fused into one kernel per MatMul when the session loads. Weights use all
+    8 bits where the CPU has VNNI (32-bit accumulation) and 7 bits (``reduce_range``) elsewhere, where AVX2's
+    16-bit pair sums would saturate. MatMuls whose simulated error is largest stay fp32, one at a time, until
+    the calibration sentences' embeddings are within :data:`CALIBRATION_MIN_COSINE` of the fp32 graph's. Its
+    range covers the whole batch, so a text's vector depends on the other texts of its batch: why it is not
+    the default.
 ``per-token``
-    the hand-written scheme of :mod:`.quantize` (SmoothQuant, one uint8 range per token): the most
-    faithful, and the slower one at large batches (about 15 element-wise ops in front of each MatMul).
-    ``auto`` uses it when ``dynamic`` cannot reach the calibration target within
+    the scheme of :mod:`.quantize` (SmoothQuant, one uint8 range per token): the most faithful, and the
+    slower one at large batches. ``auto`` uses it when ``dynamic`` cannot reach the calibration target within
     :data:`MAX_FALLBACK` fp32 MatMuls.
-
-Measured on all-MiniLM-L6-v2 cut to L3/d128, 2 threads, AVX-512 VNNI (``benchmarks/int8.py``):
-``dynamic`` ~1.9x our fp32 graph at batch 32 and ~2.2x at batch 1, min cosine 0.992 over the STS-B
-validation sentences; ``per-token`` ~1.6x / ~1.7x, 0.996. Static QDQ (``quantize_static``, per-channel,
-MinMax) was as fast but reached only 0.961 (0.967 with SmoothQuant), so it is not offered; SmoothQuant in
-front of the per-tensor dynamic scheme lowered its min cosine (0.988 vs 0.991) and is not used there.
 """
 
 from __future__ import annotations
@@ -37,7 +28,7 @@ from espresso_export.core.errors import RuntimeFailure
 log = logging.getLogger(__name__)
 
 SCHEMES = ("auto", "dynamic", "per-token")
-CALIBRATION_MIN_COSINE = 0.993  # margin over the export gate's 0.99 (MiniLM L3: calibration 0.9933 -> STS-B dev 0.9923)
+CALIBRATION_MIN_COSINE = 0.993  # a margin over the export gate's 0.99: validation runs other sentences
 MAX_FALLBACK = 4  # fp32 MatMuls the dynamic scheme may keep before auto switches to per-token
 VNNI_FLAGS = ("avx512_vnni", "avx_vnni")
 
@@ -52,8 +43,8 @@ def write_int8(src: Path, dst: Path, feeds: list[dict], *, scheme: str, alpha: f
     """Write the int8 variant of ``src`` with ``scheme`` (``auto`` picks); returns its export.json record.
 
     ``portable``: 7-bit weights whatever ``cpu`` has. A file with 8-bit weights is exact only where int8 products
-    accumulate in 32 bits (VNNI); onnxruntime's AVX2 and wasm kernels saturate on it (measured: the browser's
-    ranking of 30 sentences moved by up to 0.027 in score), and an exported file is served on other machines."""
+    accumulate in 32 bits (VNNI); onnxruntime's AVX2 and wasm kernels saturate on it, and an exported file is
+    served on other machines."""
     from espresso_export.exporting.int8_calibration import WEIGHT_MAX, WEIGHT_MAX_VNNI
     from espresso_export.exporting.quantize import quantize_int8
 

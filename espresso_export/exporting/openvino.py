@@ -9,14 +9,11 @@ The names are the ones sentence-transformers' ``backend="openvino"`` looks for (
 of its own int8 export); both files keep the ONNX graph's outputs (``sentence_embedding``, ``last_hidden_state``).
 
 The int8 file is NNCF's weight compression (``nncf.compress_weights``, 8-bit asymmetric, one scale per output
-channel): the weights are stored int8, and OpenVINO's CPU plugin quantises each MatMul's activations at run time
-in groups of ``DYNAMIC_QUANTIZATION_GROUP_SIZE`` values of a token, then runs the product in int8 (VNNI where the
-CPU has it). The group size is written into the file (``rt_info`` ``runtime_options``), so every OpenVINO
-loader uses it: the largest of :data:`GROUP_SIZES` whose int8 embeddings of the calibration sentences stay within
-the calibration target of the fp32 graph's (groups of 128 were 1.43x / 1.60x our onnxruntime int8 at batch 32 on
-all-mpnet-base-v2 L4/d128, 1 / 2 threads, at a higher min cosine; groups of 256 lost 0.014 of min cosine there;
-``benchmarks/README.md``). Like the per-token ONNX scheme, a group never spans two tokens, so a text's vector does
-not depend on its batch.
+channel); OpenVINO's CPU plugin quantises each MatMul's activations at run time in groups of
+``DYNAMIC_QUANTIZATION_GROUP_SIZE`` values of a token. The group size is written into the file (``rt_info``
+``runtime_options``), so every OpenVINO loader uses it: the largest of :data:`GROUP_SIZES` whose int8
+embeddings of the calibration sentences stay within the calibration target of the fp32 graph's (larger groups
+are faster and less faithful). A group never spans two tokens, so a text's vector does not depend on its batch.
 
 Hand-written here: only the choice of the group size; the conversion is OpenVINO's, the compression NNCF's.
 """

@@ -1,46 +1,17 @@
 """int8 and fp16 variants of an exported graph: the ``per-token`` int8 scheme.
 
-:mod:`.int8_schemes` picks, per CPU and model, between this scheme and onnxruntime's fused dynamic one
-(faster at large batches); this module also provides the int8 embedding tables both use.
+onnxruntime's ``quantize_dynamic`` gives a whole batch one activation range, which a few outlier tokens and
+channels stretch until most values share a handful of int8 steps. This scheme keeps onnxruntime's integer kernel
+(``MatMulIntegerToFloat``, which takes a scale per token) and changes what is scaled:
 
-onnxruntime's stock ``quantize_dynamic`` scales each activation tensor with
-one min/max for the whole batch. Transformer activations have a few tokens
-(and channels) far larger than the rest, so most values land in a handful of
-int8 steps; on all-mpnet-base-v2 cut to 4 layers with a PCA-128 head that gave
-a min cosine of 0.95-0.96 against fp32. The int8 scheme here keeps onnxruntime's
-fast integer kernel (``MatMulIntegerToFloat``: the integer product and its scaling
-back to fp32 in one kernel, which takes a scale per token) and changes what is scaled:
+1. SmoothQuant (:func:`.int8_calibration.smooth`) moves outlier input channels into the weights;
+2. each token gets its own uint8 scale and zero point, computed at run time (:func:`_quantize_activation`);
+3. weights are symmetric int8 per output column, 7 bits unless the CPU accumulates in 32 bits (VNNI);
+4. embedding tables are int8, scaled per column and then per row (:func:`quantize_tables`);
+5. a MatMul whose simulated int8 error stands out (:func:`.int8_calibration.sensitive`) keeps fp32 activations.
 
-1. **SmoothQuant** (alpha 0.5): per input channel ``j`` of each MatMul,
-   ``s_j = max|x_j|^a / max|W_j|^(1-a)`` measured on calibration sentences;
-   the graph computes ``(x / s) @ (s W)``, moving outlier channels into the weights.
-2. **Per-token activations**: each token's vector gets its own uint8 scale and
-   zero point, computed at run time (an outlier token no longer flattens the others),
-   and is quantised by one ``QuantizeLinear``; the zero points are undone after the
-   product (``(q - z) W = q W - z colsum(W)``: a ``Mul`` and a ``Sub``).
-3. **Per-channel 7-bit weights**: symmetric, one scale per output column. 7 bits keep
-   uint8 x int8 products from saturating the 16-bit sums of AVX2 CPUs without VNNI;
-   where the export runs on a VNNI CPU (32-bit accumulation) all 8 bits are used.
-4. **int8 embedding tables**: each column is first divided by its max (a few
-   dimensions are large in every row), then each row gets its own scale; the
-   lookup gathers int8 rows and their scales and multiplies the column scales back.
-   Scaling by rows alone cost 0.005 of min cosine on the mpnet cut.
-
-5. **Sensitive MatMuls**: each MatMul's int8 error is simulated on calibration
-   rows; one more than 1.5x the median keeps fp32 activations and compute, its
-   weights stored int8 (8 bits, per column) and dequantised by the graph.
-
-Pooling and the head (every node that feeds only ``sentence_embedding``) stay fp32.
-
-Measured and not used (``benchmarks/README.md``, int8, "symmetric activations"): symmetric per-token
-activations (``round(x / s) + 128``, a scalar zero point the kernel undoes itself, so no ``Mul``/``Sub`` after
-the product and 6 ops per activation instead of 18) were 1.05-1.14x this graph on all-MiniLM-L6-v2 L3 but
-0.92-0.99x on the healed all-mpnet-base-v2 L4 (1.01-1.16x where the same MatMuls kept fp32), at
-0.0006-0.0027 lower min cosine. And ``MatMulIntegerToFloat``'s
-own bias input cannot replace the ``Add`` after it: onnxruntime 1.32 multiplies that bias by a per-row A scale.
-
-Calibration (ranges, SmoothQuant, the simulated error) is in :mod:`.int8_calibration`, the graph-editing
-helpers in :mod:`.onnx_edit`; this module rewrites the MatMuls and embedding tables and writes the file.
+Pooling and the head stay fp32. :mod:`.int8_schemes` picks between this scheme and onnxruntime's own;
+calibration is :mod:`.int8_calibration`, graph editing :mod:`.onnx_edit`.
 """
 
 from __future__ import annotations

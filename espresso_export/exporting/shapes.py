@@ -1,18 +1,16 @@
 """Static reshape targets: the shape arithmetic the exporters leave in the graph, removed once at export.
 
 ``torch.onnx`` writes each ``view(batch, seq, heads, head_dim)`` of an attention block as ``Shape`` ->
-``Gather`` -> ``Unsqueeze`` -> ``Concat`` -> ``Reshape``: about 120 small nodes on all-MiniLM-L6-v2 cut to 3
-layers (403 in all), each run on every call although only the batch and sequence lengths vary. At batch 1 a
-node's dispatch costs about as much as its work, so these chains are a measurable share of a small model's
-latency. Where onnxruntime's symbolic shape inference proves a ``Reshape``'s output shape in terms of its input's
+``Gather`` -> ``Unsqueeze`` -> ``Concat`` -> ``Reshape``: many small nodes, each run on every call although
+only the batch and sequence lengths vary; at batch 1 a node's dispatch costs about as much as its work. Where
+onnxruntime's symbolic shape inference proves a ``Reshape``'s output shape in terms of its input's
 (``[batch, seq, 384] -> [batch, seq, 12, 32]``), the target becomes a constant that ONNX's ``Reshape`` reads
 the same way (``[0, 0, 12, 32]``: 0 copies the input's dimension, -1 takes what is left), a reshape to the
 shape it already has is dropped, and the chains no longer used are removed.
 
-Hand-written because no maintained tool does this for these graphs: onnxruntime's transformer optimiser
-(``FusionReshape``, part of O2) matches an older exporter's pattern and leaves these chains in place, and its
-basic constant folding cannot fold a ``Shape`` of a dynamic input. The export's parity check runs on the
-rewritten graph like on any other.
+Hand-written because onnxruntime's transformer optimiser (``FusionReshape``, part of O2) matches an older
+exporter's pattern and its basic constant folding cannot fold a ``Shape`` of a dynamic input. The export's
+parity check runs on the rewritten graph like on any other.
 """
 
 from __future__ import annotations

@@ -1,18 +1,15 @@
 """How fast each written ONNX file is, measured by the export itself, and which one to recommend.
 
-Graph optimisation and int8 are not faster everywhere: on a 2-core AVX-512 VNNI machine the O2 fusions
-made all-MiniLM-L6-v2 L3/d128 10-15% slower, and the per-token int8 scheme was slower than fp32 at batch
-32. So the export times every file it wrote on the STS probe sentences, interleaved (file after file, a
-few rounds, the best round kept: on a shared machine the least disturbed one), at the batch sizes asked
-for, and recommends the file asked for unless another that passed validation is faster in every round
-(:func:`recommend`), so the default does not flip with the noise. Each file records its speed relative to
-its unoptimised sibling (``vs_unoptimized``) and, for int8/fp16, to the fp32 graph (``vs_fp32``); a
-ratio under 1 is reported as slower, not hidden.
+Graph optimisation and int8 are not faster on every CPU and model, so the export times every file it wrote on
+the STS probe sentences, interleaved (file after file, a few rounds, the best round kept: on a shared machine
+the least disturbed one), at the batch sizes asked for, and recommends the file asked for unless another that
+passed validation is faster in every round (:func:`recommend`), so the default does not flip with the noise.
+Each file records its speed relative to its unoptimised sibling (``vs_unoptimized``) and, for int8/fp16, to
+the fp32 graph (``vs_fp32``); a ratio under 1 is reported as slower, not hidden.
 
 On a machine with 2+ cores the recommended file is also timed with its threads split into two streams
-(``OnnxEncoder(..., streams=2)``) at the largest batch size, against one stream: ``timing.streams``. int8 files
-gain most from it (their integer kernels leave a second thread idle on a small model's products), and how much
-depends on the model and the CPU, so it is measured here rather than advised blindly.
+(``OnnxEncoder(..., streams=2)``) at the largest batch size, against one stream: ``timing.streams``. What
+that gains depends on the model and the CPU, so it is measured here rather than advised blindly.
 """
 
 from __future__ import annotations
@@ -47,8 +44,7 @@ def _rates(encoders: dict, texts: list[str], batches: tuple[int, ...], rounds: i
 def encode_as_served(encode, texts: list[str], batch: int) -> None:
     """``encode(texts, batch_size)`` (arguments by position) over ``texts``; batch 1 as one call per text in the
     given order, as queries arrive (one call with batch size 1 would sort them by length, and the shape change
-    from call to call, which costs OpenVINO's dynamic model, would not show). ``benchmarks/int8.py`` times its
-    rows this way too."""
+    from call to call, which costs OpenVINO's dynamic model, would not show)."""
     if batch == 1:
         for text in texts:
             encode([text], 1)

@@ -1,6 +1,6 @@
 """Parity of every written ONNX file with the PyTorch model it came from.
 
-Each file is run the way a user runs it - through :class:`~espresso_export.runtime.OnnxEncoder`,
+Each file is run the way a user runs it - through :class:`~espresso_export.runtime.onnx_encoder.OnnxEncoder`,
 so the tokenizer file, padding and batching are checked too - on a probe set
 (short and max-length texts, non-ASCII, at batch 1 and in ragged batches of 7)
 plus the sentences of the built-in STS probe, and compared with the PyTorch
@@ -13,6 +13,8 @@ fp32       >= 0.9999       reported
 int8       >= 0.99         within 1.0 point
 fp16       >= 0.999        within 1.0 point
 =========  ==============  ====================================
+
+A NaN or infinite vector on either side fails the file: no comparison with NaN passes.
 """
 
 from __future__ import annotations
@@ -100,30 +102,48 @@ def check_file(folder: Path, file: str, precision: Quantize, ref: Reference, *, 
         "batch 1": enc.encode(ref.probe, batch_size=1, prompt=""),
         f"ragged batch {RAGGED_BATCH}": enc.encode(ref.probe, batch_size=RAGGED_BATCH, prompt=""),
     }
-    cos = {name: cosine_rows(v, ref.probe_vectors) for name, v in runs.items()}
+    sts_vectors = enc.encode(ref.sts_first + ref.sts_second, batch_size=32, prompt="")
+    result = compare(runs, sts_vectors, ref, precision, min_cosine=min_cosine)
+    if not _token_output_ok(enc, ref.probe[:RAGGED_BATCH]):
+        result["failures"].append(f"output {enc.token_output} has the wrong shape")
+        result["passed"] = False
+    return result
+
+
+def _finite_failures(runs: dict[str, np.ndarray], sts_vectors: np.ndarray, ref: Reference) -> list[str]:
+    """A non-finite vector on either side: NaN compares false with every threshold, so it is named here."""
+    if not (np.isfinite(ref.probe_vectors).all() and np.isfinite(ref.sts_vectors).all()):
+        return ["the PyTorch model's own vectors are not finite (NaN or inf): its weights hold non-finite values"]
+    vectors = np.concatenate([*runs.values(), sts_vectors])
+    bad = int((~np.isfinite(vectors).all(axis=1)).sum())
+    return [f"{bad} of {len(vectors)} vectors are not finite (NaN or inf)"] if bad else []
+
+
+def compare(runs: dict[str, np.ndarray], sts_vectors: np.ndarray, ref: Reference, precision: Quantize, *,
+            min_cosine: float | None = None) -> dict:
+    """The parity result of a file's vectors (``runs``: name -> probe vectors; ``sts_vectors``: the STS probe's)
+    against the reference. Every threshold is written so that a NaN fails it: a file passes only on finite
+    vectors, a finite min cosine at or above the gate and a finite Spearman within the allowed delta."""
+    with np.errstate(invalid="ignore", over="ignore"):  # a non-finite vector is reported below, not warned about
+        cos = {name: cosine_rows(v, ref.probe_vectors) for name, v in runs.items()}
+        sts_cos = cosine_rows(sts_vectors, ref.sts_vectors)
     diffs = [float(np.abs(v - ref.probe_vectors).max()) for v in runs.values()]
     texts = ref.sts_first + ref.sts_second
-    sts_vectors = enc.encode(texts, batch_size=32, prompt="")
-    sts_cos = cosine_rows(sts_vectors, ref.sts_vectors)
     n = len(ref.sts_first)
     spearman = sts_spearman(sts_vectors[:n], sts_vectors[n:], ref.sts_scores)
     all_cos = np.concatenate([*cos.values(), sts_cos])
-    all_texts = ref.probe * len(cos) + texts
-    worst_text = all_texts[int(np.argmin(all_cos))]
-
-    tokens_ok = _token_output_ok(enc, ref.probe[:RAGGED_BATCH])
     min_cos = float(all_cos.min())
     delta = spearman - ref.sts_spearman
     need_cos = MIN_COSINE[precision] if min_cosine is None else min_cosine
     need_sts = MAX_STS_DELTA[precision]
-    failures = []
-    if min_cos < need_cos:
+    not_finite = _finite_failures(runs, sts_vectors, ref)
+    failures = list(not_finite)
+    if not not_finite and not min_cos >= need_cos:
+        worst_text = (ref.probe * len(cos) + texts)[int(np.argmin(all_cos))]
         failures.append(f"min cosine {min_cos:.5f} < {need_cos} (worst text: {worst_text[:40]!r})")
-    if need_sts is not None and abs(delta) > need_sts:
+    if not not_finite and need_sts is not None and not abs(delta) <= need_sts:
         failures.append(f"STS probe Spearman {spearman:.2f} vs PyTorch {ref.sts_spearman:.2f} "
                         f"(delta {delta:+.2f}, allowed {need_sts})")
-    if not tokens_ok:
-        failures.append(f"output {enc.token_output} has the wrong shape")
     return {
         "passed": not failures,
         "failures": failures,

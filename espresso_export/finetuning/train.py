@@ -1,16 +1,12 @@
-"""``train``: fine-tune a checkpoint with the ESE objective (or plainly, as a control) on the shared loop.
-
-The objective lives in :mod:`espresso_export.finetuning.ese`; the loop (AdamW, warm-up and
-decay, progress, evaluation per epoch keeping the best, resumable checkpoints,
-Ctrl-C) in :mod:`espresso_export.training.loop`. This module only connects them and
-writes the output folder, whose ``espresso.json`` records ``ese`` (with ``k``)
-so that ``shrink`` cuts it with its first layers and ``--head truncate``.
-"""
+"""``train``: fine-tune a checkpoint with the ESE objective (:mod:`espresso_export.finetuning.ese`), or plainly as
+a control, on the shared loop (:mod:`espresso_export.training.loop`). The output's ``espresso.json`` records
+``ese`` (with ``k``) so that ``shrink`` cuts it at its first layers and first ``k`` dims."""
 
 from __future__ import annotations
 
 import os
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,11 +20,12 @@ from espresso_export.model.checkpoint import Checkpoint, DenseLayer, load
 from espresso_export.data import read_sts, sentences_sha256, spread_subset
 from espresso_export.data.files import spec_key, test_split_warning
 from espresso_export.model.embed import encode_layers
-from espresso_export.finetuning.ese import EseConfig, EseData, EseObjective, check_loss_fits
+from espresso_export.finetuning.ese import EseData, EseObjective, EseObjectiveSettings, check_loss_fits
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.extras import require
 from espresso_export.core.metrics import sts_spearman
-from espresso_export.training.loop import TrainConfig, Trainer, TrainingTask, prepare_run, write_trained
+from espresso_export.core.settings import resolve
+from espresso_export.training.loop import LoopSettings, Trainer, TrainingTask, prepare_run, write_trained
 from espresso_export.core.types import Attention, Pooling
 from espresso_export.finetuning.train_settings import TrainSettings
 
@@ -141,83 +138,78 @@ def train_ese(
     model: str | os.PathLike,
     data: str | os.PathLike,
     output: str | os.PathLike | None,
+    settings: TrainSettings | None = None,
     *,
-    objective: EseConfig = EseConfig(),
-    training: TrainConfig = TrainConfig(batch_size=32, lr=2e-5),
-    eval_sts: str | os.PathLike | None = None,
-    eval_limit: int | None = None,
-    data_limit: int | None = None,
-    positive_threshold: float | None = None,
-    max_seq_len: int | None = None,
-    attention: Attention | str | None = None,
-    lora=None,
-    pooling=None,
     resume: bool = False,
     run_dir: str | os.PathLike | None = None,
-    keep_checkpoints: bool = False,
     overwrite: bool = False,
-    trust_remote_code: bool = False,
     progress: bool = False,
-    settings: TrainSettings | None = None,
+    **kwargs,
 ) -> TrainResultSummary:
-    """Fine-tune ``model`` on ``data`` with ``objective`` and write it to ``output``.
+    """Fine-tune ``model`` on ``data`` and write it to ``output`` (``None``: keep it in ``result.checkpoint``).
 
-    ``settings`` (a :class:`~espresso_export.finetuning.train_settings.TrainSettings`, what the ``train`` command and the
-    recipe's ``train`` step pass) replaces the objective, the training configuration and the other options in one
-    flat object, and applies its ``threads``.
+    ``settings`` is a :class:`~espresso_export.finetuning.train_settings.TrainSettings`; its fields are also
+    accepted as keyword arguments (``train_ese("minilm", "sts-train.csv", "out", ese=True, compression_dim=64)``).
+    ``ese=False`` is plain fine-tuning of the full-width last layer, the control."""
+    objective, training = kwargs.pop("objective", None), kwargs.pop("training", None)
+    if objective is not None or training is not None:
+        warnings.warn("train_ese(objective=..., training=...) is deprecated; pass TrainSettings fields (ese=True, "
+                      "compression_dim=..., batch_size=..., lr=...) instead", DeprecationWarning, stacklevel=2)
+    s = resolve(TrainSettings, settings, kwargs, call="train_ese")
+    if s.threads is not None:
+        import torch
 
-    ``objective.alpha == objective.beta == 0`` is plain fine-tuning of the
-    full-width last layer (the control); anything else is ESE. ``attention``
-    switches a decoder to ``all``/``last`` bidirectional layers (mean pooling);
-    ``lora`` (a :class:`~espresso_export.model.lora.LoraSettings`) trains adapters only,
-    merged into the weights before saving.
-    """
+        torch.set_num_threads(s.threads)
+    return _train(model, data, output, s, objective or s.objective(), training or s.loop(),
+                  resume=resume, run_dir=run_dir, overwrite=overwrite, progress=progress)
 
-    if settings is not None:
-        if settings.threads is not None:
-            import torch
 
-            torch.set_num_threads(settings.threads)
-        return train_ese(model, data, output, resume=resume, run_dir=run_dir, overwrite=overwrite, progress=progress,
-                         **settings.build())
+def _train(model, data, output, s: TrainSettings, objective: EseObjectiveSettings, training: LoopSettings, *,
+           resume: bool, run_dir, overwrite: bool, progress: bool) -> TrainResultSummary:
+    """:func:`train_ese` on resolved settings: read, load, train, write."""
     start = time.perf_counter()
+    lora = s.lora_settings()
     if lora is not None:
         require("lora")  # before any data is read or model loaded
     dist = distributed.setup(training.device)  # under torchrun: join the group; one process: nothing
-    progress = progress and dist.main  # bars and tables on rank 0 only
-    run_dir = prepare_run(output, run_dir, resume=resume, overwrite=overwrite, inputs=[model, data, eval_sts])
+    with prepare_run(output, run_dir, resume=resume, overwrite=overwrite, inputs=[model, data, s.eval_sts]) as run_dir:
+        examples = EseData.read(data, limit=s.data_limit, positive_threshold=s.positive_threshold)
+        check_loss_fits(objective, examples)
+        eval_pairs = (spread_subset(read_sts(s.eval_sts), s.eval_limit, "--eval-limit") if s.eval_sts is not None
+                      else None)
+        ckpt, source_sha, wrapper = _load_model(model, attention=s.attention, pooling=s.pooling, lora=lora,
+                                                trust_remote_code=s.trust_remote_code)
+        identity = _run_identity(ckpt, objective, examples, eval_pairs, source_sha=source_sha, lora=lora,
+                                 max_seq_len=s.max_seq_len)
+        task = EseTask(ckpt, EseObjective.from_checkpoint(ckpt, objective, max_length=s.max_seq_len), examples,
+                       eval_pairs=eval_pairs, identity=identity)
+        trainer = Trainer(task, training, run_dir)
+        ese_on = bool(objective.alpha or objective.beta)
+        result = trainer.run(resume=resume, progress=("ESE" if ese_on else "fine-tuning") if progress and dist.main
+                             else None)  # bars and tables on rank 0 only
+        ckpt.model.cpu()
+        if wrapper is not None:
+            from espresso_export.model.lora import merge_lora
 
-    examples = EseData.read(data, limit=data_limit, positive_threshold=positive_threshold)
-    check_loss_fits(objective, examples)
-    eval_pairs = spread_subset(read_sts(eval_sts), eval_limit, "--eval-limit") if eval_sts is not None else None
-    ckpt, source_sha, wrapper = _load_model(model, attention=attention, pooling=pooling, lora=lora,
-                                            trust_remote_code=trust_remote_code)
-    ese_on = bool(objective.alpha or objective.beta)
-    obj = EseObjective.from_checkpoint(ckpt, objective, max_length=max_seq_len)
-    identity = _run_identity(ckpt, objective, examples, eval_pairs, source_sha=source_sha, lora=lora,
-                             max_seq_len=max_seq_len)
-    task = EseTask(ckpt, obj, examples, eval_pairs=eval_pairs, identity=identity)
-    trainer = Trainer(task, training, run_dir)
-    result = trainer.run(resume=resume, progress=("ESE" if ese_on else "fine-tuning") if progress else None)
-    ckpt.model.cpu()
-    if wrapper is not None:
-        from espresso_export.model.lora import merge_lora
-
-        merge_lora(ckpt, wrapper)
-
-    eval_info = _eval_info(eval_sts, eval_pairs, result, task)
-    prov = _provenance(ckpt, objective, examples, identity, training, result, eval_info, source_sha=source_sha,
-                       lora=lora, processes=dist.world)
-    output = write_trained(ckpt, output, prov, overwrite=overwrite, trainer=trainer, keep_checkpoints=keep_checkpoints)
-    hints = [_cut_hint(output, objective)] if ese_on else []
-    hints += [w for flag, spec in (("--data", data), ("--eval-sts", eval_sts))  # as distill warns on its --eval-sts
-              if (w := test_split_warning(flag, spec, "scores reported on it are optimistic; train and choose on "
-                                                      "train/dev splits, report on test"))]
+            merge_lora(ckpt, wrapper)
+        eval_info = _eval_info(s.eval_sts, eval_pairs, result, task)
+        prov = _provenance(ckpt, objective, examples, identity, training, result, eval_info, source_sha=source_sha,
+                           lora=lora, processes=dist.world)
+        output = write_trained(ckpt, output, prov, overwrite=overwrite, trainer=trainer,
+                               keep_checkpoints=s.keep_checkpoints)
     return TrainResultSummary(
         output=output, source=ckpt.source, ese=ese_on, objective=objective.to_dict(), data=prov["data"],
         attention=prov.get("attention"), lora=prov.get("lora"), train=result.to_dict(), eval=eval_info,
-        seconds=round(time.perf_counter() - start, 2), run_dir=str(run_dir), hints=hints, checkpoint=ckpt,
+        seconds=round(time.perf_counter() - start, 2), run_dir=str(run_dir), hints=_hints(output, data, s, objective),
+        checkpoint=ckpt,
     )
+
+
+def _hints(output, data, s: TrainSettings, objective: EseObjectiveSettings) -> list[str]:
+    hints = [_cut_hint(output, objective)] if objective.alpha or objective.beta else []
+    return hints + [w for flag, spec in (("--data", data), ("--eval-sts", s.eval_sts))  # as distill warns
+                    if (w := test_split_warning(flag, spec, "scores reported on it are optimistic; train and choose "
+                                                            "on train/dev splits, report on test"))]
 
 
 def _eval_info(eval_sts, eval_pairs, result, task: EseTask) -> dict | None:
@@ -229,7 +221,7 @@ def _eval_info(eval_sts, eval_pairs, result, task: EseTask) -> dict | None:
             "cut_points": task.cut_points}
 
 
-def _cut_hint(output, objective: EseConfig) -> str:
+def _cut_hint(output, objective: EseObjectiveSettings) -> str:
     return (f"hint: cut it with `espresso-export shrink {output or 'OUT'} --layers L --dim {objective.compression_dim}` "
             "(first layers and first-k dims are picked automatically for ESE-trained models)")
 
@@ -253,7 +245,7 @@ def _load_model(model, *, attention, pooling, lora, trust_remote_code):
     return ckpt, source_sha, wrapper
 
 
-def _run_identity(ckpt, objective: EseConfig, examples: EseData, eval_pairs, *, source_sha: str, lora,
+def _run_identity(ckpt, objective: EseObjectiveSettings, examples: EseData, eval_pairs, *, source_sha: str, lora,
                   max_seq_len: int | None) -> dict:
     """Everything that defines the run, checked on ``--resume`` (the task's part of the run hash)."""
     return {
@@ -265,7 +257,7 @@ def _run_identity(ckpt, objective: EseConfig, examples: EseData, eval_pairs, *, 
     }
 
 
-def _provenance(ckpt, objective: EseConfig, examples: EseData, identity: dict, training: TrainConfig, result,
+def _provenance(ckpt, objective: EseObjectiveSettings, examples: EseData, identity: dict, training: LoopSettings, result,
                 eval_info: dict | None, *, source_sha: str, lora, processes: int) -> dict:
     """The ``train`` step of the output's lineage; ``ese`` in it is what ``shrink`` reads to cut the model."""
     prov = {

@@ -8,20 +8,17 @@ from typing import Optional
 
 from espresso_export.core.settings import check_choices, setting
 from espresso_export.core.types import Attention
-from espresso_export.core.common_settings import (
-    attention_setting,
-)
-
-SENTENCE_LOSSES = ("angle", "cosent", "infonce")  # training.ese.SentenceLoss
-LAYER_WEIGHTINGS = ("log", "uniform", "learned")  # training.ese.LayerWeighting
-
-
+from espresso_export.core.common_settings import attention_setting
 from espresso_export.training.trainer_settings import TrainerSettings
+
+SENTENCE_LOSSES = ("angle", "cosent", "infonce")  # finetuning.ese.SentenceLoss
+LAYER_WEIGHTINGS = ("log", "uniform", "learned")  # finetuning.ese.LayerWeighting
 
 
 @dataclass
 class TrainSettings(TrainerSettings):
-    """:func:`espresso_export.finetuning.train.train_ese`: ESE (``ese``) or plain fine-tuning of the last layer."""
+    """:func:`espresso_export.finetuning.train.train_ese`: ESE (``ese``) or plain fine-tuning of the last layer.
+    The ESE objective's and the loop's defaults are read from here."""
 
     ese: bool = setting(False, flags=("--ese/--no-ese",), help="Train every layer's first-k dims (ESE). Without it: "
                                                               "plain fine-tuning of the last layer.")
@@ -47,25 +44,27 @@ class TrainSettings(TrainerSettings):
     def __post_init__(self) -> None:
         check_choices(self)
 
-    def build(self) -> dict:
-        """The keyword arguments of :func:`~espresso_export.finetuning.train.train_ese` these settings stand for:
-        the objective, the trainer's configuration, LoRA and the data/eval options."""
-        from espresso_export.finetuning.ese import EseConfig, LayerWeighting, SentenceLoss
-        from espresso_export.training.loop import TrainConfig
+    def objective(self):
+        """The ESE objective these settings stand for (``alpha = beta = 0`` without ``ese``: the control)."""
+        from espresso_export.finetuning.ese import EseObjectiveSettings, LayerWeighting, SentenceLoss
 
-        objective = EseConfig(loss=SentenceLoss(self.loss), compression_dim=self.compression_dim,
-                              alpha=self.alpha if self.ese else 0.0, beta=self.beta if self.ese else 0.0,
-                              layer_weights=LayerWeighting(self.layer_weights), layers_from=self.layers_from)
-        training = TrainConfig(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, warmup=self.warmup,
-                               weight_decay=self.weight_decay, max_grad_norm=self.max_grad_norm,
-                               max_steps=self.max_steps, amp=self.amp, seed=self.seed,
-                               checkpoint_every=self.checkpoint_every, device=self.device)
-        lora = None
-        if self.lora:
-            from espresso_export.model.lora import LoraSettings
+        return EseObjectiveSettings(loss=SentenceLoss(self.loss), compression_dim=self.compression_dim,
+                                    alpha=self.alpha if self.ese else 0.0, beta=self.beta if self.ese else 0.0,
+                                    layer_weights=LayerWeighting(self.layer_weights), layers_from=self.layers_from)
 
-            lora = LoraSettings(r=self.lora_r, alpha=self.lora_r)
-        return {"objective": objective, "training": training, "eval_sts": self.eval_sts, "eval_limit": self.eval_limit,
-                "data_limit": self.data_limit, "positive_threshold": self.positive_threshold,
-                "max_seq_len": self.max_seq_len, "attention": self.attention, "lora": lora, "pooling": self.pooling,
-                "keep_checkpoints": self.keep_checkpoints, "trust_remote_code": self.trust_remote_code}
+    def loop(self):
+        """The training loop's settings (:class:`~espresso_export.training.task.LoopSettings`)."""
+        from espresso_export.training.task import LoopSettings
+
+        return LoopSettings(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, warmup=self.warmup,
+                            weight_decay=self.weight_decay, max_grad_norm=self.max_grad_norm,
+                            max_steps=self.max_steps, amp=self.amp, seed=self.seed,
+                            checkpoint_every=self.checkpoint_every, device=self.device)
+
+    def lora_settings(self):
+        """The LoRA adapters to train, or ``None`` without ``lora``."""
+        if not self.lora:
+            return None
+        from espresso_export.model.lora import LoraSettings
+
+        return LoraSettings(r=self.lora_r, alpha=self.lora_r)

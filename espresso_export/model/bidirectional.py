@@ -1,45 +1,25 @@
-"""Bidirectional attention for decoder backbones (Qwen2, Qwen3, Llama, Mistral).
+"""Bidirectional attention for decoder backbones (Qwen2, Qwen3, Llama, Mistral): ``all`` layers (ESE's LLM
+recipe, with mean pooling) or only the ``last`` one (BeLLM).
 
-Decoder LLMs attend only backwards. Two recipes remove the causal mask:
-
-* ``all``: every layer bidirectional, with mean pooling (ESE's LLM recipe);
-* ``last``: only the last layer bidirectional (BeLLM), the rest stay causal.
-
-How it works with transformers 5's attention-mask machinery: these models
-build their mask once per forward (``masking_utils.create_causal_mask``) and
-hand the same mask to every layer; with SDPA and no padding the mask is
-``None`` and each attention module's ``is_causal`` attribute decides.
-
-* ``all`` uses transformers' own switch: ``config.is_causal = False`` makes
-  ``create_causal_mask`` return a bidirectional (padding-only) mask for every
-  layer, and we also set ``is_causal = False`` on each attention module. The
-  switch lives in ``config.json``, so ``AutoModel.from_pretrained(OUT)`` (and
-  ``SentenceTransformer(OUT)``) reload it with plain transformers, no code.
-* per-layer (``last``): there is no per-layer config switch, so a forward
-  pre-hook on each bidirectional decoder layer swaps the causal mask it
-  receives for ``create_bidirectional_mask(config, hidden_states, mask_2d)``
-  built from the padding mask the model was called with (captured by a
-  pre-hook on the model), and the layer's attention gets ``is_causal = False``.
-  This goes through the same mask factory as the model itself, so eager,
-  SDPA and flex attention all get the right mask. Sliding windows do not
-  apply inside a bidirectional layer (it sees the whole text).
-
-Either way the per-layer choice is recorded in the config as
-``espresso_attention`` (one of ``"causal"``/``"bidirectional"`` per layer; it is
-sliced with the layers when a model is cut) and :func:`apply` re-installs it;
-:func:`espresso_export.checkpoint.load` calls it for every decoder it loads.
-A plain transformers user of a ``last`` model calls
-``espresso_export.bidirectional.apply(model)`` after loading, or installs the
-two hooks themselves (README, section "Bidirectional decoders").
+``all`` uses transformers' own switch (``config.is_causal = False``), so plain transformers reloads it. ``last``
+has no config switch: a forward pre-hook on the layer swaps the causal mask for
+``create_bidirectional_mask`` built from the padding mask, through the model's own mask factory (eager, SDPA and
+flex attention alike). The per-layer choice is recorded in the config (``espresso_attention``, sliced with the
+layers) and :func:`apply` re-installs it; :func:`espresso_export.model.checkpoint.load` calls it for every
+decoder, and a plain transformers user of a ``last`` model calls ``espresso_export.model.bidirectional.apply``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from espresso_export.model.architectures import Architecture, for_model_type, get_attr_path
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.types import Attention
+from espresso_export.model.architectures import (
+    Architecture,
+    for_model_type,
+    get_attr_path,
+)
 
 CONFIG_FIELD = "espresso_attention"
 CAUSAL, BIDIRECTIONAL = "causal", "bidirectional"

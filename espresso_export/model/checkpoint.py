@@ -15,14 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from espresso_export.model.architectures import (
-    Architecture,
-    default_max_length,
-    depth,
-    for_model_type,
-    hidden_size,
-    refuse_custom_code,
-)
 from espresso_export.core.errors import (
     CorruptCheckpointError,
     NotFoundError,
@@ -31,13 +23,30 @@ from espresso_export.core.errors import (
     UnsupportedModelError,
     ValidationError,
 )
+from espresso_export.core.formatting import one_line
 from espresso_export.core.parsing import under_local_folder
 from espresso_export.core.prompts import StUsage
-from espresso_export.model.module_chain import read_json, read_st_layout
+from espresso_export.core.types import Pooling
 from espresso_export.model.aliases import packaged_path, resolve_alias
+from espresso_export.model.architectures import (
+    Architecture,
+    default_max_length,
+    depth,
+    for_model_type,
+    hidden_size,
+    refuse_custom_code,
+)
+from espresso_export.model.module_chain import read_json, read_st_layout
 from espresso_export.model.post import DenseLayer, Normalize, PostModule
 from espresso_export.model.tokenizer_state import tokenizer_state
-from espresso_export.core.types import Pooling
+from espresso_export.model.weight_checks import (
+    check_complete,
+    check_finite_tensors,
+    check_safetensors,
+    check_shapes,
+    check_tokenizer_fits,
+    warn_ignored,
+)
 
 log = logging.getLogger(__name__)
 
@@ -200,25 +209,8 @@ def weight_files(folder: Path) -> list[Path]:
     raise ValidationError(f"{folder} is not a model folder: no *.safetensors weights")
 
 
-def _check_safetensors(files: list[Path]) -> None:
-    from safetensors import safe_open
-
-    for f in files:
-        try:
-            with safe_open(str(f), framework="pt") as fh:
-                keys = list(fh.keys())
-                if keys:  # touching the last tensor catches files cut short
-                    fh.get_slice(keys[-1])
-        except Exception as e:  # safetensors raises its own error type for any malformed file
-            raise CorruptCheckpointError(f"corrupt or truncated safetensors file {f}: {e}") from e
-
-
 def _check_finite(model, where: Path) -> None:
-    import torch
-
-    for name, p in model.state_dict().items():
-        if p.is_floating_point() and not bool(torch.isfinite(p).all()):
-            raise CorruptCheckpointError(f"weights in {where} contain NaN or Inf (tensor {name})")
+    check_finite_tensors(model.state_dict(), where)
 
 
 def _load_post(kind: str, sub: Path) -> PostModule:
@@ -237,11 +229,12 @@ def _load_dense(sub: Path) -> DenseLayer:
         if (sub / "pytorch_model.bin").is_file():
             raise UnsupportedModelError(f"{sub} has only pickle weights (pytorch_model.bin); safetensors only")
         raise CorruptCheckpointError(f"Dense module {sub} has no model.safetensors")
-    _check_safetensors([wfile])
+    check_safetensors([wfile])
     state = load_file(str(wfile))
     weight = state.get("linear.weight")
     if weight is None:
         raise CorruptCheckpointError(f"{wfile} has no linear.weight tensor")
+    check_finite_tensors(state, wfile)
     return DenseLayer(
         weight=weight.float(),
         bias=state["linear.bias"].float() if "linear.bias" in state else None,
@@ -267,7 +260,7 @@ def _load_model(tdir: Path, arch: Architecture, *, trust_remote_code: bool):
     try:
         model, info = AutoModel.from_pretrained(
             str(tdir), trust_remote_code=trust_remote_code, use_safetensors=True, dtype=torch.float32,
-            output_loading_info=True,
+            output_loading_info=True, ignore_mismatched_sizes=True,  # mismatches are refused below, by name
         )
     except (OSError, ValueError) as e:
         raise CorruptCheckpointError(f"cannot load the model in {tdir}: {str(e).splitlines()[0]}") from e
@@ -276,7 +269,9 @@ def _load_model(tdir: Path, arch: Architecture, *, trust_remote_code: bool):
         if "size mismatch" in str(e) or "Error(s) in loading state_dict" in str(e):
             raise CorruptCheckpointError(f"cannot load the model in {tdir}: {first}") from e
         raise RuntimeFailure(f"loading the model in {tdir} failed: {first}") from e
-    _check_complete(info, tdir)
+    check_complete(info, tdir)
+    check_shapes(info, tdir)
+    warn_ignored(info, depth(model.config, arch), tdir)
     model.eval()
     _check_finite(model, tdir)
     bidirectional = []
@@ -293,31 +288,11 @@ def _load_tokenizer(tdir: Path, *, trust_remote_code: bool):
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(tdir), trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as e:
-        raise ValidationError(f"{tdir} has no usable tokenizer: {str(e).splitlines()[0]}") from e
+        raise ValidationError(f"{tdir} has no usable tokenizer (its tokenizer files are missing or unreadable): "
+                              f"{one_line(e)}") from e
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     return tokenizer
-
-
-def _check_complete(info: dict, tdir: Path) -> None:
-    """transformers fills weights missing from the files with random ones (its warning silenced here): a
-    checkpoint without a layer's tensors loaded and was cut and exported, exit 0. The pooler is left out of many
-    sentence-transformers checkpoints and never used here."""
-    missing = [k for k in info.get("missing_keys") or () if not k.startswith("pooler.") and "position_ids" not in k]
-    if missing:
-        shown = ", ".join(sorted(missing)[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
-        raise CorruptCheckpointError(f"the weights in {tdir} lack {len(missing)} tensors the model needs ({shown}): "
-                                     "the checkpoint is incomplete")
-
-
-def _check_tokenizer_fits(tokenizer, model, tdir: Path) -> None:
-    """A folder without tokenizer files loads (transformers builds an empty tokenizer of 5 special tokens) and
-    turns every word into [UNK]: refused, as is a tokenizer far smaller than the embedding table it feeds."""
-    rows = model.get_input_embeddings().num_embeddings
-    if len(tokenizer) < rows // 2:
-        raise ValidationError(f"the tokenizer in {tdir} has {len(tokenizer):,} tokens for an embedding table of "
-                              f"{rows:,} rows: its tokenizer files (tokenizer.json, vocab.txt, ...) are missing or "
-                              "belong to another model")
 
 
 def load(
@@ -339,12 +314,12 @@ def load(
                        tokenizer_config=read_json(tok_file) if tok_file.is_file() else None)
     arch = for_model_type(config_dict.get("model_type"))
     files = weight_files(tdir)
-    _check_safetensors(files)
+    check_safetensors(files)
     if layout.pooling_error and pooling is None:
         raise UnsupportedModelError(layout.pooling_error)
     model, bidirectional = _load_model(tdir, arch, trust_remote_code=trust_remote_code)
     tokenizer = _load_tokenizer(tdir, trust_remote_code=trust_remote_code)
-    _check_tokenizer_fits(tokenizer, model, tdir)
+    check_tokenizer_fits(tokenizer, model, tdir)
 
     provenance = read_json(folder / PROVENANCE_FILE) if (folder / PROVENANCE_FILE).is_file() else None
     fallback = Pooling.MEAN if bidirectional else default_pooling(arch)  # bidirectional decoders: mean (ESE)

@@ -1,4 +1,4 @@
-"""Sentence embeddings from a :class:`~espresso_export.checkpoint.Checkpoint`.
+"""Sentence embeddings from a :class:`~espresso_export.model.checkpoint.Checkpoint`.
 
 Tokenise in length-sorted batches, run the backbone, pool, then apply the
 sentence-transformers post modules (Dense layers, Normalize), exactly as
@@ -12,6 +12,7 @@ distill student's evaluation all run through it, with the batch plan of
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -43,7 +44,7 @@ def pool(token_embeddings, attention_mask, mode: Pooling):
         seq = attention_mask.shape[1]
         positions = torch.arange(seq, device=attention_mask.device).expand_as(attention_mask)
         last = (positions * attention_mask).argmax(1)
-        return token_embeddings[torch.arange(token_embeddings.shape[0]), last]
+        return token_embeddings[torch.arange(token_embeddings.shape[0], device=last.device), last]
     raise ValueError(f"unknown pooling {mode}")
 
 
@@ -87,10 +88,30 @@ def tokenize(ckpt: Checkpoint, texts: Sequence[str], max_length: int | None = No
 
 def model_inputs(model) -> frozenset[str]:
     """The tokenizer outputs this model's forward accepts (decoders take no token_type_ids)."""
+    return _accepted_inputs(type(model))
+
+
+@functools.lru_cache(maxsize=64)
+def _accepted_inputs(cls) -> frozenset[str]:
+    """Per class: reading a signature costs more than a small batch's forward on a GPU."""
     import inspect
 
-    accepted = inspect.signature(model.forward).parameters
+    accepted = inspect.signature(cls.forward).parameters
     return frozenset(n for n in ("input_ids", "attention_mask", "token_type_ids") if n in accepted)
+
+
+def model_device(model):
+    """The device of ``model``'s parameters (where its inputs must be): the CPU for a model without any."""
+    import torch
+
+    return next((p.device for p in model.parameters()), torch.device("cpu"))
+
+
+def to_device(batch, names: frozenset[str], device) -> dict:
+    """The entries ``names`` of a tokenised batch on ``device``: the copies run asynchronously from pinned
+    memory on CUDA, so the host tokenises the next batch while the device computes."""
+    pin = device.type == "cuda"
+    return {k: (v.pin_memory() if pin else v).to(device, non_blocking=pin) for k, v in batch.items() if k in names}
 
 
 def _forward(ckpt: Checkpoint, batch, hidden_states: bool):
@@ -110,15 +131,17 @@ def encode_batches(
 ) -> Iterator[tuple[list[int], Any]]:
     """The encode loop: ``(indices, compute(tokenised batch))`` per length-sorted batch of ``texts``.
 
-    ``compute`` runs under ``torch.inference_mode`` and should return numpy arrays (the consumer's code between
-    batches runs outside it). Batches are planned over all of ``texts`` (:mod:`espresso_export.core.batching`).
+    ``compute`` runs under ``torch.inference_mode`` on a batch already on the model's device, holding the inputs
+    the model accepts, and should return numpy arrays (the consumer's code between batches runs outside it).
+    Batches are planned over all of ``texts`` (:mod:`espresso_export.core.batching`).
     """
     import torch
 
     texts = list(texts)
     batches = length_sorted_batches([len(t) for t in texts], batch_size)
+    names, device = model_inputs(ckpt.model), model_device(ckpt.model)
     for idx in track(batches, description=progress, total_items=len(texts), count=len):
-        batch = tokenize(ckpt, [texts[i] for i in idx], max_length)
+        batch = to_device(tokenize(ckpt, [texts[i] for i in idx], max_length), names, device)
         with torch.inference_mode():
             result = compute(batch)
         yield idx, result

@@ -7,7 +7,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from espresso_export.core.errors import CorruptCheckpointError, UnsupportedModelError, ValidationError
+from espresso_export.core.errors import (
+    CorruptCheckpointError,
+    UnsupportedModelError,
+    ValidationError,
+)
 from espresso_export.core.prompts import StUsage
 from espresso_export.core.types import Pooling
 
@@ -57,7 +61,7 @@ def read_st_layout(folder: Path) -> _StLayout:
     rest: list[dict] = []
     for m in sorted(modules, key=lambda m: m.get("idx", 0)):
         kind = m.get("type", "").rsplit(".", 1)[-1]
-        sub = folder / m.get("path", "")
+        sub = _module_folder(folder, m.get("path", ""), modules_file)
         if kind == "Transformer" and layout is None:
             layout = _StLayout(transformer_dir=sub)
             cfg_file = next((sub / n for n in ("sentence_bert_config.json", "sentence_transformer_config.json")
@@ -85,6 +89,14 @@ def read_st_layout(folder: Path) -> _StLayout:
             raise UnsupportedModelError(f"unsupported sentence-transformers module {kind!r} in {modules_file}")
     layout.usage = read_usage(folder, pooling_config)
     return layout
+
+
+def _module_folder(folder: Path, path: str, modules_file: Path) -> Path:
+    """A module's folder, which must resolve inside ``folder``: weights are never read from elsewhere."""
+    sub = folder / path
+    if not sub.resolve().is_relative_to(folder.resolve()):
+        raise ValidationError(f"{modules_file}: module path {path!r} resolves to {sub.resolve()}, outside {folder}")
+    return sub
 
 
 def _pooling_from_st_config(cfg: dict) -> Pooling:

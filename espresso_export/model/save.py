@@ -1,19 +1,9 @@
 """The model folder's files: the backbone, the sentence-transformers module chain and the provenance record.
 
-An output folder is a standard sentence-transformers folder with the
-transformer at its root, so both ``SentenceTransformer(OUT)`` and
-``AutoModel.from_pretrained(OUT)`` load it without this package::
-
-    OUT/
-      config.json, model.safetensors, tokenizer files   transformers backbone (cut)
-      sentence_bert_config.json                          max_seq_length, do_lower_case
-      modules.json, config_sentence_transformers.json    the module chain
-      1_Pooling/config.json                              pooling mode
-      2_Normalize/ 3_Dense/ 4_Normalize/                 head (depends on the run)
-      espresso.json                                      provenance
-
-The folder is written into the temp folder :func:`espresso_export.core.files.atomic_output` gives, so it
-appears whole or not at all.
+An output is a standard sentence-transformers folder with the transformer at its root (``config.json``,
+``model.safetensors``, tokenizer files, ``modules.json``, ``1_Pooling/``, the head's Dense/Normalize folders and
+``espresso.json``), so ``SentenceTransformer(OUT)`` and ``AutoModel.from_pretrained(OUT)`` both load it without
+this package. It is written into the temp folder :func:`espresso_export.core.files.atomic_output` gives.
 """
 
 from __future__ import annotations

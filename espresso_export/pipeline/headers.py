@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from espresso_export.data.files import text_lines
+
 
 def recipe_header(path: Path) -> list[str]:
     """The leading comment lines of a recipe file (its description, expected retention and speed-up)."""
     lines = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in text_lines(path.read_text(encoding="utf-8-sig")):
         if not line.startswith("#"):
             break
         lines.append(line.lstrip("#").strip())

@@ -1,30 +1,22 @@
-"""``run``: carry out a :class:`~espresso_export.recipes.Recipe`, each step's output feeding the next.
+"""``run``: carry out a :class:`~espresso_export.pipeline.recipes.Recipe`, each step's output feeding the next.
 
-The run folder holds one subfolder per step and the run's state::
+The run folder holds ``run.json`` (the recipe as run and each step's status, time and summary) and one folder per
+step: ``1-shrink/`` (shrink, distill and train write a model folder), ``3-export/``, ``4-verify/`` (report.json,
+report.md), ``5-push/`` (the staged upload, or push.json for the commit made).
 
-    RUN/
-      run.json          the recipe as run (settings resolved) and each step's status, time and summary
-      1-shrink/         a model folder (shrink, distill, train write one)
-      2-distill/
-      3-export/         the ONNX export
-      4-verify/         report.json, report.md
-      5-push/           the staged upload (dry_run) or push.json (the commit made)
-
-Wiring: shrink, distill and train read the previous model (the source at first); export reads the last model;
-verify measures the export (else the last model) against ``against`` (default: the source); push uploads the
-last model with the export and the verify report. A distill after a shrink heals the cut: the model the shrink
-cut is the teacher, cut again to the same layers (its step-0 output is the shrink's) with the shrink's dim.
-
-A verify gate that fails stops the run before push (:class:`~espresso_export.errors.GateFailedError`, exit 3).
-An existing run folder is refused unless ``resume`` (steps whose folder exists with unchanged settings and
-inputs are kept; an interrupted distill/train continues from its checkpoint) or ``overwrite`` (every step
-runs again and replaces its folder).
+Wiring: model steps read the previous model (the source at first); export reads the last model; verify measures
+the export (else the last model) against ``against`` (default: the source); push uploads the last model with the
+export and the report. A distill after a shrink heals the cut: the model the shrink cut is the teacher, cut again
+to the same layers, with the shrink's dim. A failed verify gate stops the run before push
+(:class:`~espresso_export.core.errors.GateFailedError`, exit 3); the folder rules are in
+:mod:`espresso_export.pipeline.state`.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
@@ -33,12 +25,13 @@ from espresso_export.pipeline.recipe_extras import recipe_extras
 from espresso_export.core.formatting import number
 from espresso_export.core.errors import GateFailedError
 from espresso_export.core.files import atomic_output, write_text_atomic
-from espresso_export.pipeline.recipes import MODEL_STEPS, Recipe, Step, step_fields
+from espresso_export.pipeline.recipes import MODEL_STEPS, Recipe, Step
+from espresso_export.pipeline.run_log import print_step, step_line
+from espresso_export.pipeline.run_plan import plan, selection_warnings
 from espresso_export.pipeline.state import (
-    STATE_FILE, check_run_folder, fingerprint, read_state, remove_stale, step_paths, write_state,
+    REPORT_JSON, STATE_FILE, check_run_folder, fingerprint, read_state, remove_stale, step_paths, write_state,
 )
 
-REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 PUSH_RECORD = "push.json"
 
@@ -79,69 +72,6 @@ class RunResult:
                 "steps": [s.to_dict() for s in self.steps], "seconds": round(self.seconds, 2)}
 
 
-# --- the plan -----------------------------------------------------------------------------------------------
-
-def selection_warnings(recipe: Recipe) -> list[str]:
-    """Sets a training step chooses its kept checkpoint on that the verify step also reports on: its retention
-    there is optimistic (verify notes it too; said before anything runs)."""
-    from espresso_export.data.files import spec_key
-
-    chose = {spec_key(v) for s in recipe.steps if s.kind in ("distill", "train")
-             for v in (getattr(s.config, "eval_sts", None), getattr(s.config, "eval_retrieval", None)) if v}
-    verify = recipe.step("verify")
-    if verify is None or not chose:
-        return []
-    return [f"verify reports on {spec}, which also chooses the kept checkpoint (eval_sts / eval_retrieval): its "
-            "retention there will be optimistic; report on a set training never saw"
-            for spec in [*verify.config.sts, *verify.config.retrieval] if spec_key(spec) in chose]
-
-
-def plan(recipe: Recipe) -> list[dict]:
-    """What each step reads and writes, without running anything."""
-    rows, model, export, report, cut_from = [], "source", None, None, None
-    folders = {s.kind: recipe.folder(s).name for s in recipe.steps}
-    for i, s in enumerate(recipe.steps, start=1):
-        c = s.config
-        if s.kind == "distill":
-            if c.student is None and model == folders.get("shrink"):  # shrink, then heal
-                teacher = c.teacher or cut_from
-                reads = f"teacher {teacher}; student: {cut_from} cut like {model} (healing)"
-            else:
-                student = c.student or (model if model != "source" else f"source cut to {c.student_layers}")
-                reads = f"teacher {c.teacher or 'source'}; student {student}"
-        elif s.kind == "verify":
-            reads = f"{export or model} against {c.against or 'source'}"
-        elif s.kind == "push":
-            reads = ", ".join(filter(None, [model, export, report]))
-        else:
-            reads = model
-        if s.kind == "shrink":
-            cut_from = model
-        if s.kind in MODEL_STEPS:
-            model = folders[s.kind]
-        elif s.kind == "export":
-            export = folders[s.kind]
-        elif s.kind == "verify":
-            report = f"{folders[s.kind]}/{REPORT_JSON}"
-        rows.append({"index": i, "step": s.kind, "reads": reads, "writes": folders[s.kind], "settings": _settings(s)})
-    return rows
-
-
-def _settings(step: Step) -> str:
-    """The settings that differ from the library's defaults, and the data a step reads even by default (a gate
-    decided on verify's built-in smoke set must show it)."""
-    out = []
-    for f in step_fields(type(step.config)):
-        value = getattr(step.config, f.name)
-        data = f.spec.path == "data" and value not in (None, [], ())
-        if data or (value != f.default and not (isinstance(value, tuple) and list(value) == f.default)):
-            shown = value.value if hasattr(value, "value") else value
-            if isinstance(shown, (list, tuple)):
-                shown = [v.value if hasattr(v, "value") else v for v in shown]
-            out.append(f"{f.name}={shown}")
-    return ", ".join(out)
-
-
 # --- running ------------------------------------------------------------------------------------------------
 
 @dataclass
@@ -157,33 +87,29 @@ class _Flow:
     threads: int | None = None
 
 
+StepListener = Callable[[StepOutcome, int, bool], None]  # (outcome, total steps, finished)
+
+
 def run_recipe(recipe: Recipe, *, resume: bool = False, overwrite: bool = False, progress: bool = False,
-               trust_remote_code: bool = False) -> RunResult:
+               trust_remote_code: bool = False, on_step: StepListener | None = None) -> RunResult:
     """Run every step of ``recipe`` in its run folder; a failed gate stops the run before push.
 
     ``trust_remote_code`` allows model code from the Hub for every step (a recipe cannot: only the caller).
+    ``on_step(outcome, total, finished)`` hears each step start and end (a kept step: its end only); without it,
+    ``progress`` prints :func:`step_line` on stderr, so a long run says which step it is in and what each took.
     Returns the outcome of each step; :meth:`RunResult.raise_for_gate` raises the gate failure (exit code 3).
     """
     import torch
 
     start = time.perf_counter()
-    check_run_folder(recipe, resume=resume, overwrite=overwrite)
-    if trust_remote_code:
-        recipe = _allow_remote_code(recipe)
-    require(*recipe_extras(recipe))
-    push = recipe.step("push")
-    if push is not None and not push.config.dry_run:
-        _preflight_push()
-    folder = recipe.run_folder
-    folder.mkdir(parents=True, exist_ok=True)
-    previous = read_state(folder).get("steps", [])
+    recipe, previous = _prepare(recipe, resume=resume, overwrite=overwrite, trust_remote_code=trust_remote_code)
     old_steps = {s.get("index"): s for s in previous} if resume else {}
     written_before = {s.get("index"): s.get("kind") for s in previous}  # step folders this tool wrote here
     state = {"recipe": recipe.to_dict(), "steps": []}
-    if not (folder / STATE_FILE).is_file():  # the marker of a run folder, there before any step writes
-        write_state(folder, state)
     flow = _Flow(model=recipe.source, source=recipe.source, threads=recipe.threads)
     outcomes = [StepOutcome(i, s.kind, recipe.folder(s), "not run") for i, s in enumerate(recipe.steps, start=1)]
+    listener = on_step or (print_step if progress else None)
+    heard = (lambda o, finished: listener(o, len(outcomes), finished)) if listener else None
     threads_before = torch.get_num_threads()
     if recipe.threads:
         torch.set_num_threads(recipe.threads)
@@ -195,28 +121,57 @@ def run_recipe(recipe: Recipe, *, resume: bool = False, overwrite: bool = False,
                                              *step_paths(step)])}
             old = old_steps.get(outcome.index)
             reusing = reusing and _reusable(step, outcome.folder, old, record)
-            t0 = time.perf_counter()
-            if reusing:
-                outcome.status, outcome.summary, outcome.result = "reused", old.get("summary", ""), old.get("result")
-            else:
-                outcome.result, outcome.summary = _RUNNERS[step.kind](step, outcome.folder, flow, resume=resume,
-                                                                      overwrite=overwrite or resume, progress=progress)
-                outcome.status = "done"
-            _advance(step, outcome.folder, flow)
-            outcome.seconds = round(time.perf_counter() - t0, 2)
-            if step.kind == "verify":
-                gate_error = _gate_error(outcome.folder / REPORT_JSON)
-                if gate_error:
-                    outcome.status = "gate failed"
+            gate_error = _do_step(step, outcome, flow, old if reusing else None, heard, resume=resume,
+                                  overwrite=overwrite, progress=progress)
             state["steps"].append({**record, "status": outcome.status, "summary": outcome.summary,
                                    "seconds": outcome.seconds, "result": outcome.result})
-            write_state(folder, state)
+            write_state(recipe.run_folder, state)
             if gate_error:  # the run stops here: a previous run's later folders (a card saying "passed") go
                 remove_stale([(o.index, o.kind, o.folder) for o in outcomes[outcome.index:]], written_before)
                 break
     finally:
         torch.set_num_threads(threads_before)
     return RunResult(recipe, outcomes, gate_error=gate_error, seconds=time.perf_counter() - start)
+
+
+def _prepare(recipe: Recipe, *, resume: bool, overwrite: bool, trust_remote_code: bool) -> tuple[Recipe, list[dict]]:
+    """Everything checked before a step runs (folder, extras, a push's token), the run folder with its state file,
+    and the previous run's steps."""
+    check_run_folder(recipe, resume=resume, overwrite=overwrite)
+    if trust_remote_code:
+        recipe = _allow_remote_code(recipe)
+    require(*recipe_extras(recipe))
+    push = recipe.step("push")
+    if push is not None and not push.config.dry_run:
+        _preflight_push()
+    folder = recipe.run_folder
+    folder.mkdir(parents=True, exist_ok=True)
+    previous = read_state(folder).get("steps", [])
+    if not (folder / STATE_FILE).is_file():  # the marker of a run folder, there before any step writes
+        write_state(folder, {"recipe": recipe.to_dict(), "steps": []})
+    return recipe, previous
+
+
+def _do_step(step: Step, outcome: StepOutcome, flow: _Flow, kept: dict | None, heard, *, resume: bool,
+             overwrite: bool, progress: bool) -> str | None:
+    """Run one step, or keep the previous run's record of it (``kept``); returns a verify step's failed gate."""
+    t0 = time.perf_counter()
+    if kept is not None:
+        outcome.status, outcome.summary, outcome.result = "reused", kept.get("summary", ""), kept.get("result")
+    else:
+        if heard:
+            heard(outcome, False)
+        outcome.result, outcome.summary = _RUNNERS[step.kind](step, outcome.folder, flow, resume=resume,
+                                                              overwrite=overwrite or resume, progress=progress)
+        outcome.status = "done"
+    _advance(step, outcome.folder, flow)
+    outcome.seconds = round(time.perf_counter() - t0, 2)
+    gate_error = _gate_error(outcome.folder / REPORT_JSON) if step.kind == "verify" else None
+    if gate_error:
+        outcome.status = "gate failed"
+    if heard:
+        heard(outcome, True)
+    return gate_error
 
 
 def _reusable(step: Step, folder: Path, old: dict | None, record: dict) -> bool:
@@ -353,9 +308,8 @@ def _run_verify(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrit
     from espresso_export.verification.verify import verify
 
     c = step.config
-    options, thresholds = c.build(threads=flow.threads)
     candidate = str(flow.export) if flow.export is not None else flow.model
-    report = verify(candidate, c.against or flow.source, options=options, thresholds=thresholds, progress=progress)
+    report = verify(candidate, c.against or flow.source, c, threads=c.threads or flow.threads, progress=progress)
     data = report.to_dict()
     with atomic_output(folder, overwrite=overwrite) as tmp:
         write_text_atomic(tmp / REPORT_JSON, json.dumps(data, indent=2) + "\n")
@@ -396,4 +350,4 @@ def _settings_only(step_config, cls: type):
 _RUNNERS = {"shrink": _run_shrink, "distill": _run_distill, "train": _run_train, "export": _run_export,
             "verify": _run_verify, "push": _run_push}
 
-__all__ = ["RunResult", "StepOutcome", "plan", "run_recipe"]
+__all__ = ["RunResult", "StepOutcome", "plan", "print_step", "run_recipe", "selection_warnings", "step_line"]

@@ -1,29 +1,14 @@
-"""Recipes: one YAML file that declares a whole pipeline, validated strictly before anything runs.
+"""Recipes: one YAML file that declares a whole pipeline (``source``, ``steps``, optional ``name``, ``output``,
+``threads``; docs/recipes.md), checked strictly before anything runs.
 
-A recipe names a source model, an ordered list of steps and, optionally, where the run folder goes::
+A step's keys are the settings of the library call it makes, with the same names and defaults
+(:mod:`espresso_export.pipeline.recipe_schema`). Unknown keys, wrong types, missing files and YAML aliases are
+errors naming the key and the line. Paths a step reads resolve against the recipe's folder; folders a step writes
+into (``distill.cache_dir``) resolve against the run folder and must stay inside it, so a recipe from elsewhere
+cannot write outside its run. ``--set step.key=value`` (parsed as YAML) is checked the same way; its relative
+paths resolve against the current folder, and may point anywhere: the caller chose them.
 
-    name: minilm-L3-d128            # optional; default: the file name
-    source: minilm                  # folder, Hub id or alias (`espresso-export models`)
-    output: runs/minilm-L3-d128     # optional; default: runs/NAME (relative paths: against the recipe's folder)
-    threads: 2                      # optional; torch / onnxruntime threads for every step
-    steps:
-      - shrink: {layers: 3, dim: 128}
-      - distill: {corpus: [sentences.txt], max_sentences: 10000, lr: 1.0e-3}
-      - export: {quantize: int8}
-      - verify: {sts: [sts-test.csv], min_retention: 0.95}
-      - push: {repo_id: me/minilm-L3-d128, dry_run: true}
-
-Each step kind appears at most once; its keys are the parameters of the library call it makes
-(:func:`~espresso_export.shrinking.shrink`, :func:`~espresso_export.distillation.distill`,
-:func:`~espresso_export.esetrain.train_ese`, :func:`~espresso_export.exporting.export.export`,
-:func:`~espresso_export.verification.verify.verify`, :func:`~espresso_export.hub.push`) with the same names and
-defaults; the dataclasses below are the schema. Unknown keys, wrong types and missing files are errors that
-name the key and the line of the file. Relative paths in a recipe resolve against the recipe's folder; values
-given with ``--set step.key=value`` (parsed as YAML) are type-checked the same way and their relative paths
-resolve against the current folder.
-
-Shipped recipes live in ``recipes/`` at the root of the source tree; :func:`find_recipe` accepts a path or the
-name of a shipped recipe. How steps feed each other is :mod:`espresso_export.recipe_runner`'s concern.
+:func:`find_recipe` takes a path or a shipped recipe's name; :mod:`espresso_export.pipeline.recipe_runner` runs it.
 """
 
 from __future__ import annotations
@@ -31,130 +16,21 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from enum import Enum
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from espresso_export.core.errors import NotFoundError, ValidationError
-from espresso_export.core.settings import Mismatch, coerce, out_of_bounds, setting, settings_fields, shown, type_name
+from espresso_export.core.files import is_within
+from espresso_export.core.settings import Mismatch, coerce, current_key, out_of_bounds, shown, type_name
+from espresso_export.pipeline.recipe_schema import (
+    MODEL_STEPS, REMOTE_CODE_KEY, RUNS_FOLDER, STEP_TYPES, TOP_KEYS, DistillStep, ExportStep, PushStep, Recipe,
+    ShrinkStep, Step, TrainStep, VerifyStep, step_fields,
+)
 from espresso_export.pipeline.shipped import find_recipe, installed_recipe_dirs, shipped_recipes
 from espresso_export.pipeline.yamlfile import (
-    Where, load_yaml, missing_file_message, resolve_value, suggest,
+    Where, load_yaml, missing_file_message, parse_value, resolve_value, suggest,
 )
-from espresso_export.exporting.export_settings import ExportSettings
-from espresso_export.publishing.push_settings import PushSettings
-from espresso_export.shrinking.shrink_settings import ShrinkSettings
-from espresso_export.distilling.distill_settings import DistillSettings
-from espresso_export.finetuning.train_settings import TrainSettings
-from espresso_export.verification.verify_settings import VerifySettings
-
-
-# --- the schema: each step's settings class (declared once, in its stage), plus the recipe's own keys ------------
-# The keys of a step are the fields of its settings class that are marked ``recipe=True``
-# (:mod:`espresso_export.core.settings`), with their types and defaults; what a recipe adds is declared here.
-
-ShrinkStep = ShrinkSettings
-ExportStep = ExportSettings
-
-
-RUNS_FOLDER = "runs"  # the default run folder is runs/NAME: never a folder another command wrote
-
-
-@dataclass
-class DistillStep(DistillSettings):
-    """``teacher`` defaults to the model the previous shrink step cut (else the source). Without ``student``: after
-    a shrink step, the teacher cut to the same layers is healed (the shrink's layers and dim are the defaults);
-    after a train/distill step, that step's model is the student; as the first step, ``student_layers`` is needed."""
-
-    teacher: Optional[str] = setting(None, path="model", cli=False, help="The teacher (default: the model the "
-                                     "shrink step cut, else the source).")
-
-
-@dataclass(kw_only=True)
-class TrainStep(TrainSettings):
-    """``train`` on the previous step's model (or the source)."""
-
-    data: str = setting(path="data", cli=False, help="Training data (as `train --data`).")
-
-
-@dataclass
-class VerifyStep(VerifySettings):
-    """verify the last export (else the last model) against ``against``; the thresholds are the gate: a failed one
-    stops the run (exit 3)."""
-
-    against: Optional[str] = setting(None, path="model", cli=False, help="The source model (default: the recipe's "
-                                                                         "source).")
-
-
-@dataclass(kw_only=True)
-class PushStep(PushSettings):
-    """push the last model with the last export and verify report. The token is never part of a recipe: it comes
-    from HF_TOKEN or `hf auth login`. ``dry_run: true`` stages the upload in the step's folder."""
-
-    repo_id: str = setting(cli=False, help="Hub repository, owner/name.")
-    dry_run: bool = setting(False, cli=False, help="Stage the upload in the step's folder; upload nothing.")
-
-
-def step_fields(cls: type) -> list:
-    """The recipe keys of a step class (:class:`~espresso_export.core.settings.Field` objects)."""
-    return [f for f in settings_fields(cls) if f.spec.recipe]
-
-
-STEP_TYPES: dict[str, type] = {
-    "shrink": ShrinkStep, "distill": DistillStep, "train": TrainStep, "export": ExportStep, "verify": VerifyStep,
-    "push": PushStep,
-}
-MODEL_STEPS = ("shrink", "distill", "train")  # steps that write a model folder
-REMOTE_CODE_KEY = "trust_remote_code"  # only the command line turns it on (`run --trust-remote-code`)
-TOP_KEYS = ("name", "description", "source", "output", "threads", "steps")
-
-
-@dataclass
-class Step:
-    kind: str
-    config: Any  # one of the *Step dataclasses
-    line: int | None = None
-
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, **{f.name: _plain(getattr(self.config, f.name)) for f in step_fields(type(self.config))}}
-
-
-@dataclass
-class Recipe:
-    name: str
-    source: str
-    steps: list[Step]
-    path: Path | None = None  # the recipe file
-    output: Path | None = None  # the run folder (None: runs/NAME under the current folder)
-    threads: int | None = None
-    description: str | None = None
-
-    def step(self, kind: str) -> Step | None:
-        return next((s for s in self.steps if s.kind == kind), None)
-
-    def folder(self, step: Step) -> Path:
-        """The step's folder inside the run folder: ``1-shrink``, ``2-distill``, ..."""
-        return self.run_folder / f"{self.steps.index(step) + 1}-{step.kind}"
-
-    @property
-    def run_folder(self) -> Path:
-        return (self.output or Path.cwd() / RUNS_FOLDER / self.name).resolve()
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "description": self.description, "source": self.source,
-                "recipe": str(self.path) if self.path else None, "output": str(self.run_folder),
-                "threads": self.threads, "steps": [s.to_dict() for s in self.steps]}
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
 
 
 # --- building the recipe --------------------------------------------------------------------------------------
@@ -168,6 +44,8 @@ class _Origin:
     cli: dict[tuple, str] = field(default_factory=dict)  # raw path -> the --set item that set it
     check_files: bool = True
     missing: list[tuple[str, str, Path]] = field(default_factory=list)  # (where, key, path) of each missing file
+    written: list[tuple[tuple, str, str]] = field(default_factory=list)  # (path, key, raw value) of a folder the file
+    # names for a step to write into: resolved against the run folder once it is known (:func:`_place_written`)
 
     def resolve(self, value: str, kind: str, path: tuple, key: str) -> str:
         return resolve_value(value, kind, self.base_for(path), key, self.at(path), self.check_files, self.missing)
@@ -209,6 +87,7 @@ def _build_step(kind: str, raw: Any, path: tuple, origin: _Origin) -> Any:
         if kind == "push" and key == "token":
             raise ValidationError(f"{at}: push.token: a token never belongs in a recipe; set HF_TOKEN or run "
                                   "`hf auth login`")
+        key = current_key(cls, key, at, f"{kind}.")  # an earlier name of a setting, with a warning line
         if key == REMOTE_CODE_KEY:
             raise ValidationError(f"{at}: {kind}.{key}: a recipe cannot allow remote code; pass --trust-remote-code "
                                   "to `espresso-export run` to allow it for every step")
@@ -225,7 +104,9 @@ def _build_step(kind: str, raw: Any, path: tuple, origin: _Origin) -> Any:
         if (problem := f.out_of_bounds(out)) is not None:  # batch_size 0 ran shrink, then "range() arg 3 ..."
             raise ValidationError(f"{at}: {kind}.{key} {problem}")
         path_kind = f.spec.path
-        if path_kind and out is not None:
+        if path_kind == "dir" and out is not None and not origin.from_cli((*path, key)):
+            origin.written.append(((*path, key), f"{kind}.{key}", out))  # placed inside the run folder later
+        elif path_kind and out is not None:
             out = ([origin.resolve(v, path_kind, (*path, key), f"{kind}.{key}") for v in out]
                    if isinstance(out, list) else origin.resolve(out, path_kind, (*path, key), f"{kind}.{key}"))
         values[key] = out
@@ -271,17 +152,12 @@ def _check_steps(steps: list[Step], file: str) -> None:
 def _apply_overrides(data: dict, overrides, origin: _Origin) -> None:
     """Write each ``key=value`` into the raw recipe before it is checked (so a file it replaces is never looked
     for); the value is parsed as YAML."""
-    import yaml
-
     for item in overrides:
         key, sep, text = item.partition("=")
         key = key.strip()
         if not sep or not key:
             raise ValidationError(f"--set needs key=value (e.g. distill.lr=1e-3), got {item!r}")
-        try:
-            value = yaml.safe_load(text) if text.strip() else None
-        except yaml.YAMLError as e:
-            raise ValidationError(f"--set {key}: cannot parse {text!r} as a YAML value: {e}") from None
+        value = parse_value(text, f"--set {key}") if text.strip() else None
         if "." not in key:
             if key not in TOP_KEYS or key == "steps":
                 raise ValidationError(f"--set {key}: unknown key {key!r}{suggest(key, TOP_KEYS)}; step settings "
@@ -313,6 +189,26 @@ def parse_recipe(text: str, *, file: str = "<recipe>", base: Path | None = None,
         raise ValidationError(f"{file}: a recipe is a mapping with source and steps, got {shown(data)}")
     origin = _Origin(where, (base or Path.cwd()).resolve(), check_files=check_files)
     _apply_overrides(data, overrides, origin)
+    _check_top_keys(data, origin, file)
+    steps = _parse_steps(data.get("steps"), origin)
+    _check_steps(steps, file)
+    threads = data.get("threads")
+    if threads is not None and (problem := out_of_bounds(threads, 1, None, cpus=True)) is not None:
+        raise ValidationError(f"{origin.at(('threads',))}: threads {problem}")
+    name = data.get("name") or (Path(file).stem if file != "<recipe>" else "recipe")
+    if not re.fullmatch(r"[A-Za-z0-9][\w.-]*", name):
+        raise ValidationError(f"{origin.at(('name',))}: name must be letters, digits, '-', '_' and '.', got {name!r}")
+    source = origin.resolve(data["source"], "model", ("source",), "source")
+    origin.raise_missing()
+    _check_repo_id(steps, origin)
+    recipe = Recipe(name=name, source=source, steps=steps, output=_output(data.get("output"), origin),
+                    threads=threads, description=data.get("description"))
+    _place_written(recipe, origin)
+    return recipe
+
+
+def _check_top_keys(data: dict, origin: _Origin, file: str) -> None:
+    """Known top-level keys of the right types, and a source."""
     for key in data:
         if key not in TOP_KEYS:
             raise ValidationError(f"{origin.at((key,))}: unknown key {key!r}{suggest(str(key), TOP_KEYS)} "
@@ -326,7 +222,10 @@ def parse_recipe(text: str, *, file: str = "<recipe>", base: Path | None = None,
                                       f"got {shown(data[key])}") from None
     if not data.get("source"):
         raise ValidationError(f"{file}: the recipe needs a source (a model folder, Hub id or alias)")
-    raw_steps = data.get("steps")
+
+
+def _parse_steps(raw_steps: Any, origin: _Origin) -> list[Step]:
+    """Each ``- kind: {settings}`` item as a checked :class:`Step`."""
     if not isinstance(raw_steps, list) or not raw_steps:
         raise ValidationError(f"{origin.at(('steps',))}: steps must be a non-empty list like "
                               "[{shrink: {layers: 3, dim: 128}}, {export: {}}]")
@@ -341,19 +240,36 @@ def parse_recipe(text: str, *, file: str = "<recipe>", base: Path | None = None,
             raise ValidationError(f"{at}: unknown step {kind!r}{suggest(str(kind), STEP_TYPES)} "
                                   f"(steps: {', '.join(STEP_TYPES)})")
         config = _build_step(kind, raw, ("steps", i, kind), origin)
-        steps.append(Step(kind, config, where.lines.get(("steps", i))))
-    _check_steps(steps, file)
-    threads = data.get("threads")
-    if threads is not None and (problem := out_of_bounds(threads, 1, None, cpus=True)) is not None:
-        raise ValidationError(f"{origin.at(('threads',))}: threads {problem}")
-    name = data.get("name") or (Path(file).stem if file != "<recipe>" else "recipe")
-    if not re.fullmatch(r"[A-Za-z0-9][\w.-]*", name):
-        raise ValidationError(f"{origin.at(('name',))}: name must be letters, digits, '-', '_' and '.', got {name!r}")
-    source = origin.resolve(data["source"], "model", ("source",), "source")
-    origin.raise_missing()
-    output = None
-    if data.get("output"):
-        output = (origin.base_for(("output",)) / Path(data["output"]).expanduser()).resolve()
+        steps.append(Step(kind, config, origin.where.lines.get(("steps", i))))
+    return steps
+
+
+def _output(value: str | None, origin: _Origin) -> Path | None:
+    """The run folder a recipe names. It may be anywhere: ``run`` writes into it only when it is new, empty or a
+    run folder of its own (:func:`~espresso_export.pipeline.state.check_run_folder`)."""
+    if not value:
+        return None
+    return (origin.base_for(("output",)) / Path(value).expanduser()).resolve()
+
+
+def _place_written(recipe: Recipe, origin: _Origin) -> None:
+    """Folders a step writes into (``distill.cache_dir``), as the file names them: resolved against the run folder,
+    and refused outside it or inside a step's own folder (which the run replaces). Given with ``--set``, such a
+    path is the caller's choice and goes anywhere."""
+    run = recipe.run_folder
+    for path, key, raw in origin.written:
+        where = (run / Path(raw).expanduser()).resolve()
+        inside = where.relative_to(run).parts if is_within(where, run) else None
+        if inside is None or not inside or re.fullmatch(r"\d+-[a-z]+(\.run)?", inside[0]):
+            problem = "is outside the run folder" if inside is None else "is not a folder of its own in the run folder"
+            raise ValidationError(f"{origin.at(path)}: {key}: {raw!r} {problem} {run} (it resolves to {where}); a "
+                                  "recipe writes only into its run folder, beside the step folders: give another "
+                                  f"place on the command line with --set {key}=PATH")
+        step = recipe.steps[path[1]]
+        setattr(step.config, path[-1], str(where))
+
+
+def _check_repo_id(steps: list[Step], origin: _Origin) -> None:
     push = next((s for s in steps if s.kind == "push"), None)
     if push is not None:
         from espresso_export.publishing.push import validate_repo_id
@@ -363,8 +279,6 @@ def parse_recipe(text: str, *, file: str = "<recipe>", base: Path | None = None,
         except ValidationError as e:
             at = origin.at(("steps", steps.index(push), "push", "repo_id"))
             raise ValidationError(f"{at}: push.repo_id: {e.message}") from None
-    return Recipe(name=name, source=source, steps=steps, output=output, threads=threads,
-                  description=data.get("description"))
 
 
 def load_recipe(spec: str | os.PathLike, *, overrides: Sequence[str] = (), check_files: bool = True) -> Recipe:
@@ -396,4 +310,5 @@ def missing_files(recipe: Recipe | str | os.PathLike, *, overrides: Sequence[str
 
 
 __all__ = ["Recipe", "Step", "STEP_TYPES", "load_recipe", "parse_recipe", "find_recipe", "shipped_recipes",
-           "missing_files"]
+           "missing_files", "step_fields", "MODEL_STEPS", "RUNS_FOLDER", "DistillStep", "ExportStep", "PushStep",
+           "ShrinkStep", "TrainStep", "VerifyStep"]

@@ -1,24 +1,28 @@
 """The run folder's state (``run.json``) and the checks made before a recipe runs.
 
-``run.json`` records each finished step: its settings, a fingerprint of the files and folders it read, its
-status and summary. ``run --resume`` keeps a step only when its settings and its inputs are unchanged. The file
-is written atomically (temp file and rename) after every step; a state file that cannot be read is an error,
-never an empty state (which would run every step again over the finished outputs).
+``run.json`` records each finished step: its settings, a fingerprint of what it read, its status and summary;
+``--resume`` keeps a step only when those are unchanged. It is written atomically after every step; one that
+cannot be read is an error, never an empty state (which would rerun every step over the finished outputs).
+An existing folder is used only with ``--resume`` or ``--overwrite``, and only when its run.json is this tool's
+by content: a user's own run.json is never replaced.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
 from espresso_export.core.errors import OutputExistsError, ValidationError
 from espresso_export.core.files import is_within, local_paths, write_text_atomic
+from espresso_export.core.ownership import is_own_record, read_record
 from espresso_export.pipeline.recipes import Recipe, Step, step_fields
 
 STATE_FILE = "run.json"
+REPORT_JSON = "report.json"  # a verify step's report, which its gate is read from
 INPUT_KINDS = ("model", "data", "file")  # path settings a step reads (a cache "dir" is written, not an input)
 
 
@@ -33,10 +37,21 @@ def read_state(folder: Path) -> dict:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ValidationError(f"cannot resume: the run state {path} is unreadable ({reason}); delete it to run "
                               "every step again, or pass --overwrite instead of --resume") from None
-    if not isinstance(state, dict) or not isinstance(state.get("steps", []), list):
-        raise ValidationError(f"cannot resume: the run state {path} is not a run.json written by espresso-export; "
-                              "delete it to run every step again, or pass --overwrite instead of --resume")
+    if not is_own_record(path):  # the user's own run.json (another tool's, or any JSON) is never replaced
+        raise ValidationError(f"cannot resume: {path} is not a run.json written by espresso-export; give `run` a new "
+                              "or empty folder with -o")
     return state
+
+
+def _own_state(folder: Path) -> bool:
+    """``folder``'s run.json is one this tool wrote: its content says so, or it is unreadable (a damaged state, which
+    ``--resume`` refuses with its own message) beside nothing but step folders."""
+    path = folder / STATE_FILE
+    if is_own_record(path):
+        return True
+    others = [p.name for p in folder.iterdir() if p.name != STATE_FILE]
+    return (read_record(path) is None and bool(others)
+            and all(re.fullmatch(r"\d+-[a-z]+(\.run)?", name) for name in others))
 
 
 def write_state(folder: Path, state: dict) -> None:
@@ -83,6 +98,10 @@ def check_run_folder(recipe: Recipe, *, resume: bool, overwrite: bool) -> None:
         # a model folder, a checkout, anything else: --resume would write into it, --overwrite replace its files
         raise ValidationError(f"{folder} is not a run folder (no {STATE_FILE}) and is not empty; give `run` a new "
                               "or empty folder with -o (default: runs/NAME)")
+    if (folder / STATE_FILE).is_file() and not _own_state(folder):
+        # a run.json of the user's (its name alone proves nothing): --resume and --overwrite would replace it
+        raise ValidationError(f"{folder} is not a run folder: its {STATE_FILE} was not written by espresso-export; "
+                              "give `run` a new or empty folder with -o (default: runs/NAME)")
     if folder.is_dir() and any(folder.iterdir()) and not (resume or overwrite):
         raise OutputExistsError(f"run folder {folder} already exists; pass --resume to keep the finished steps or "
                                 "--overwrite to run every step again")
@@ -90,7 +109,7 @@ def check_run_folder(recipe: Recipe, *, resume: bool, overwrite: bool) -> None:
         read_state(folder)  # a corrupt state file is refused before any step runs
 
 
-__all__ = ["STATE_FILE", "check_run_folder", "fingerprint", "read_state", "step_paths", "write_state"]
+__all__ = ["REPORT_JSON", "STATE_FILE", "check_run_folder", "fingerprint", "read_state", "step_paths", "write_state"]
 
 
 def remove_stale(later: list[tuple[int, str, Path]], written_before: dict) -> None:

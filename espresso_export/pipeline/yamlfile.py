@@ -5,6 +5,7 @@ arguments too); :mod:`espresso_export.pipeline.recipes` builds on these."""
 from __future__ import annotations
 
 import difflib
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +50,49 @@ class Where:
                 self.walk(item, (*path, i))
 
 
+@lru_cache(maxsize=1)
+def _plain_loader() -> type:
+    """A safe YAML loader that refuses anchors and aliases (``&a``, ``*a``): a few hundred bytes of nested aliases
+    expand to billions of values, and a recipe never needs them (write the values out)."""
+    import yaml
+
+    class PlainLoader(yaml.SafeLoader):
+        numbered = True  # messages name the line (a file's), else only ``name`` (a --set value's)
+
+        def compose_node(self, parent, index):
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+                at = f"{self.name}:{event.start_mark.line + 1}" if self.numbered else self.name
+                raise ValidationError(f"{at}: YAML anchors and aliases (&{event.anchor}, *{event.anchor}) are not "
+                                      "accepted; write the values out") from None
+            return super().compose_node(parent, index)
+
+    return PlainLoader
+
+
+def parse_value(text: str, what: str) -> Any:
+    """One YAML value (``--set KEY=VALUE``'s), refused in one line when it does not parse."""
+    import yaml
+
+    loader = _plain_loader()(text)
+    loader.name, loader.numbered = what, False
+    try:
+        return loader.get_single_data()
+    except yaml.YAMLError as e:
+        reason = " ".join(str(getattr(e, "problem", None) or e).split())
+        raise ValidationError(f"{what}: cannot parse {text!r} as a YAML value: {reason}") from None
+    finally:
+        loader.dispose()
+
+
 def load_yaml(text: str, file: str) -> tuple[Any, Where]:
+    """The recipe's data and the line of every key; a syntax error, an alias or an empty file is refused."""
     import yaml
 
     where = Where(file)
     try:
-        loader = yaml.SafeLoader(text)
+        loader = _plain_loader()(text)
+        loader.name = file
         try:
             node = loader.get_single_node()
             if node is None:
@@ -93,11 +131,11 @@ def resolve_value(value: str, kind: str, base: Path, key: str, at: str, check: b
     builtin) as given. With a ``missing`` list, a missing file is added to it (``(at, key, path)``) instead of
     raising, so that a recipe names every file it lacks at once."""
     if kind == "data":
-        from espresso_export.data.corpus import split_weight
+        from espresso_export.data.corpus import source_path
 
-        spec, share = split_weight(value)
-        if share is not None:  # a corpus source's share of the mix (docs.jsonl:0.7): resolve the path part
-            return f"{resolve_value(spec, kind, base, key, at, check, missing)}:{share:g}"
+        spec, rest = source_path(value)
+        if rest:  # a corpus source's own field and share of the mix (docs.jsonl#body:0.7): resolve the path part
+            return f"{resolve_value(spec, kind, base, key, at, check, missing)}{rest}"
     if kind == "dir":
         return str((base / Path(value).expanduser()).resolve())
     if kind == "data" and (value == "builtin" or value.startswith("hf://")):

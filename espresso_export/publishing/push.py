@@ -3,7 +3,8 @@
 What goes into the repository, and the staging folder it is written to first, is
 :mod:`espresso_export.publishing.staging` (``--dry-run DIR`` keeps that folder and uploads nothing). The
 token is passed to huggingface-hub only: it is never printed, logged or written to the staging folder, and
-it is masked in any error message.
+it is masked in any error message. Before anything is uploaded, the staged folder must load the way
+sentence-transformers loads it (:mod:`espresso_export.publishing.loadable`).
 
 The upload itself is huggingface-hub's: ``create_repo`` (``exist_ok``), ``create_branch`` for a new
 ``--revision``, then one ``create_commit`` with every staged file. Large files travel the way the Hub and
@@ -23,6 +24,7 @@ from espresso_export import __version__
 from espresso_export.core.errors import EspressoError, NotFoundError, OfflineError, RuntimeFailure, ValidationError
 from espresso_export.core.files import atomic_output, check_output
 from espresso_export.core.settings import resolve
+from espresso_export.publishing.loadable import check_loadable
 from espresso_export.publishing.push_settings import PushSettings
 from espresso_export.publishing.staging import StagedFile, prepare, write_staging
 
@@ -215,6 +217,7 @@ def push(
         inputs = [facts.folder] + ([facts.onnx.folder] if facts.onnx else [])
         with atomic_output(dry_run, overwrite=overwrite, inputs=inputs) as tmp:
             result.files = write_staging(prepared, tmp, repo_id, progress=progress)
+            check_loadable(tmp, facts)
         result.dry_run = Path(dry_run).expanduser().resolve()
     else:
         secret = resolve_token(token)
@@ -224,6 +227,7 @@ def push(
             raise OfflineError("cannot push: HF_HUB_OFFLINE is set; unset it to reach the Hugging Face Hub")
         with tempfile.TemporaryDirectory(prefix="espresso-push-") as tmp:
             result.files = write_staging(prepared, Path(tmp), repo_id, link=True, progress=progress)
+            check_loadable(Path(tmp), facts)
             result.url, info = upload(Path(tmp), result.files, repo_id, token=secret, private=private,
                                       create_pr=create_pr, revision=revision, commit_message=commit_message,
                                       progress=progress)

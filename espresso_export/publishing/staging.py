@@ -136,10 +136,14 @@ def _model_files(facts: ModelFacts, onnx_inside: bool) -> tuple[dict[str, Path],
     keep: dict[str, Path] = {}
     skipped: list[tuple[str, str]] = []
     roots = _link_roots(folder)
-    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+    for f in sorted(folder.rglob("*")):
         rel = f.relative_to(folder).as_posix()
         if onnx_inside and rel.split("/")[0] == ONNX_DIR:
             continue  # staged from the export folder
+        if f.is_dir() and f.is_symlink():
+            skipped += _linked_folder(f, rel, modules, roots)
+        if not f.is_file():
+            continue
         if rel in REPORT_NAMES:
             continue  # the verify report is staged on its own
         reason = _model_file_reason(rel, modules)
@@ -151,14 +155,26 @@ def _model_files(facts: ModelFacts, onnx_inside: bool) -> tuple[dict[str, Path],
     return keep, skipped
 
 
+def _linked_folder(f: Path, rel: str, modules: set[str], roots: list[Path]) -> list[tuple[str, str]]:
+    """A link to a folder is not walked into: a module's is refused when it leads outside the model folder (the
+    module would be missing from the repository), any other is listed as skipped."""
+    if rel in modules:
+        _check_inside(f, rel, roots)
+    return [(rel + "/", "a link to a folder: not followed")]
+
+
 def _onnx_files(onnx: OnnxFacts) -> tuple[dict[str, Path], list[tuple[str, str]]]:
     """The export's files: at the repository's root in the runtimes' layout (so sentence-transformers,
     optimum, fastembed and transformers.js load the repository), under ``onnx/`` for older exports."""
     keep: dict[str, Path] = {}
     skipped: list[tuple[str, str]] = []
     roots = _link_roots(onnx.folder)
-    for f in sorted(p for p in onnx.folder.rglob("*") if p.is_file()):
+    for f in sorted(onnx.folder.rglob("*")):
         rel = f.relative_to(onnx.folder).as_posix()
+        if f.is_dir() and f.is_symlink():
+            skipped.append((onnx.repo_path(rel) + "/", "a link to a folder: not followed"))
+        if not f.is_file():
+            continue
         reason = _skip_reason(rel)
         if reason:
             skipped.append((onnx.repo_path(rel), reason))
@@ -196,6 +212,8 @@ def _report_path(facts: ModelFacts, verify_report, skipped: list[tuple[str, str]
     if found is not None and facts.provenance is None:
         skipped.append((found.name, "not an espresso-export folder: pass --verify-report to publish it"))
         return None
+    if found is not None:
+        _check_inside(found, found.name, _link_roots(facts.folder))
     return found
 
 
@@ -232,10 +250,10 @@ def prepare(folder: str | os.PathLike, *, onnx: str | os.PathLike | None = None,
 
 def _report_warnings(metrics: CardMetrics, facts: ModelFacts, where: Path) -> list[str]:
     out = []
-    measured = metrics.candidate_path
+    candidate = metrics.candidate_path
     mine = {facts.folder} | ({facts.onnx.folder} if facts.onnx else set())
-    if measured and Path(measured).expanduser().resolve() not in mine:
-        out.append(f"warning: {where} measured {measured}, not {facts.folder}; check that it belongs to this model")
+    if candidate and Path(candidate).expanduser().resolve() not in mine:
+        out.append(f"warning: {where} measured {candidate}, not {facts.folder}; check that it belongs to this model")
     if metrics.candidate_dim and facts.output_dim and metrics.candidate_dim != facts.output_dim:
         out.append(f"warning: {where} measured a {metrics.candidate_dim}-d model but this one outputs "
                    f"{facts.output_dim}-d")

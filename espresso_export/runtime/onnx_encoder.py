@@ -1,19 +1,14 @@
-"""A torch-free encoder for export folders: onnxruntime + tokenizers + numpy.
-
-This module is what an edge deployment ships. It imports only onnxruntime,
-tokenizers, numpy and the standard library (a test checks that ``torch`` is
-never imported), and openvino for an OpenVINO file (``export --format onnx,openvino``)::
+"""A torch-free encoder for export folders: onnxruntime (or OpenVINO) + tokenizers + numpy, what an edge
+deployment ships (a test checks that ``torch`` is never imported)::
 
     from espresso_export.runtime import OnnxEncoder
 
-    enc = OnnxEncoder("out/minilm-L3-d128-onnx")      # the file export.json recommends
-    vectors = enc.encode(["a sentence", "another"])   # float32, (2, enc.dim), unit length
+    enc = OnnxEncoder("out/minilm-L3-d128-onnx")       # the file export.json recommends
+    vectors = enc.encode(["a sentence", "another"])    # float32, (2, enc.dim), unit length
     queries = enc.encode_query(["what is a sentence?"]) # with the model's query prompt, if it has one
 
-The ONNX graph already contains pooling, the head and L2 normalisation (not for a dot-product model without
-normalisation: its vectors keep their lengths), so its first output is the final embedding; this class only puts
-the model's prompt before the texts (as sentence-transformers does), tokenises (lower-casing, truncation and
-padding as the source model did), batches by token length and runs the graph.
+The graph already holds pooling, the head and L2 normalisation; this class adds the model's prompt, tokenises as
+the source model did, batches by token length and runs the graph.
 """
 
 from __future__ import annotations
@@ -86,43 +81,26 @@ def _find_file(names: list[str], wanted: str) -> str | None:
 
 # One text of up to 64 tokens can run on a copy of the model compiled for a fixed shape (1, W), W the smallest
 # of these widths that holds it (the text padded and masked out): OpenVINO's CPU plugin re-prepares every node
-# when the input shape changes from one call to the next, which at batch 1 can cost more than a small model's
-# compute, while the padding costs compute. So the export times both ways on its probe sentences and writes the
-# widths into the file's export.json entry (``fixed_widths``) only when the copies were faster in every round
-# (exporting/timing.py; measured 1.30x the dynamic model on all-MiniLM-L6-v2 L3/d128 int8 and 0.88x on
-# all-mpnet-base-v2 L4/d128 int8, 1 thread; benchmarks/README.md, "OpenVINO at batch 1"). Batches, longer texts
-# and older exports use the dynamic model.
+# when the input shape changes between calls, which at batch 1 can cost more than a small model's compute. The
+# export times both ways and records the widths (``fixed_widths`` in export.json) only when the copies were
+# faster (exporting/timing.py). Batches, longer texts and older exports use the dynamic model.
 FIXED_WIDTHS = (16, 32, 48, 64)
 
 
 # With streams, ``encode`` makes at least this many batches a stream (smaller batches, never larger): texts
-# sorted by length make batches of unequal cost, and a stream left with the longest of two batches runs it
-# alone. Measured (all-MiniLM-L6-v2 L3/d128, 2 threads, 2 streams, paired to one 2-thread stream): 256 texts
-# at batch 128 (2 batches) 0.76x for int8, as 8 batches of 32 1.75x; 32 texts as 2 batches 1.12x, as 8
-# batches of 4 1.64x (fp32 1.00x -> 1.37x).
+# sorted by length make batches of unequal cost, and a stream left with the longest of two batches runs it alone.
 BATCHES_PER_STREAM = 4
 
 
 class OnnxEncoder:
     """Sentence embeddings from an export folder, without PyTorch.
 
-    ``file`` picks one ONNX file of the folder (e.g. ``"onnx/model.onnx"`` or
-    ``"onnx/model_quantized.onnx"``; the names of older export folders, ``"model.onnx"`` and
-    ``"model_int8.onnx"``, pick the same files); by default the one ``export.json`` names as
-    ``default_file``. ``threads`` sets the threads it computes on (onnxruntime's intra-op threads, OpenVINO's
-    ``INFERENCE_NUM_THREADS``; with ``streams``, split between them). An OpenVINO file of the folder
-    (``"openvino/openvino_model_qint8_quantized.xml"``, ``export --format onnx,openvino``) runs in OpenVINO
-    (:class:`~espresso_export.runtime.openvino_session.OpenVinoSession`) with the same tokenisation; ``fixed_widths`` overrides the export's choice of
-    fixed-shape copies for one text at a time (:data:`FIXED_WIDTHS`; ``()``: the dynamic model only).
-
-    ``streams`` > 1 splits ``threads`` (default: the CPUs this process may use) into that many streams, each
-    running one batch at a time on ``threads // streams`` threads: :meth:`encode` runs its batches side by side
-    (at least :data:`BATCHES_PER_STREAM` batches a stream: the batch size is lowered where the texts are too few
-    for that), and as many callers can run at once; the vectors are those of one stream at that batch size. It
-    pays most for int8 files, whose integer kernels leave a second thread idle on a small model's products:
-    all-MiniLM-L6-v2 L3/d128 int8, 2 cores, ``encode`` over many texts, 2 streams of 1 thread ran 1.42x one
-    stream of 2 threads at batch 1 and 1.28x at batch 32 (fp32: 1.28x / 1.11x; ``benchmarks/README.md``,
-    "streams"). Streams add throughput: they do not shorten a call with one text.
+    ``file`` picks one ONNX or OpenVINO file of the folder (default: ``export.json``'s ``default_file``; the
+    names of older export folders pick the same files). ``threads`` sets the compute threads; ``fixed_widths``
+    overrides the export's fixed-shape copies for one text at a time (:data:`FIXED_WIDTHS`; ``()``: none).
+    ``streams`` > 1 splits ``threads`` into that many streams, each running one batch at a time, so
+    :meth:`encode` runs its batches side by side and several callers can run at once: more throughput (most for
+    int8 files on small models), not a shorter call for one text.
     """
 
     def __init__(
@@ -135,8 +113,6 @@ class OnnxEncoder:
         fixed_widths: Sequence[int] | None = None,
         streams: int = 1,
     ) -> None:
-        from tokenizers import Tokenizer
-
         if int(streams) < 1:
             raise ValueError(f"streams must be at least 1, got {streams}")
         self.streams = int(streams)
@@ -150,6 +126,21 @@ class OnnxEncoder:
         if self.file is None:
             raise ExportFolderError(f"{file!r} is not an ONNX file of {self.folder}; it has: {', '.join(names)}")
         self.entry = next(f for f in self.info["files"] if f["file"] == self.file)
+        self._load_tokenizer()
+        # the source's prompts and similarity (exports before they were recorded: none, cosine)
+        self.usage = StUsage.from_config(self.info, include_prompt=self.info.get("include_prompt", True),
+                                         where=str(self.folder / EXPORT_FILE))
+        self.normalized = bool(self.info.get("normalize", True))
+        self.session = self._open_session(threads, providers, fixed_widths)
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        outputs = [o.name for o in self.session.get_outputs()]
+        self.token_output = TOKEN_OUTPUT if TOKEN_OUTPUT in outputs else LEGACY_TOKEN_OUTPUT
+        self.dim = int(self.info["dims"]["embedding"])
+
+    def _load_tokenizer(self) -> None:
+        """The folder's tokenizer, truncating and lower-casing as the source model did (padding is done here)."""
+        from tokenizers import Tokenizer
+
         tok_info = self.info.get("tokenizer", {})
         tok_path = self.folder / tok_info.get("file", TOKENIZER_FILE)
         if not tok_path.is_file():
@@ -161,33 +152,25 @@ class OnnxEncoder:
         self.pad_token_id = int(tok_info.get("pad_token_id") or 0)
         self.padding_side = tok_info.get("padding_side", "right")
         self.do_lower_case = bool(self.info.get("do_lower_case", False))
-        # the source's prompts and similarity (exports before they were recorded: none, cosine)
-        self.usage = StUsage.from_config(self.info, include_prompt=self.info.get("include_prompt", True),
-                                         where=str(self.folder / EXPORT_FILE))
-        self.normalized = bool(self.info.get("normalize", True))
 
+    def _open_session(self, threads: int | None, providers: Sequence[str] | None, fixed_widths):
+        """An OpenVINO session for an ``.xml`` file, else an onnxruntime session (run by every stream at once)."""
         path = self.folder / self.file
         if path.suffix == ".xml":
             widths = self.entry.get("fixed_widths", ()) if fixed_widths is None else fixed_widths
             from espresso_export.runtime.openvino_session import OpenVinoSession
 
-            self.session = OpenVinoSession(path, threads, pad_token_id=self.pad_token_id,
-                                           padding_side=self.padding_side, fixed_widths=widths, streams=self.streams)
-        else:
-            require("onnx-runtime")
-            import onnxruntime as ort
+            return OpenVinoSession(path, threads, pad_token_id=self.pad_token_id, padding_side=self.padding_side,
+                                   fixed_widths=widths, streams=self.streams)
+        require("onnx-runtime")
+        import onnxruntime as ort
 
-            options = ort.SessionOptions()
-            if threads is not None:  # one session, run by each stream's thread at once (run() is thread-safe)
-                options.intra_op_num_threads = int(threads) // self.streams
-                options.inter_op_num_threads = 1
-            options.log_severity_level = 3
-            self.session = ort.InferenceSession(str(path), options,
-                                                providers=list(providers or ["CPUExecutionProvider"]))
-        self.input_names = [i.name for i in self.session.get_inputs()]
-        outputs = [o.name for o in self.session.get_outputs()]
-        self.token_output = TOKEN_OUTPUT if TOKEN_OUTPUT in outputs else LEGACY_TOKEN_OUTPUT
-        self.dim = int(self.info["dims"]["embedding"])
+        options = ort.SessionOptions()
+        if threads is not None:  # one session, run by each stream's thread at once (run() is thread-safe)
+            options.intra_op_num_threads = int(threads) // self.streams
+            options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        return ort.InferenceSession(str(path), options, providers=list(providers or ["CPUExecutionProvider"]))
 
     @property
     def pooling(self) -> str:

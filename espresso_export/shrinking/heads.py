@@ -62,7 +62,7 @@ def fit_pca(x: np.ndarray, k: int) -> PCAFit:
         raise ValidationError("calibration embeddings contain NaN or Inf")
     mean = x.mean(axis=0)
     centred = x - mean
-    if n >= d:  # eigenvectors of the d x d scatter matrix: the SVD's components, 4-10x faster for n >> d
+    if n >= d:  # eigenvectors of the d x d scatter matrix: the SVD's components, cheaper when n >> d
         var, vecs = np.linalg.eigh(centred.T @ centred)
         order = np.argsort(var)[::-1]
         var, vt = np.clip(var[order], 0.0, None), vecs[:, order].T

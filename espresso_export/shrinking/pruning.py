@@ -1,40 +1,16 @@
 """``prune-vocab``: keep only the vocabulary a domain uses.
 
-After a cut, the word-embedding table is most of a small model (all-MiniLM-L6-v2
-at 3 layers: 11.7M of 17M parameters). This module counts the token ids the
-model's own tokenizer produces on a corpus, keeps those plus everything the
-tokenizer needs to still segment any input, and rebuilds a consistent model:
+After a cut, the word-embedding table is most of a small model. This module counts the token ids the model's own
+tokenizer produces on a corpus, keeps those plus what the tokenizer needs to still segment any input (the rules
+per tokenizer model: :mod:`.vocab_rules`, docs/commands/prune-vocab.md), and rebuilds a consistent model: the
+embedding rows and config, the tokenizer files, and the provenance (what was kept and why, the id map).
 
-* the embedding rows, sliced with the id map ``new id -> old id`` (``config.vocab_size`` and the special
-  token ids of the config follow);
-* ``tokenizer.json`` (model vocabulary, merges, added tokens, post-processor and padding ids remapped) and
-  the vocabulary files of the tokenizer's model (``vocab.txt``, ``vocab.json`` + ``merges.txt``);
-* the provenance (``espresso.json``): what was kept and why, and the id map as old-id ranges.
+With ``min_count=1`` and no ``keep_top`` the corpus encodes exactly as before: a removed token was never the match
+WordPiece or BPE chose, nor part of Unigram's best segmentation. Other text falls back to shorter pieces.
 
-Kept, whatever the corpus says:
-
-=========  ============================================================================================
-WordPiece  every special/added token, every single character and its ``##`` form (what an unseen word
-           falls back on) that the tokenizer can produce at all (not ``##.`` or ``##東``: its pre-tokenizer
-           makes punctuation and CJK ideographs words of their own)
-BPE        every special/added token, every single-character symbol (for byte-level BPE: the 256
-           byte symbols), ``<0xNN>`` byte-fallback tokens; then every token a kept token is merged from
-           (recursively), and only the merges whose two parts and result are kept
-Unigram    every special/added token, every single-character piece, byte-fallback pieces, and the
-           lowest-scored piece (the unknown-token penalty is computed from it)
-=========  ============================================================================================
-
-Why the corpus is encoded exactly as before (with ``min_count=1`` and no ``keep_top``): WordPiece's greedy
-longest match can only change if a removed token were a longer match than the one used, but then it would have
-been used; BPE applies the lowest-ranked applicable merge, and every merge applied on a corpus word is kept while
-the others only disappear; Unigram's best segmentation stays the best over a subset of pieces. Text the corpus
-never showed is segmented as the original tokenizer would segment it with the removed tokens deleted from its
-vocabulary: into shorter pieces, characters, or the unknown token.
-
-Where each part lives: :mod:`espresso_export.model.vocabulary` reads a vocabulary, counts corpus tokens and
-holds the provenance record (``verify`` reads it too); :mod:`.vocab_rules` the per-tokenizer-model keep rules;
-:mod:`.vocab_plan` the decision; :mod:`.vocab_rebuild` the renumbered tokenizer and embedding table; this module
-the request, the result and :func:`prune_vocab`.
+The parts: :mod:`espresso_export.model.vocabulary` (reading, counting, the provenance record), :mod:`.vocab_plan`
+(the decision), :mod:`.vocab_rebuild` (the renumbered tokenizer and table); here the request, the result and
+:func:`prune_vocab`.
 """
 
 from __future__ import annotations
@@ -160,7 +136,7 @@ class PruneRequest:
     def read(cls, corpus, *, min_count: int = 1, keep_top: int | None = None,
              keep_file: str | os.PathLike | None = None, field: str | None = None,
              column: str | None = None) -> PruneRequest:
-        from espresso_export.data import Corpus, open_text
+        from espresso_export.data import Corpus, open_text, text_lines
 
         check_limits(min_count, keep_top)
         if not isinstance(corpus, Corpus):
@@ -169,7 +145,7 @@ class PruneRequest:
             corpus = read_corpus(corpus, field=field, column=column)
         lines = []
         if keep_file is not None:
-            lines = [ln.rstrip("\r\n") for ln in open_text(Path(keep_file).expanduser()).splitlines()]
+            lines = text_lines(open_text(Path(keep_file).expanduser()))
             lines = [ln for ln in lines if ln.strip()]
         return cls(corpus=corpus, min_count=min_count, keep_top=keep_top,
                    keep_file=str(keep_file) if keep_file is not None else None, keep_lines=lines)

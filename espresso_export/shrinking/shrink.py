@@ -1,7 +1,7 @@
 """``shrink``: keep L layers and a k-d embedding, with a PCA or first-k head.
 
-checkpoint -> slice -> head -> folder. The output is a plain
-sentence-transformers folder (see :mod:`espresso_export.layout`).
+checkpoint -> slice -> head -> folder. The output is a plain sentence-transformers folder
+(:mod:`espresso_export.model.save`) with the cut's provenance in ``espresso.json``.
 """
 
 from __future__ import annotations
@@ -29,26 +29,22 @@ from espresso_export.core.files import atomic_output, check_output
 from espresso_export.model.save import save_checkpoint
 from espresso_export.shrinking.pruning import PruneRequest, coverage_hint
 from espresso_export.shrinking.slicing import cut, select_layers
-from espresso_export.core.settings import as_kwargs, resolve
+from espresso_export.core.settings import resolve
 from espresso_export.core.types import Attention, Head, Pooling, Select
 from espresso_export.shrinking.shrink_settings import ShrinkSettings
 
 log = logging.getLogger(__name__)
 
-# Measured with benchmarks/shrink.py (STS-B test, Spearman x100, PCA-128 head):
-# all-MiniLM-L6-v2 cut to 3 layers: first-3 50.3 vs spread (1,3,5) 69.7.
+# hints name no figures (they would go stale): the measured cuts are on the benchmark page
 SPREAD_HINT = (
-    "hint: this model is not ESE-trained, and keeping its first layers usually scores lower than "
-    "--select spread (all-MiniLM-L6-v2 at 3 layers, PCA-128, STS-B test: first 50.3 vs spread 69.7)"
+    "hint: this model is not ESE-trained, and keeping its first layers usually scores lower than --select spread "
+    "(measured cuts: benchmarks/README.md)"
 )
-# Measured with benchmarks/ese.py (STS-B test): all-MiniLM-L6-v2 after one epoch of `train --ese` on STS-B train,
-# cut by ESE's rule to its first 3 layers x first 128 dims, 65.99; the untrained model's spread + PCA cut, 69.72.
 ESE_CUT_HINT = (
     "hint: this model is ESE-trained, so its first {layers} layers{dims} were kept, as ESE trains them to stand "
-    "alone; after a short ESE training, spread layers with a PCA head can score higher (all-MiniLM-L6-v2 after "
-    "one epoch on STS-B, 3 layers x 128 dims, STS-B test: ESE's cut 65.99 vs the untrained model's spread + PCA "
-    "69.72): measure both on your data (`espresso-export sweep` once with --select first --head truncate, once "
-    "with --select spread --head pca) before you pick"
+    "alone; after a short ESE training, spread layers with a PCA head can score higher (benchmarks/README.md): "
+    "measure both on your data (`espresso-export sweep` once with --select first --head truncate, once with "
+    "--select spread --head pca) before you pick"
 )
 
 
@@ -118,8 +114,8 @@ def build_head(
     base = renormalized(ckpt.post)
     if head is Head.TRUNCATE:
         return with_head(base[:-1], truncation(width, dim)), None
-    if len(sentences) < dim:
-        raise ValidationError(f"a PCA to {dim} dims needs at least {dim} calibration sentences, got {len(sentences)}")
+    if len(sentences) <= dim:
+        raise ValidationError(_too_few(len(sentences), dim))
     saved = ckpt.post
     ckpt.post = base
     try:
@@ -136,7 +132,7 @@ def shrink(
     settings: ShrinkSettings | None = None,
     *,
     overwrite: bool = False,
-    progress: bool = False,
+    progress: bool | None = None,
     **kwargs,
 ) -> ShrinkResult:
     """Cut ``model`` to ``settings.layers`` and ``settings.dim`` and write it to ``output``.
@@ -145,52 +141,68 @@ def shrink(
     keyword arguments (``shrink("minilm", "out", layers=3, dim=128)``). ``layers`` is a count (kept per ``select``)
     or a list of 0-based layer indices. ``attention`` (``all``/``last``) makes a decoder's layers bidirectional
     before the cut, with mean pooling. With ``output=None`` nothing is written and the cut checkpoint is available
-    as ``result.checkpoint`` (used by ``sweep``).
+    as ``result.checkpoint`` (used by ``sweep``). ``progress``: the PCA's calibration bar on stderr, as the
+    command shows it; by default (``None``) only when stderr is a terminal, ``False`` never.
     """
     s = resolve(ShrinkSettings, settings, kwargs, call="shrink")
-    values = as_kwargs(s)
-    if values["attention"] is not None:
-        values["attention"] = Attention(values["attention"]).value
-    return _shrink(model, output, overwrite=overwrite, progress=progress, **values)
+    if progress is None:
+        from espresso_export.core.console import err_console
+
+        progress = err_console().is_terminal
+    return _shrink(model, output, s, overwrite=overwrite, progress=progress)
 
 
-def _shrink(
-    model: str | os.PathLike | Checkpoint,
-    output: str | os.PathLike | None,
-    *,
-    layers: int | Sequence[int],
-    dim: int | None,
-    head: Head | str | None,
-    select: Select | str,
-    pooling: Pooling | str | None,
-    calibration: str | os.PathLike | None,
-    calibration_samples: int,
-    overwrite: bool,
-    seed: int,
-    batch_size: int,
-    trust_remote_code: bool,
-    progress: bool,
-    attention: str | None,
-    prune_corpus,
-    prune_min_count: int,
-    prune_keep_top: int | None,
-    prune_keep_file: str | os.PathLike | None,
-) -> ShrinkResult:
+def _shrink(model, output, s: ShrinkSettings, *, overwrite: bool, progress: bool) -> ShrinkResult:
     """The cut itself, with every setting resolved (see :func:`shrink`)."""
     start = time.perf_counter()
     if output is not None:
-        check_output(output, overwrite=overwrite, inputs=[model, calibration, prune_corpus, prune_keep_file])
+        check_output(output, overwrite=overwrite, inputs=[model, s.calibration, s.prune_corpus,
+                                                          s.prune_keep_file])
     prune = None
-    if prune_corpus is not None:
-        prune = PruneRequest.read(prune_corpus, min_count=prune_min_count, keep_top=prune_keep_top,
-                                  keep_file=prune_keep_file)
-    ckpt = model if isinstance(model, Checkpoint) else load(model, pooling=pooling, trust_remote_code=trust_remote_code)
+    if s.prune_corpus is not None:
+        prune = PruneRequest.read(s.prune_corpus, min_count=s.prune_min_count, keep_top=s.prune_keep_top,
+                                  keep_file=s.prune_keep_file)
+    ckpt = model if isinstance(model, Checkpoint) else load(model, pooling=s.pooling,
+                                                             trust_remote_code=s.trust_remote_code)
     if prune is not None:
         prune.check(ckpt)  # an unsupported tokenizer or a bad keep file fails before the cut and the head
-    if attention is not None:  # decoders: all / last layer(s) bidirectional, before the cut (bidirectional.py)
-        switch_attention(ckpt, attention)
-    if pooling is not None:
-        ckpt.pooling = Pooling(pooling)
+    if s.attention is not None:  # decoders: all / last layer(s) bidirectional, before the cut (bidirectional.py)
+        switch_attention(ckpt, Attention(s.attention).value)
+    if s.pooling is not None:
+        ckpt.pooling = Pooling(s.pooling)
+    n, dim = ckpt.depth, s.dim
+    keep, chosen_head, hints = _choose(ckpt, s.layers, s.select, s.head, dim)
+    sentences, cal_label = [], None
+    if chosen_head is Head.PCA:
+        sentences, cal_label = _pca_calibration(s.calibration, s.calibration_samples, s.seed, dim, hints)
+    weights_sha, params_before = ckpt.weights_sha256(), ckpt.n_params
+    cut(ckpt.model, ckpt.arch, keep)
+    post, explained = build_head(ckpt, chosen_head, dim, sentences, batch_size=s.batch_size, progress=progress)
+    ckpt.post = post
+    record = prune.apply(ckpt)[1] if prune is not None else None
+    if record is not None:
+        hints += coverage_hint(record["corpus_coverage"])
+    result = ShrinkResult(
+        output=None, source=ckpt.source, layers=keep, source_depth=n, dim=ckpt.output_dim, head=chosen_head,
+        pooling=ckpt.pooling, params_before=params_before, params_after=ckpt.n_params, seconds=0.0,
+        explained_variance=explained, calibration_size=len(sentences), hints=hints,
+        vocab={k: v for k, v in record.items() if k != "id_map"} if record is not None else None,
+    )
+    ckpt.provenance = _provenance(ckpt, result, weights_sha, s.select, sentences, cal_label, s.seed)
+    if record is not None:
+        ckpt.provenance[PROVENANCE_KEY] = record
+    if output is not None:
+        with atomic_output(output, overwrite=overwrite, inputs=[ckpt.path]) as tmp:
+            save_checkpoint(ckpt, tmp, post=post, provenance=ckpt.provenance)
+        result.output = Path(output).expanduser().resolve()
+    result.seconds = time.perf_counter() - start
+    result.checkpoint = ckpt
+    return result
+
+
+def _choose(ckpt: Checkpoint, layers, select, head, dim: int | None) -> tuple[list[int], Head, list[str]]:
+    """The layers kept, the head, and the hints the choice earns (a first-layers cut of a plain model, an ESE cut,
+    a first-k width ESE did not train)."""
     n = ckpt.depth
     keep = select_layers(n, layers, select, ese_trained=ckpt.ese_trained)
     chosen_head = resolve_head(head, dim, ckpt)
@@ -207,49 +219,26 @@ def _shrink(
     if chosen_head is Head.TRUNCATE and isinstance(trained_k, int) and dim is not None and trained_k < dim < ckpt.output_dim:
         hints.append(f"warning: ESE trained the first {trained_k} dims (and the full {ckpt.output_dim}); the first {dim} "
                      f"were not trained to stand alone: --dim {trained_k}, or --head pca")
-    sentences, cal_label = [], None
-    if chosen_head is Head.PCA:
-        sentences, cal_label = _pca_calibration(calibration, calibration_samples, seed, dim, hints)
-    weights_sha = ckpt.weights_sha256()
-    params_before = ckpt.n_params
-    cut(ckpt.model, ckpt.arch, keep)
-    post, explained = build_head(ckpt, chosen_head, dim, sentences, batch_size=batch_size, progress=progress)
-    ckpt.post = post
-    record = prune.apply(ckpt)[1] if prune is not None else None
-    if record is not None:
-        hints += coverage_hint(record["corpus_coverage"])
-    vocab = {k: v for k, v in record.items() if k != "id_map"} if record is not None else None
-    out_dim = ckpt.output_dim
-    result = ShrinkResult(
-        output=None, source=ckpt.source, layers=keep, source_depth=n, dim=out_dim, head=chosen_head,
-        pooling=ckpt.pooling, params_before=params_before, params_after=ckpt.n_params,
-        seconds=0.0, explained_variance=explained, calibration_size=len(sentences), hints=hints, vocab=vocab,
-    )
-    provenance = _provenance(ckpt, result, weights_sha, select, sentences, cal_label, seed)
-    if record is not None:
-        provenance[PROVENANCE_KEY] = record
-    ckpt.provenance = provenance
-    if output is not None:
-        with atomic_output(output, overwrite=overwrite, inputs=[ckpt.path]) as tmp:
-            save_checkpoint(ckpt, tmp, post=post, provenance=provenance)
-        result.output = Path(output).expanduser().resolve()
-    result.seconds = time.perf_counter() - start
-    result.checkpoint = ckpt
-    return result
+    return keep, chosen_head, hints
 
 
 def _pca_calibration(calibration, samples: int, seed: int, dim: int, hints: list[str]) -> tuple[list[str], str]:
-    """The PCA's calibration sentences and their label; refuses fewer than ``dim``, adds a hint under 10 x dim."""
+    """The PCA's calibration sentences and their label; refuses ``dim`` or fewer, adds a hint under 10 x dim."""
     sentences, cal_label = load_calibration(calibration, samples, seed)
-    if len(sentences) < dim:
-        raise ValidationError(
-            f"calibration has {len(sentences)} sentences, fewer than --dim {dim}; a PCA needs at least {dim}"
-        )
+    if len(sentences) <= dim:
+        raise ValidationError(_too_few(len(sentences), dim))
     if len(sentences) < 10 * dim:
         hints.append(
             f"warning: {len(sentences)} calibration sentences for a {dim}-d PCA; 10 x dim = {10 * dim} or more is advised"
         )
     return sentences, cal_label
+
+
+def _too_few(n: int, dim: int) -> str:
+    """Centred, n sentences span at most n - 1 directions: with n <= dim the head's last ones have no variance (they
+    would project new text on directions the calibration never fitted)."""
+    return (f"calibration has {n} sentences, too few for --dim {dim}: a PCA to {dim} dims needs at least {dim + 1} "
+            "(more with --calibration-samples, or a larger --calibration file)")
 
 
 def _provenance(ckpt: Checkpoint, result: ShrinkResult, weights_sha: str, select, sentences, cal_label, seed) -> dict:

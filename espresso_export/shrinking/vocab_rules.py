@@ -1,4 +1,4 @@
-"""What each tokenizer model needs kept to still segment any input (see :mod:`.pruning` for the table).
+"""What each tokenizer model needs kept to still segment any input (docs/commands/prune-vocab.md).
 
 One function per tokenizer model (WordPiece, BPE, Unigram) names the fallback
 tokens; :func:`close_merges` adds, for BPE, the parts every kept token is merged from.

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
 
 
 def plot_sweep(result: SweepResult, path: Path) -> Path:
+    """Draw ``result`` as a PNG at ``path``: each width's points by throughput, the source and the target lines."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -19,7 +20,7 @@ def plot_sweep(result: SweepResult, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8.5, 5.5), dpi=120)
     try:
         dims = sorted({p.dim for p in result.points})
-        # tab10, not viridis: viridis's last width was a pale yellow, lost under the frontier's line on white
+        # tab10: distinct colours that all stay visible on white (a sequential map ends in a pale yellow)
         colors = plt.get_cmap("tab10").colors
         for i, dim in enumerate(dims):
             pts = sorted((p for p in result.points if p.dim == dim), key=lambda p: p.sentences_per_s)
@@ -41,7 +42,7 @@ def plot_sweep(result: SweepResult, path: Path) -> Path:
         sets = ", ".join(s["name"] for s in result.sets)
         ax.set_title(f"{Path(result.source).name}: depth x width sweep ({result.head.value} head, "
                      f"layers: {result.selection})", fontsize=10)
-        ax.set_xscale("log")  # depth 1 runs ~10x faster than the full model: a linear axis crowds the deep cuts
+        ax.set_xscale("log")  # shallow cuts run many times faster than the full model: a linear axis crowds the deep ones
         ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
         ax.xaxis.set_minor_formatter(ticker.FormatStrFormatter("%g"))
         ax.set_xlabel(f"throughput, sentences/s, log scale (batch {result.latency['batch_size']}, "

@@ -1,21 +1,11 @@
-"""``sweep``: measure every (depth, width) cut of one model, in memory, and map the trade-off.
+"""``sweep``: score and time every (depth, width) cut of one model in memory, and map the trade-off.
 
-Cost model: one forward pass over the STS and calibration sentences yields the
-pooled state after every layer (:func:`espresso_export.model.embed.encode_layers`),
-which is exactly what the model cut to its first L layers outputs. Per depth,
-one PCA is fitted on the calibration embeddings at the widest requested
-width; narrower heads are its leading components (the same fit). Nothing is
-written per point. Latency is measured once per depth on the cut model
-(:func:`espresso_export.shrinking.slicing.temporary_cut`, with the widest head attached:
-the head's k x d product is a negligible share), the depths and the full
-source taking turns batch by batch, all in this process with a fixed thread count.
-
-Layers are selected as ``shrink`` selects them (one declaration, ``select_setting``): ``auto`` (the
-default) is ``first`` for ESE-trained models and ``spread`` otherwise. Spread (layers spread over the depth,
-always keeping the last) cannot reuse one pass: it runs one encode per depth on the cut model.
-
-The result types (:class:`SweepPoint`, :class:`SweepResult`) live in
-:mod:`espresso_export.sweeping.sweep_result`, which the plot reads without this module.
+Nothing is written per point. With ``first`` layers, one forward pass yields the pooled state after every layer,
+which is what each cut to the first L layers outputs; ``spread`` cuts (shrink's choice for models not trained
+with ESE) take one pass per depth on the model cut in place. Per depth one PCA is fitted at the widest width;
+narrower heads are its leading components. Latency is timed once per depth with the widest head, the depths and
+the source taking turns batch by batch, at a fixed thread count. The result types live in
+:mod:`espresso_export.sweeping.sweep_result`, which the plot reads without torch.
 """
 
 from __future__ import annotations
@@ -24,67 +14,43 @@ import json
 import os
 import random
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from espresso_export.core.cpu import int8_isa
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.extras import require
-from espresso_export.core.settings import out_of_bounds
-from espresso_export.data import input_extras
+from espresso_export.core.files import atomic_output, check_output, write_text_atomic
+from espresso_export.core.settings import resolve
 from espresso_export.core.types import Head, Select, SweepMetric
+from espresso_export.data import input_extras
 from espresso_export.model.checkpoint import Checkpoint, DenseLayer, load
 from espresso_export.model.embed import apply_post, encode, encode_layers
 from espresso_export.model.post import renormalized, with_head
-from espresso_export.core.files import atomic_output, check_output, write_text_atomic
 from espresso_export.shrinking.heads import fit_pca, truncation
 from espresso_export.shrinking.shrink import load_calibration
-from espresso_export.core.common_settings import select_setting
 from espresso_export.shrinking.slicing import depth_hint, select_layers, temporary_cut
-from espresso_export.verification.embedders import Embedder
 from espresso_export.sweeping.sweep_metric import load_targets, set_info, set_score, set_texts
 from espresso_export.sweeping.sweep_result import SweepPoint, SweepResult, pareto_front
-from espresso_export.verification.verify_settings import check_retention_gate
+from espresso_export.sweeping.sweep_settings import SWEEP_HEADS, SweepSettings
+from espresso_export.verification.embedders import Embedder
 
-__all__ = ["SWEEP_HEADS", "SweepOptions", "SweepPoint", "SweepResult", "pareto_front", "sweep"]
-
-SWEEP_HEADS = (Head.PCA, Head.TRUNCATE)
+__all__ = ["SWEEP_HEADS", "SweepPoint", "SweepResult", "SweepSettings", "pareto_front", "sweep"]
 
 
-@dataclass(frozen=True)
-class SweepOptions:
-    layers: Sequence[int]  # depths L to try
-    dims: Sequence[int]  # widths k to try
-    head: Head = Head.PCA
-    select: Select = select_setting()  # shrink's default, declared once
-    sts: Sequence[str] = ("builtin",)
-    sts_columns: tuple[str, str, str] = ("sentence1", "sentence2", "score")
-    sts_limit: int | None = None
-    metric: SweepMetric = SweepMetric.STS  # what points are scored, plotted and recommended on
-    retrieval: Sequence[str] = ()  # BEIR folders or STS specs, scored with metric=retrieval
-    relevant_score: float = 4.0  # STS-built retrieval: pairs scored at least this are relevant
-    calibration: str | os.PathLike | None = None
-    calibration_samples: int = 4096
-    target_retention: float = 0.95
-    threads: int | None = None
-    batch_size: int = 64  # encoding
-    latency_batch_size: int = 32
-    latency_texts: int = 64
-    latency_rounds: int = 3  # fewer: the spread is unknown and the timing is reported as not reliable
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        # one value where a list is expected, as the settings classes take it ("x.csv" was read letter by letter)
-        for name in ("sts", "retrieval"):
-            if isinstance(getattr(self, name), (str, os.PathLike)):
-                object.__setattr__(self, name, (os.fspath(getattr(self, name)),))  # frozen
-        for name in ("layers", "dims"):
-            if isinstance(getattr(self, name), int):
-                object.__setattr__(self, name, (getattr(self, name),))
+def __getattr__(name: str) -> Any:
+    """``SweepOptions``, the settings' earlier name, still imports (with a DeprecationWarning)."""
+    if name == "SweepOptions":
+        warnings.warn("SweepOptions is now SweepSettings; the old name will be removed in 1.0", DeprecationWarning,
+                      stacklevel=2)
+        return SweepSettings
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _layer_params(ckpt: Checkpoint) -> tuple[int, list[int]]:
@@ -144,7 +110,8 @@ def _pooled_by_depth(ckpt: Checkpoint, texts: list[str], depths: Sequence[int], 
 
 @dataclass
 class _DepthEmbedder(Embedder):
-    """One loaded model run at one depth (no weight copies), for :mod:`latency`."""
+    """One loaded model run at one depth (no weight copies), timed by
+    :mod:`espresso_export.verification.latency`."""
 
     view: Checkpoint | None = None  # the source checkpoint with this point's post modules
     keep: list[int] | None = None  # layers of the cut; None = the full model
@@ -163,22 +130,8 @@ class _DepthEmbedder(Embedder):
             return encode(self.view, texts, batch_size=batch_size)
 
 
-def _check(options: SweepOptions) -> tuple[Head, Select, list[int], list[int]]:
-    head, select = Head(options.head), Select(options.select)
-    if head not in SWEEP_HEADS:
-        raise ValidationError(f"sweep --head must be pca or truncate, got {head.value}")
-    check_retention_gate("--target-retention", options.target_retention)
-    if SweepMetric(options.metric) is SweepMetric.RETRIEVAL and not options.retrieval:
-        raise ValidationError("sweep --metric retrieval needs a --retrieval set")
-    if not options.sts:
-        raise ValidationError("sweep needs at least one --sts set")
-    depths, dims = sorted(set(options.layers)), sorted(set(options.dims))
-    if not depths or not dims:
-        raise ValidationError("sweep needs at least one depth (--layers) and one width (--dims)")
-    return head, select, depths, dims
-
-
 def _check_grid(ckpt: Checkpoint, depths: list[int], dims: list[int]) -> None:
+    """Refuse depths and widths this model does not have (known only once it is loaded)."""
     bad = [d for d in depths if not 1 <= d <= ckpt.depth]
     if bad:
         raise ValidationError(f"--layers {','.join(map(str, bad))}: {depth_hint(ckpt.depth, indices=False)}")
@@ -189,7 +142,7 @@ def _check_grid(ckpt: Checkpoint, depths: list[int], dims: list[int]) -> None:
 
 def _score_points(ckpt: Checkpoint, pooled: dict[int, np.ndarray], texts: _Texts, sets, head: Head,
                   kept: dict[int, list[int]], dims: list[int], target: float):
-    """Every (depth, width) point's Spearman and size, the source's scores, and each depth's widest head."""
+    """Every (depth, width) point's score and size, the source's scores, and each depth's widest head."""
     n, width, n_sts = ckpt.depth, ckpt.output_dim, len(texts.texts)
     source_per_set = _sts_scores(_apply(ckpt.post, pooled[n][:n_sts]), texts, sets)
     source_score = float(np.mean(list(source_per_set.values())))
@@ -228,44 +181,49 @@ def _timed(timings: dict[str, float], key: str) -> Iterator[None]:
     timings[key] = time.perf_counter() - start
 
 
-def _inputs(options: SweepOptions, head: Head, dims: list[int]):
-    """The STS sets, and the calibration sentences a PCA head is fitted on (none for truncate)."""
-    from espresso_export.verification.sts import load_sts
+def _inputs(settings: SweepSettings, dims: list[int]):
+    """The STS (or retrieval) sets, and the calibration sentences a PCA head is fitted on (none for truncate)."""
+    from espresso_export.verification.sts import DEFAULT_COLUMNS, load_sts
 
-    if SweepMetric(options.metric) is SweepMetric.RETRIEVAL:
-        sets = load_targets(options.retrieval, columns=options.sts_columns, min_score=options.relevant_score,
-                            limit=options.sts_limit)
+    columns = tuple(settings.sts_columns) if settings.sts_columns else DEFAULT_COLUMNS
+    if settings.metric is SweepMetric.RETRIEVAL:
+        sets = load_targets(settings.retrieval, columns=columns, min_score=settings.relevant_score,
+                            limit=settings.sts_limit)
     else:
-        sets = [load_sts(s, columns=options.sts_columns, limit=options.sts_limit) for s in options.sts]
-    cal, cal_label = ([], None) if head is not Head.PCA else \
-        load_calibration(options.calibration, options.calibration_samples, options.seed)
-    if head is Head.PCA and len(cal) < dims[-1]:
-        raise ValidationError(f"calibration has {len(cal)} sentences, fewer than the widest --dims {dims[-1]}; "
-                              "a PCA needs at least that many")
+        sets = [load_sts(s, columns=columns, limit=settings.sts_limit) for s in settings.sts]
+    if settings.head is not Head.PCA:
+        return sets, [], None
+    cal, cal_label = load_calibration(settings.calibration, settings.calibration_samples, settings.seed)
+    if len(cal) <= dims[-1]:
+        raise ValidationError(f"calibration has {len(cal)} sentences, not more than the widest --dims {dims[-1]}; "
+                              "a PCA head of k dims needs at least k + 1")
     return sets, cal, cal_label
 
 
 def _latency(ckpt: Checkpoint, texts: list[str], depths: list[int], kept: dict[int, list[int]],
-             widest: dict[int, list], options: SweepOptions, progress: bool):
-    """(the timed sample, one LatencyStats per depth then one for the full source, the timing's record)."""
+             widest: dict[int, list], settings: SweepSettings, progress: bool):
+    """(one LatencyStats per depth then one for the full source, the timing's record for sweep.json)."""
     from espresso_export.verification.latency import Plan, compare
 
-    sample = texts if len(texts) <= options.latency_texts else \
-        random.Random(options.seed).sample(texts, options.latency_texts)
+    sample = texts if len(texts) <= settings.latency_texts else \
+        random.Random(settings.seed).sample(texts, settings.latency_texts)
     embedders = [_DepthEmbedder.of(ckpt, None if d == ckpt.depth else kept[d], widest[d]) for d in depths]
     embedders.append(_DepthEmbedder.of(ckpt, None, ckpt.post))
-    bs = options.latency_batch_size
-    timing = compare(embedders, sample, [bs], Plan(min_rounds=options.latency_rounds, warmup=1,
-                                                   max_rounds=options.latency_rounds),
+    bs = settings.latency_batch_size
+    timing = compare(embedders, sample, [bs], Plan(min_rounds=settings.latency_rounds, warmup=1,
+                                                   max_rounds=settings.latency_rounds),
                      progress="latency (per depth)" if progress else None)[bs]
     reasons = timing.reasons([f"L{d}" for d in depths] + ["source"])  # as verify judges its own timing
-    record = {"reliable": not reasons, "reasons": reasons,
+    record = {"batch_size": bs, "texts": len(sample), "rounds": settings.latency_rounds,
+              "measured": "once per depth, widest head", "cpu": int8_isa(), "reliable": not reasons, "reasons": reasons,
               "other_cores": None if timing.other_cores is None else round(timing.other_cores, 3),
               "load_average": timing.load_average, "cores": timing.cores}
-    return sample, [timing.stats(e) for e in range(len(embedders))], record
+    return [timing.stats(e) for e in range(len(embedders))], record
 
 
 def _notes(sets, select: Select, ckpt: Checkpoint, depths: list[int]) -> list[str]:
+    """What the reader of the table should know: a smoke set is no benchmark; first-L cuts of a model not
+    trained with ESE usually lose to spread cuts."""
     from espresso_export.verification.sts import SMOKE_NOTE, load_sts
 
     notes = []
@@ -277,71 +235,98 @@ def _notes(sets, select: Select, ckpt: Checkpoint, depths: list[int]) -> list[st
     return notes
 
 
-def sweep(source: str | os.PathLike | Checkpoint, options: SweepOptions | None = None, *,
-          output: str | os.PathLike | None = None, overwrite: bool = False, progress: bool = False,
+def _call_form(output: Any, settings: Any, kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """``(output, settings)`` as a call gave them: by position (``sweep(model, OUT, settings)``), by name, or in the
+    earlier forms ``sweep(model, settings, output=OUT)`` and ``options=``, which still work with a
+    DeprecationWarning (so both are positional-only in the signature: ``output=`` arrives in ``kwargs``)."""
+    if isinstance(output, SweepSettings) and settings is None:
+        warnings.warn("sweep(model, settings, output=OUT) is now sweep(model, OUT, settings)", DeprecationWarning,
+                      stacklevel=3)
+        output, settings = None, output
+    if "options" in kwargs:
+        warnings.warn("sweep(options=...) is now sweep(settings=...)", DeprecationWarning, stacklevel=3)
+        kwargs.setdefault("settings", kwargs.pop("options"))
+    given = {"output": output, "settings": settings}
+    for name in given:
+        if name in kwargs:
+            if given[name] is not None:
+                raise TypeError(f"sweep() got multiple values for argument {name!r}")
+            given[name] = kwargs.pop(name)
+    return given["output"], given["settings"]
+
+
+def sweep(model: str | os.PathLike | Checkpoint, output: str | os.PathLike | None = None,
+          settings: SweepSettings | None = None, /, *, overwrite: bool = False, progress: bool = False,
           **kwargs) -> SweepResult:
-    """Measure every (depth, width) point of ``source``; write sweep.json/.csv/.png to ``output`` if given.
-    ``options`` or its fields as keywords (``sweep("minilm", layers=[2, 3], dims=[64, 128])``), as shrink and
-    verify take theirs."""
-    from espresso_export.core.settings import resolve
+    """Score and time every (depth, width) point of ``model``; write sweep.json/.csv/.png to ``output`` if given
+    (``None``: only the returned result). ``settings`` or its fields as keywords
+    (``sweep("minilm", layers=[2, 3], dims=[64, 128])``), as shrink and verify take theirs; ``output=`` and
+    ``settings=`` may be given by name too."""
     from espresso_export.verification.latency import default_threads, fixed_threads
 
-    options = resolve(SweepOptions, options, kwargs, call="sweep")
-
+    output, settings = _call_form(output, settings, kwargs)
+    settings = resolve(SweepSettings, settings, kwargs, call="sweep")
     start = time.perf_counter()
-    head, select, depths, dims = _check(options)
+    depths, dims = sorted(set(settings.layers)), sorted(set(settings.dims))
     if output is not None:
-        check_output(output, overwrite=overwrite, inputs=[source, list(options.sts or ()), options.calibration])
+        check_output(output, overwrite=overwrite, inputs=[model, list(settings.sts), settings.calibration])
         require("plot")  # now, not after the measuring: sweep.png is drawn last
-    require(*input_extras([*options.sts], split=True), *input_extras([options.calibration]))
-    sets, cal, cal_label = _inputs(options, head, dims)
-    if options.threads is not None and (problem := out_of_bounds(options.threads, 1, None, cpus=True)):
-        raise ValidationError(f"--threads {problem}")
-    threads = options.threads or default_threads()
+    require(*input_extras([*settings.sts], split=True), *input_extras([settings.calibration]))
+    sets, cal, cal_label = _inputs(settings, dims)
+    threads = settings.threads or default_threads()
     timings: dict[str, float] = {}
     with fixed_threads(threads):
         with _timed(timings, "load"):
-            ckpt = source if isinstance(source, Checkpoint) else load(source)
+            ckpt = model if isinstance(model, Checkpoint) else load(model)
         _check_grid(ckpt, depths, dims)
-        select_auto = select is Select.AUTO
-        if select_auto:  # as shrink resolves it for this model
+        select = settings.select
+        if select is Select.AUTO:  # as shrink resolves it for this model
             select = Select.FIRST if ckpt.ese_trained else Select.SPREAD
         kept = {d: select_layers(ckpt.depth, d, select) for d in depths}
         texts = _Texts(*[set_texts(s) for s in sets])
         with _timed(timings, "encode"):
-            pooled = _pooled_by_depth(ckpt, texts.texts + cal, depths, kept, select, options.batch_size, progress)
+            pooled = _pooled_by_depth(ckpt, texts.texts + cal, depths, kept, select, settings.batch_size, progress)
         with _timed(timings, "heads_and_scores"):
             points, widest, source_per_set, source_params = _score_points(
-                ckpt, pooled, texts, sets, head, kept, dims, options.target_retention)
+                ckpt, pooled, texts, sets, settings.head, kept, dims, settings.target_retention)
         with _timed(timings, "latency"):
-            sample, stats, timing = _latency(ckpt, texts.texts, depths, kept, widest, options, progress)
+            stats, timing = _latency(ckpt, texts.texts, depths, kept, widest, settings, progress)
     by_depth = dict(zip(depths, stats))
     for p in points:
         p.sentences_per_s, p.p50_ms = by_depth[p.layers].sentences_per_s, by_depth[p.layers].p50_ms
     for p in pareto_front(points):
         p.pareto = True
-    result = SweepResult(
-        source=ckpt.source, source_depth=ckpt.depth, source_dim=ckpt.output_dim,
-        source_spearman=float(np.mean(list(source_per_set.values()))), source_per_set=source_per_set,
-        source_sentences_per_s=stats[-1].sentences_per_s, source_p50_ms=stats[-1].p50_ms,
-        source_params=source_params, head=head, select=select, select_auto=select_auto,
-        sets=[set_info(s) for s in sets], metric=SweepMetric(options.metric),
-        calibration=None if head is not Head.PCA else {"source": cal_label, "size": len(cal),
-                                                       "spec": None if options.calibration is None
-                                                       else str(options.calibration),
-                                                       "samples": options.calibration_samples, "seed": options.seed},
-        threads=threads, latency={"batch_size": options.latency_batch_size, "texts": len(sample),
-                                  "rounds": options.latency_rounds, "measured": "once per depth, widest head",
-                                  "cpu": int8_isa(), **timing},
-        target_retention=options.target_retention, points=points, notes=_notes(sets, select, ckpt, depths),
-    )
-    if not timing["reliable"]:
-        result.notes.insert(0, f"throughput NOT reliable ({'; '.join(timing['reasons'])}): the sent/s, speed-ups "
-                               f"and the fastest pick may be off; run again on a quiet machine")
+    calibration = None if settings.head is not Head.PCA else {
+        "source": cal_label, "size": len(cal),
+        "spec": None if settings.calibration is None else str(settings.calibration),
+        "samples": settings.calibration_samples, "seed": settings.seed}
+    result = _result(ckpt, settings, select, sets, depths, points, (source_per_set, source_params, stats[-1]),
+                     timing, threads, calibration)
     timings["total"] = time.perf_counter() - start
     result.timings = timings
     if output is not None:
         _write(result, output, overwrite)
+    return result
+
+
+def _result(ckpt: Checkpoint, settings: SweepSettings, select: Select, sets, depths: list[int],
+            points: list[SweepPoint], source: tuple, latency: dict[str, Any], threads: int,
+            calibration: dict[str, Any] | None) -> SweepResult:
+    """The :class:`SweepResult` of the measured points (``source``: the full model's scores per set, parameters
+    and latency); its notes open with a warning when the timing is not to be trusted."""
+    per_set, params, stats = source
+    result = SweepResult(
+        source=ckpt.source, source_depth=ckpt.depth, source_dim=ckpt.output_dim,
+        source_spearman=float(np.mean(list(per_set.values()))), source_per_set=per_set,
+        source_sentences_per_s=stats.sentences_per_s, source_p50_ms=stats.p50_ms, source_params=params,
+        head=settings.head, select=select, select_auto=settings.select is Select.AUTO,
+        sets=[set_info(s) for s in sets], metric=settings.metric, calibration=calibration, threads=threads,
+        latency=latency, target_retention=settings.target_retention, points=points,
+        notes=_notes(sets, select, ckpt, depths),
+    )
+    if not latency["reliable"]:
+        result.notes.insert(0, f"throughput NOT reliable ({'; '.join(latency['reasons'])}): the sent/s, speed-ups "
+                               f"and the fastest pick may be off; run again on a quiet machine")
     return result
 
 

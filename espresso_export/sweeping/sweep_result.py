@@ -25,6 +25,8 @@ SEED = field_of(ShrinkSettings, "seed").default
 
 @dataclass
 class SweepPoint:
+    """One cut: the first (or spread) ``layers`` layers and a ``dim``-wide head, scored, timed and sized."""
+
     layers: int
     kept: list[int]  # 0-based layer indices of the cut
     dim: int
@@ -51,12 +53,14 @@ def score_key(metric: SweepMetric) -> str:
 
 def score_scale(metric: SweepMetric) -> float:
     """The JSON and CSV hold each score on verify's scale: Spearman x100, nDCG@10 a fraction (the points hold both
-    x100, as the table and the plot show them). nDCG@10 was x100 under the key verify uses for a fraction."""
+    x100, as the table and the plot show them)."""
     return 0.01 if metric is SweepMetric.RETRIEVAL else 1.0
 
 
 @dataclass
 class SweepResult:
+    """A sweep's points, the source's own numbers and how they were measured; the picks meeting the target."""
+
     source: str
     source_depth: int
     source_dim: int
@@ -127,7 +131,7 @@ class SweepResult:
             layers = str(point.layers) if self.select is Select.FIRST else ",".join(map(str, point.kept))
             select = " --select first" if self.select is Select.FIRST else ""
         cal = self.calibration or {}
-        fit = ""  # the PCA fitted as the sweep fitted it: without them, the command built another model
+        fit = ""  # the PCA fitted as the sweep fitted it, so the command builds the point it measured
         if cal.get("spec"):
             fit += f" --calibration {shlex.quote(str(cal['spec']))}"
         if cal.get("samples") not in (None, CALIBRATION_SAMPLES):
@@ -175,7 +179,7 @@ class SweepResult:
         """Rebuild a result from its ``sweep.json`` (to re-plot or compare sweeps without re-running them)."""
         src = d["source"]
         key = score_key(SweepMetric(d.get("metric", "sts")))
-        up = 100.0 if d.get("score_scale") == "fraction" else 1.0  # sweeps before it was recorded held x100
+        up = 100.0 if d.get("score_scale") == "fraction" else 1.0  # a sweep.json without score_scale holds x100
         fields_ = {f for f in SweepPoint.__dataclass_fields__}
 
         def point(p: dict) -> SweepPoint:
@@ -188,7 +192,7 @@ class SweepResult:
             source_spearman=up * src.get(key, src.get("spearman")),
             source_per_set={k: up * v for k, v in src["per_set"].items()}, source_sentences_per_s=src["sentences_per_s"], source_p50_ms=src["p50_ms"],
             source_params=src["params"], head=Head(d["head"]), select=Select(d["select"]), select_auto=d.get("select_auto", False),
-            sets=d.get(d.get("metric", "sts"), d.get("sts", [])),  # sweeps before 2026-11-25 kept both under "sts"
+            sets=d.get(d.get("metric", "sts"), d.get("sts", [])),  # an older sweep.json keeps either kind under "sts"
             calibration=d["calibration"], threads=d["threads"], latency=d["latency"],
             target_retention=d["target_retention"],
             metric=SweepMetric(d.get("metric", "sts")),

@@ -1,28 +1,15 @@
-"""Data-parallel runs on ``torch.distributed``: what ``distill`` and ``train`` need when launched by ``torchrun``.
-
-One process per device, launched the way the PyTorch ecosystem expects::
+"""Data-parallel runs on ``torch.distributed``, as ``torchrun`` launches them::
 
     torchrun --nproc_per_node 4 -m espresso_export distill ...
 
-Nothing here invents parallelism: :func:`setup` joins the process group that
-``torchrun`` describes in the environment (``RANK``, ``WORLD_SIZE``,
-``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``), the trainer wraps the task's
-modules in ``DistributedDataParallel`` and this module supplies the few
-collectives around it. Started without ``torchrun`` (or with one process)
-:func:`current` is the single-process context and every helper is a no-op.
+:func:`setup` joins the process group ``torchrun`` describes in the environment; the trainer wraps the task's
+modules in ``DistributedDataParallel`` and this module supplies the few collectives around it. Without
+``torchrun`` :func:`current` is the single-process context and every helper is a no-op.
 
-* Backend: NCCL for ``--device cuda`` (rank ``r`` uses GPU ``LOCAL_RANK``), gloo
-  otherwise. Control messages (flags, scores, small arrays, barriers) always go
-  over a CPU gloo group, so they never touch the GPU.
-* Timeout: every collective gives up after ``ESPRESSO_DIST_TIMEOUT`` seconds
-  (default 600). A rank that dies, hangs or is stopped makes the others fail
-  with :class:`PeerFailure` (exit code 1, one line naming the rank and the
-  timeout) instead of waiting forever; under ``torchrun`` a rank that *exits*
-  also makes the agent stop the others at once.
-* Only rank 0 writes (checkpoints, best weights, the output folder, reports);
-  the teacher cache is written in shards by every rank into one memory-mapped
-  file, so the cache and the run folder must be on a filesystem every rank sees
-  (checked, with a clear error, when they are not).
+NCCL for ``--device cuda``, gloo otherwise; control messages always go over a CPU gloo group. Every collective
+gives up after ``ESPRESSO_DIST_TIMEOUT`` seconds (default 600), so a rank that dies or hangs makes the others fail
+with :class:`PeerFailure` instead of waiting forever. Only rank 0 writes, except the teacher cache, which every
+rank fills in shards: the cache and the run folder must be on a filesystem every rank sees (checked).
 """
 
 from __future__ import annotations

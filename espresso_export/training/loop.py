@@ -1,24 +1,10 @@
 """The training loop every trainer shares (``distill`` and ``train``).
 
-A trainer describes *what* to learn as a :class:`TrainingTask` (its modules,
-a loss over a batch of item indices, an optional evaluation); :func:`train`
-does the rest:
-
-* AdamW (no weight decay on biases and norms), linear warm-up then linear decay,
-  gradient clipping, mixed precision where the device supports it (:mod:`.schedule`);
-* a seeded, length-bucketed batch order that depends only on ``(seed, epoch)``;
-* the progress bar of :mod:`espresso_export.core.progress` with the loss, items/s and the ETA;
-* data-parallel under ``torchrun`` (:mod:`espresso_export.training.distributed`): each rank
-  takes its contiguous slice of every global batch (``batch_size`` stays the
-  global batch), gradients are averaged by DistributedDataParallel so a step
-  equals the single-process step on the same batch; only rank 0 shows
-  progress, evaluates and writes; checkpoints do not depend on the world size;
-* evaluation after every epoch (and before the first) keeping the best weights;
-* a checkpoint every N steps, at every epoch end and on Ctrl-C or SIGTERM (:mod:`.interrupt`), that
-  ``resume=True`` continues from *exactly* (:mod:`.resume`, which also describes the run folder).
-
-The names trainers use (``TrainingTask``, ``TrainConfig``, ``prepare_run``, ``write_trained``, ...) are
-importable from here.
+A trainer describes *what* to learn as a :class:`TrainingTask` (modules, a loss over a batch of item indices, an
+optional evaluation) and *how* as :class:`LoopSettings`; the loop owns the rest: AdamW with warm-up and decay
+(:mod:`.schedule`), seeded length-bucketed batches, progress, an evaluation per epoch keeping the best weights,
+checkpoints that ``resume=True`` continues exactly (:mod:`.resume`), Ctrl-C and SIGTERM (:mod:`.interrupt`), and
+data-parallel runs under ``torchrun`` (:mod:`.distributed`).
 """
 
 from __future__ import annotations
@@ -45,16 +31,16 @@ from espresso_export.training.run_folder import prepare_run, write_trained
 from espresso_export.training.schedule import (
     amp_dtype, autocast, build_optimizer, epoch_batches, resolve_device, steps_per_epoch,
 )
-from espresso_export.training.task import LOSS_LABEL, TrainConfig, TrainingTask, TrainResult
+from espresso_export.training.task import LOSS_LABEL, LoopSettings, TrainingTask, TrainResult
 
 # the loop's own names and those trainers, the recipe runner and the tests take from here
 __all__ = [
-    "BEST_DIR", "CHECKPOINT_DIR", "TrainConfig", "TrainResult", "Trainer", "TrainingInterrupted", "TrainingTask",
+    "BEST_DIR", "CHECKPOINT_DIR", "LoopSettings", "TrainResult", "Trainer", "TrainingInterrupted", "TrainingTask",
     "epoch_batches", "prepare_run", "read_checkpoint_meta", "train", "write_trained",
 ]
 
 
-def _check_config(n: int, config: TrainConfig) -> None:
+def _check_config(n: int, config: LoopSettings) -> None:
     if n == 0:
         raise ValidationError("nothing to train on: the training set is empty")
     if n < config.batch_size:
@@ -83,7 +69,7 @@ class _Pace:
 class Trainer:
     """Holds the optimiser, the schedule and the position; :func:`train` is the one-call form."""
 
-    def __init__(self, task: TrainingTask, config: TrainConfig, run_dir: str | Path):
+    def __init__(self, task: TrainingTask, config: LoopSettings, run_dir: str | Path):
         self.task = task
         self.config = config
         self.run_dir = Path(run_dir).expanduser()
@@ -175,6 +161,9 @@ class Trainer:
         if not math.isfinite(value):
             from espresso_export.core.errors import RuntimeFailure
 
+            if self.step == 0:  # no weight has moved yet: the learning rate is not the cause
+                raise RuntimeFailure(f"the loss is {value} at step 1, before any update: the training data gives no "
+                                     "finite loss (too few or identical items for these settings?)")
             raise RuntimeFailure(f"the loss became {value} at step {self.step + 1}; lower --lr")
         self.optimizer.zero_grad(set_to_none=True)
         with self.dist.guard(f"the gradient all-reduce of step {self.step + 1}"):
@@ -288,7 +277,15 @@ class Trainer:
             remove_run_files(self.run_dir)
 
 
-def train(task: TrainingTask, config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
+def __getattr__(name: str):
+    if name == "TrainConfig":  # the name of earlier releases, with its DeprecationWarning
+        from espresso_export.training import task
+
+        return task.__getattr__(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def train(task: TrainingTask, config: LoopSettings, run_dir: str | Path, *, resume: bool = False,
           progress: str | None = None, on_step: Callable[[int], None] | None = None) -> TrainResult:
     """Train ``task`` to the end (or raise :class:`TrainingInterrupted` after saving on Ctrl-C).
 

@@ -5,16 +5,19 @@ A run folder (``--run-dir``, default ``OUT.run``) may be a folder the user named
 temp siblings), then the marker, then the folder itself only when the tool created it and it is empty.
 
 The marker file :data:`MARKER` says the tool owns the folder's run files; a non-empty folder without it is
-refused, unless every entry in it is one a run writes (a run folder from before the marker existed).
+refused, unless every entry in it is one a run writes. The lock file (:mod:`.run_lock`) is the tool's too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 from espresso_export.core.errors import ValidationError
+from espresso_export.training.run_lock import LOCK, created_here, locked, remove_on_release, remove_stale
 
 MARKER = ".espresso-run"
 CHECKPOINT_DIR = "checkpoint"
@@ -24,8 +27,8 @@ OWN_ENTRIES = [CHECKPOINT_DIR, BEST_DIR]  # what a training run writes in its fo
 
 def _is_own(name: str) -> bool:
     """An entry a run writes: the marker, an :data:`OWN_ENTRIES` folder, or one's temp/old sibling
-    (``.checkpoint.tmp-*`` / ``.checkpoint.old-*`` from :func:`~espresso_export.model.save.atomic_output`)."""
-    if name == MARKER or name in OWN_ENTRIES:
+    (``.checkpoint.tmp-*`` / ``.checkpoint.old-*`` from :func:`~espresso_export.core.files.atomic_output`)."""
+    if name in (MARKER, LOCK) or name in OWN_ENTRIES:
         return True
     return any(name.startswith((f".{e}.tmp-", f".{e}.old-")) for e in OWN_ENTRIES)
 
@@ -47,9 +50,26 @@ def claim(run_dir: Path) -> None:
     marker = run_dir / MARKER
     if marker.is_file():
         return
-    created = not run_dir.exists()
+    created = not run_dir.exists() or created_here(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     marker.write_text(json.dumps({"tool": "espresso-export", "created_folder": created}) + "\n", encoding="utf-8")
+
+
+@contextlib.contextmanager
+def held(run_dir: Path) -> Iterator[Path]:
+    """Lock ``run_dir`` for the ``with`` block (:func:`~.run_lock.locked`), marked as the tool's when the lock
+    created it (so a killed run's folder is still known as the tool's); on exit a folder of the tool's that holds
+    nothing to resume is removed."""
+    with locked(run_dir) as run_dir:
+        if created_here(run_dir):
+            claim(run_dir)
+        try:
+            yield run_dir
+        finally:
+            names = {p.name for p in run_dir.iterdir()} if run_dir.is_dir() else set()
+            if names <= {MARKER, LOCK} and _created_folder(run_dir):
+                (run_dir / MARKER).unlink(missing_ok=True)
+                remove_on_release(run_dir)
 
 
 def _created_folder(run_dir: Path) -> bool:
@@ -66,15 +86,18 @@ def remove_run_files(run_dir: Path) -> None:
         return
     created = _created_folder(run_dir)
     for entry in run_dir.iterdir():
-        if entry.name == MARKER or not _is_own(entry.name):
+        if entry.name in (MARKER, LOCK) or not _is_own(entry.name):
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)
         else:
             entry.unlink(missing_ok=True)
     (run_dir / MARKER).unlink(missing_ok=True)
-    if created and not any(run_dir.iterdir()):
-        run_dir.rmdir()
+    if created and not remove_on_release(run_dir):  # a held lock removes the folder as it lets go
+        remove_stale(run_dir)
+        if not any(run_dir.iterdir()):
+            run_dir.rmdir()
 
 
-__all__ = ["BEST_DIR", "CHECKPOINT_DIR", "MARKER", "OWN_ENTRIES", "check_foreign", "claim", "remove_run_files"]
+__all__ = ["BEST_DIR", "CHECKPOINT_DIR", "LOCK", "MARKER", "OWN_ENTRIES", "check_foreign", "claim", "held",
+           "remove_run_files"]

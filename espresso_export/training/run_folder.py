@@ -1,8 +1,10 @@
-"""The folders of every training command: the run folder's rules (resume or start over) and the
-trained model folder written at the end."""
+"""The folders of every training command: the run folder's rules (one run at a time, resume or start over) and
+the trained model folder written at the end."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,7 +13,7 @@ from espresso_export.core.tempfiles import clean_stale
 from espresso_export.core.files import atomic_output
 from espresso_export.training import distributed
 from espresso_export.training.resume import read_checkpoint_meta
-from espresso_export.training.run_files import check_foreign, remove_run_files
+from espresso_export.training.run_files import check_foreign, held, remove_run_files
 
 if TYPE_CHECKING:
     from espresso_export.training.loop import Trainer
@@ -20,7 +22,6 @@ if TYPE_CHECKING:
 def check_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
     """The run-folder rule of every training command: resume needs a checkpoint; a fresh start refuses to
     clobber an unfinished run unless ``overwrite``."""
-    check_foreign(run_dir)
     meta = read_checkpoint_meta(run_dir)
     if resume and meta is None:
         raise ValidationError(f"nothing to resume: no checkpoint in {run_dir} (was the run started with this -o?)")
@@ -31,11 +32,13 @@ def check_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
         remove_run_files(run_dir)
 
 
-def prepare_run(output, run_dir, *, resume: bool, overwrite: bool, inputs=()) -> Path:
-    """Check the output folder against ``inputs`` (the models and files the run reads) and apply
-    :func:`check_run_dir` (on rank 0; its verdict reaches every rank), before any model is loaded.
+@contextlib.contextmanager
+def prepare_run(output, run_dir, *, resume: bool, overwrite: bool, inputs=()) -> Iterator[Path]:
+    """Check the output folder against ``inputs`` (the models and files the run reads), lock the run folder for
+    the ``with`` block (:mod:`.run_lock`) and apply :func:`check_run_dir`, before any model is loaded. Rank 0
+    does it; its verdict reaches every rank.
 
-    Returns the run folder (default: ``OUT.run`` beside the output)."""
+    Yields the run folder (default: ``OUT.run`` beside the output)."""
     from espresso_export.core.files import check_output, is_within
 
     dist = distributed.current()
@@ -49,9 +52,12 @@ def prepare_run(output, run_dir, *, resume: bool, overwrite: bool, inputs=()) ->
     run_dir = Path(run_dir).expanduser()
     if output is not None and is_within(run_dir.resolve(), Path(output).expanduser().resolve()):
         raise ValidationError(f"--run-dir {run_dir} is the output folder or inside it; give a folder beside it")
-    dist.on_main(lambda: check_run_dir(run_dir, resume=resume, overwrite=overwrite), what="checking the run folder")
-    dist.on_main(lambda: clean_stale(run_dir) and None, what="removing temp files of killed runs")
-    return run_dir
+    dist.on_main(lambda: check_foreign(run_dir), what="checking the run folder")
+    with contextlib.ExitStack() as stack:
+        dist.on_main(lambda: stack.enter_context(held(run_dir)) and None, what="locking the run folder")
+        dist.on_main(lambda: check_run_dir(run_dir, resume=resume, overwrite=overwrite), what="checking the run folder")
+        dist.on_main(lambda: clean_stale(run_dir) and None, what="removing temp files of killed runs")
+        yield run_dir
 
 
 def write_trained(ckpt, output, prov: dict, *, overwrite: bool, trainer: Trainer, keep_checkpoints: bool):

@@ -55,12 +55,10 @@ def resolve_device(name: str):
 
 
 def cpu_auto_amp(amp: str, device_name: str, cpuinfo: str | Path = "/proc/cpuinfo") -> str:
-    """``amp`` with ``auto`` made ``bf16`` on a CPU that multiplies bf16 in hardware (:func:`.cpu.bf16_isa`).
+    """``amp`` with ``auto`` made ``bf16`` on a CPU that multiplies bf16 in hardware (:func:`espresso_export.core.cpu.bf16_isa`).
 
-    Used by ``distill``, where it was measured on an AVX512-BF16 CPU: healing all-mpnet-base-v2 cut to 4 layers
-    on 10,000 texts took 24.7 instead of 37.6 minutes (training steps 1.58x, teacher pass 1.49x faster) at the same
-    retention (``benchmarks/README.md``, "bf16"). Elsewhere ``auto`` stays full precision on CPU: without the
-    instructions bf16 products are converted in software (not measured here)."""
+    Used by ``distill``, where it is faster at the same retention (``benchmarks/README.md``). Elsewhere ``auto``
+    stays full precision on CPU: without the instructions bf16 products are converted in software."""
     if (amp or "auto").lower() != "auto" or (device_name or "cpu").lower() != "cpu":
         return amp
     import torch

@@ -1,4 +1,4 @@
-"""What a trainer hands to the shared loop: a :class:`TrainingTask`, a :class:`TrainConfig`; what it gets back:
+"""What a trainer hands to the shared loop: a :class:`TrainingTask`, a :class:`LoopSettings`; what it gets back:
 a :class:`TrainResult`. The loop itself is :mod:`espresso_export.training.loop`."""
 
 from __future__ import annotations
@@ -7,6 +7,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from espresso_export.core.settings import field_of
+from espresso_export.training.trainer_settings import TrainerSettings, bucket_setting
 
 # The one training loss shown everywhere (progress bar, epoch lines, tables, JSON): the mean of the step losses
 # of the current epoch, so the bar, the line printed at the epoch's end and the result agree.
@@ -60,20 +63,30 @@ class TrainingTask(ABC):
         return self.loss(part) * (len(part) / len(batch))
 
 
-@dataclass
-class TrainConfig:
-    epochs: int = 1
-    batch_size: int = 64
-    lr: float = 1e-4
-    weight_decay: float = 0.01
-    warmup: float = 0.1  # fraction of the total steps spent warming up
-    max_grad_norm: float = 1.0
-    seed: int = 0
-    bucket: bool = True  # length-bucketed batches
-    max_steps: int | None = None  # stop (and schedule) at this many steps
-    amp: str = "auto"  # auto (on for CUDA; distill resolves it to bf16 on a bf16 CPU first) | off | bf16 | fp16
-    checkpoint_every: int = 200  # steps; 0 = only at epoch ends and on Ctrl-C
-    device: str = "cpu"
+def _declared(name: str):
+    """The default :class:`TrainerSettings` declares for ``name``: the loop repeats no trainer default."""
+    return field_of(TrainerSettings, name).default
+
+
+@dataclass(kw_only=True)
+class LoopSettings:
+    """What the loop is told: the optimiser, the schedule, the batches, where it runs.
+
+    The defaults are the declared ones (:class:`~espresso_export.training.trainer_settings.TrainerSettings`);
+    ``batch_size`` and ``lr`` have none because each trainer declares its own."""
+
+    epochs: int = _declared("epochs")
+    batch_size: int
+    lr: float
+    weight_decay: float = _declared("weight_decay")
+    warmup: float = _declared("warmup")  # fraction of the total steps spent warming up
+    max_grad_norm: float = _declared("max_grad_norm")
+    seed: int = _declared("seed")
+    bucket: bool = bucket_setting().default  # length-bucketed batches
+    max_steps: int | None = _declared("max_steps")  # stop (and schedule) at this many steps
+    amp: str = _declared("amp")  # auto | off | bf16 | fp16 (distill resolves auto to bf16 on a bf16 CPU first)
+    checkpoint_every: int = _declared("checkpoint_every")  # steps; 0 = only at epoch ends and on Ctrl-C
+    device: str = _declared("device")
 
     def identity(self) -> dict:
         """The fields a resumed run must share with the run that wrote the checkpoint."""
@@ -81,6 +94,16 @@ class TrainConfig:
         for k in ("checkpoint_every", "device"):
             d.pop(k)
         return d
+
+
+def __getattr__(name: str):
+    if name == "TrainConfig":  # the name of earlier releases
+        import warnings
+
+        warnings.warn("TrainConfig is now LoopSettings; the old name will be removed in 1.0", DeprecationWarning,
+                      stacklevel=2)
+        return LoopSettings
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass

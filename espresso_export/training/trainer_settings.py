@@ -12,11 +12,11 @@ from espresso_export.core.common_settings import (
     pooling_setting, seed_setting, trust_remote_code_setting,
 )
 
-SENTENCE_LOSSES = ("angle", "cosent", "infonce")  # training.ese.SentenceLoss
-LAYER_WEIGHTINGS = ("log", "uniform", "learned")  # training.ese.LayerWeighting
 
+def bucket_setting():
+    """Length-bucketed batches: a ``distill`` option, and the loop's default for a trainer without the option."""
+    return setting(True, help="Length-bucketed batches (less padding).")
 
-# --- shared by every trainer: declared once, in the base class both settings classes extend ---------------------
 
 @dataclass
 class TrainerSettings:
@@ -35,7 +35,7 @@ class TrainerSettings:
     device: str = setting("cpu", help="cpu, cuda or mps.")
     amp: str = setting("auto", help="Mixed precision: auto, off, bf16, fp16. auto is on for CUDA and, for distill "
                                     "(training and the teacher pass), bf16 on a CPU with bf16 instructions "
-                                    "(AVX512-BF16, AMX, Arm BF16): a heal measured 1.5x faster there.")
+                                    "(AVX512-BF16, AMX, Arm BF16), where it is faster (benchmarks/README.md).")
     threads: Optional[int] = setting(None, min=1, cpus=True, recipe=False,
                                      help="CPU threads for torch (a recipe sets them once, at the top).")
     checkpoint_every: int = setting(200, min=0, help="Save a resumable checkpoint every N steps (0: only at epoch "

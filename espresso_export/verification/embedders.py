@@ -23,6 +23,7 @@ import numpy as np
 from espresso_export.core.extras import require
 from espresso_export.core.prompts import StUsage
 from espresso_export.runtime import OnnxEncoder, is_export_folder
+from espresso_export.verification.verify_settings import declared_default
 
 
 def folder_bytes(folder: Path) -> int:
@@ -235,13 +236,14 @@ class EncodeCache:
     rounding), so a later run with the same model and data reads them instead of encoding again.
     """
 
-    def __init__(self, embedder: Embedder, *, batch_size: int = 64, progress: str | None = None,
-                 store: Path | None = None) -> None:
+    def __init__(self, embedder: Embedder, *, batch_size: int = declared_default("batch_size"),
+                 progress: str | None = None, store: Path | None = None) -> None:
         self.embedder = embedder
         self.batch_size = batch_size
         self.progress = progress
         self.store = store
         self.reused = self.encoded = 0  # texts read from the store / encoded by the model
+        self.nonfinite = 0  # distinct texts whose vector holds NaN or inf (never stored on disk)
         self._fingerprint: str | None = None
         self._rows: dict[str, np.ndarray] = {}
 
@@ -279,6 +281,21 @@ class EncodeCache:
         return np.concatenate([self.embedder.encode(piece, batch_size=self.batch_size) for piece in
                                track(pieces, description=self.progress, total_items=len(missing), count=len)])
 
+    def _keep(self, path: Path, rows: np.ndarray) -> None:
+        """Store ``rows`` at ``path``; a store that cannot be written (full disk, lost permission) is left off
+        for the rest of the run with a one-line warning: the vectors were computed, the cache only saves time."""
+        from espresso_export.model.cache import atomic_file
+
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_file(path, lambda tmp: _save_npy(tmp, rows))
+        except OSError as e:
+            from espresso_export.core.console import err_console
+
+            err_console().print(f"warning: could not write to the cache {self.store} ({e.strerror or e}): the rest "
+                                "of this run is not cached", highlight=False, markup=False, soft_wrap=True)
+            self.store = None
+
     def encode(self, texts: Sequence[str], *, role: str | None = None) -> np.ndarray:
         """The vectors of ``texts`` as the model's users get them: each after the model's prompt for ``role``
         (``query``, ``document``; None: its default prompt), as sentence-transformers' encode methods do."""
@@ -293,11 +310,9 @@ class EncodeCache:
             else:
                 rows = self._encode_new(missing).astype(np.float32, copy=False)
                 self.encoded += len(missing)
-                if path is not None:
-                    from espresso_export.model.cache import atomic_file
-
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    atomic_file(path, lambda tmp: _save_npy(tmp, rows))
+                if path is not None and np.isfinite(rows).all():
+                    self._keep(path, rows)
+            self.nonfinite += int((~np.isfinite(rows).all(axis=1)).sum())
             self._rows.update(zip(missing, rows))
         if not texts:
             return np.zeros((0, self.embedder.dim), dtype=np.float32)

@@ -2,11 +2,14 @@
 
 A retention check compares the measured value with its threshold; when the value's 95% interval (over the
 set's queries or pairs) holds the threshold, the set is too small to decide and ``Thresholds.within_noise``
-says what decides (:class:`~espresso_export.core.types.WithinNoise`).
+says what decides (:class:`~espresso_export.core.types.WithinNoise`). A value that is missing, NaN or infinite
+fails its check whatever the policy, and a model whose vectors hold NaN or inf fails the gate even when no
+threshold was given: no comparison lets a broken model pass.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from espresso_export.core.formatting import number
@@ -44,13 +47,15 @@ class Check:
     policy: WithinNoise = WithinNoise.VALUE  # what decided a check within the noise
     reliable: bool = True  # False: a timing verify does not trust (other processes, spread); marked "?"
     noise: str = "the set's noise"  # what the interval measures: the set's items, or the timing's rounds
+    shown: str | None = None  # the value as the failure line says it, when a number alone would not
 
     @property
     def decided_by_policy(self) -> bool:
         return (self.within_noise or not self.reliable) and self.policy is not WithinNoise.VALUE
 
     def describe(self) -> str:
-        shown = "undefined (source score <= 0)" if self.value is None else f"{self.value:.4f}"
+        shown = self.shown or ("undefined (source score <= 0)" if self.value is None else f"{self.value:.4f}"
+                               if finite(self.value) else f"{self.value} (not a finite number)")
         decided = "" if self.policy is WithinNoise.VALUE else f"; --within-noise {self.policy.value}"
         noise = f" (95% interval {self.interval[0]:.4f}-{self.interval[1]:.4f}: within {self.noise}{decided})" \
             if self.within_noise and self.interval else ""
@@ -60,6 +65,8 @@ class Check:
 
     def cell(self) -> str:
         """The value for the gate table, with its interval when known, and ``?`` on a timing not to be trusted."""
+        if self.shown:
+            return self.shown
         shown = number(self.value, ".4f") + ("" if self.reliable else "?")
         return f"{shown} [{self.interval[0]:.3f}-{self.interval[1]:.3f}]" if self.interval else shown
 
@@ -70,11 +77,17 @@ class Check:
                 "unreliable"}
 
 
+def finite(value: float | None) -> bool:
+    """A value a threshold can be compared with: not missing, not NaN, not infinite."""
+    return value is not None and math.isfinite(value)
+
+
 def _decided(name: str, threshold: str, value: float | None, passed: bool, interval, noisy: bool,
              policy: WithinNoise, reliable: bool = True, noise: str = "the set's noise") -> Check:
     """The check, with ``policy`` deciding instead of the value when the interval holds the threshold or the
-    measurement is not reliable (``fail``: a busy CI runner cannot pass a latency gate; ``pass``: nor fail it)."""
-    unsure = noisy or not reliable
+    measurement is not reliable (``fail``: a busy CI runner cannot pass a latency gate; ``pass``: nor fail it).
+    A value that is not finite fails, whatever the policy."""
+    unsure = (noisy or not reliable) and finite(value)
     if unsure and policy is not WithinNoise.VALUE:
         passed = policy is WithinNoise.PASS
     return Check(name, threshold, value, passed, interval, noisy, policy if unsure else WithinNoise.VALUE, reliable,
@@ -84,20 +97,26 @@ def _decided(name: str, threshold: str, value: float | None, passed: bool, inter
 def _at_least(name: str, value: float | None, bound: float, interval: tuple[float, float] | None = None,
               policy: WithinNoise = WithinNoise.VALUE) -> Check:
     """``value >= bound`` (a retention)."""
-    noisy = value is not None and interval is not None and interval[0] < bound <= interval[1]
-    return _decided(name, f">= {bound:g}", value, value is not None and value >= bound, interval, noisy, policy)
+    noisy = finite(value) and interval is not None and interval[0] < bound <= interval[1]
+    return _decided(name, f">= {bound:g}", value, finite(value) and value >= bound, interval, noisy, policy)
 
 
 def _at_most(name: str, value: float | None, bound: float, interval: tuple[float, float] | None = None,
              policy: WithinNoise = WithinNoise.VALUE, reliable: bool = True) -> Check:
     """``value <= bound`` (a latency ratio, whose timing may not be reliable)."""
-    noisy = value is not None and interval is not None and interval[0] <= bound < interval[1]
-    return _decided(name, f"<= {bound:g}", value, value is not None and value <= bound, interval, noisy, policy,
+    noisy = finite(value) and interval is not None and interval[0] <= bound < interval[1]
+    return _decided(name, f"<= {bound:g}", value, finite(value) and value <= bound, interval, noisy, policy,
                     reliable, "the timing's noise")
 
 
+def _finite_vectors(role: str, texts: int) -> Check:
+    """The check a model fails when some of its vectors hold NaN or inf (checked with or without thresholds)."""
+    return Check(f"the {role}'s vectors", "all finite", float(texts), False, shown=f"NaN or inf for {texts} text(s)")
+
+
 def gate_checks(report, thresholds: Thresholds) -> list[Check]:
-    checks: list[Check] = []
+    """One check per threshold given and measured value, and one per model whose vectors are not finite."""
+    checks = [_finite_vectors(role, texts) for role, texts in (report.nonfinite or {}).items() if texts]
     if thresholds.min_retention is not None:
         for row in report.sts:
             checks.append(_at_least(f"STS retention on {row.name}", row.retention, thresholds.min_retention,

@@ -1,26 +1,17 @@
 """Latency and throughput, measured side by side in one process, with the spread and a verdict on trust.
 
-Built as benchmark harnesses (pyperf, Google benchmark) do, because a shared machine lies:
+Built as benchmark harnesses (pyperf, Google benchmark) are, because a shared machine lies:
 
 * **Warm-up.** Each model runs a few untimed batches first (allocations, kernel selection, lazy imports).
 * **Interleaving.** A *round* is one pass over the same fixed batches; within it the models take turns, each
-  running all the batches after one untimed batch of its own, and the turn order flips every round. Turns
-  batch by batch were measured to bias both ways (all-mpnet-base-v2 in PyTorch against its L4/d128 int8 cut,
-  2 threads, batch 1): the OpenVINO file took 5.1 ms a text right after a PyTorch batch against 2.3 ms after
-  its own (cold caches; still 4.3 ms after a 100 ms pause), and PyTorch took 68.6 ms right after an
-  onnxruntime batch against 35.9 ms (onnxruntime's threads spin on after a call). verify then reported 7.2x at
-  batch 1 where its own turns give 15.5x (and a separate run on other sentences 20.3x). The speed-up is the
-  median of the per-round *paired* ratios (candidate round time / source round time of the same round), which
-  cancels slow drifts in the machine's speed.
+  running all its batches after one untimed batch of its own, and the turn order flips every round. Turns batch
+  by batch would bias both ways: a model running right after another finds cold caches, or the other runtime's
+  threads still spinning. The speed-up is the median of the per-round *paired* ratios (candidate round time /
+  source round time of the same round), which cancels slow drifts in the machine's speed.
 * **Enough repetitions.** Rounds continue (at least ``min_rounds``) until the median ratio's 95% confidence
   interval is within ``ci_target`` of it, or ``budget_s`` seconds of measuring, or ``MAX_ROUNDS``.
-* **Spread reported.** Per model: median, quartiles, min and max of the round times; the p95/p50 of the same
-  batch repeated (spikes); the ratio's CI.
-* **Threads fixed and recorded** (:func:`fixed_threads`; ONNX sessions get theirs when opened).
-* **A verdict.** :meth:`BatchTiming.reasons` lists why a measurement is not to be trusted (too few rounds,
-  spread or spikes above :class:`Limits`, a loose CI, other processes keeping more than a quarter of a core
-  busy while measuring (``/proc/stat`` less this process's own CPU time; elsewhere, a 1-minute load average above
-  the usable cores)).
+* **Spread reported**, **threads fixed and recorded** (:func:`fixed_threads`), and **a verdict**:
+  :meth:`BatchTiming.reasons` lists why a measurement is not to be trusted (see :class:`Limits`).
 
 The clock and the load probe are parameters, so a test can feed a noisy or a quiet clock. A batch's time
 includes tokenisation, as a caller of ``encode`` would see it.
@@ -56,6 +47,11 @@ class Limits:
     max_ci: float = 0.10  # half-width of the ratio's 95% CI / the ratio
     min_rounds: int = 3  # fewer rounds: the spread is unknown
     max_other_cores: float = MAX_OTHER_CORES  # CPU other processes used on average
+
+
+def rounded(x: float | None, digits: int = 4) -> float | None:
+    """``x`` rounded for the JSON report; ``None`` when missing, NaN or infinite (JSON has no such numbers)."""
+    return None if x is None or not math.isfinite(x) else round(float(x), digits)
 
 
 def one_minute_load() -> float | None:
@@ -98,10 +94,10 @@ class LatencyStats:
     tail: float  # p95 / p50 of a batch's time relative to that batch's median over rounds
 
     def to_dict(self) -> dict:
-        out = {k: round(getattr(self, k), 4) if isinstance(getattr(self, k), float) else getattr(self, k)
+        out = {k: rounded(getattr(self, k)) if isinstance(getattr(self, k), float) else getattr(self, k)
                for k in ("batch_size", "p50_ms", "p95_ms", "mean_ms", "sentences_per_s", "timed_batches", "rounds",
                          "spread", "tail")}
-        out["round_ms"] = dict(zip(("min", "q1", "median", "q3", "max"), (round(v, 4) for v in self.round_ms)))
+        out["round_ms"] = dict(zip(("min", "q1", "median", "q3", "max"), (rounded(v) for v in self.round_ms)))
         return out
 
 
@@ -119,7 +115,7 @@ class Ratio:
         return (self.high - self.low) / (2 * self.median) if self.median > 0 else math.inf
 
     def to_dict(self) -> dict:
-        return {"median": round(self.median, 4), "ci95": [round(self.low, 4), round(self.high, 4)]}
+        return {"median": rounded(self.median), "ci95": [rounded(self.low), rounded(self.high)]}
 
 
 @dataclass(frozen=True)
@@ -273,7 +269,7 @@ def time_batch_size(embedders: Sequence[Embedder], texts: Sequence[str], batch_s
                     cpu: Callable[[], tuple[float, float] | None] = cpu_seconds) -> BatchTiming:
     """Warm up, then time rounds of interleaved batches at one batch size until ``plan`` says stop. ``cpu``
     (:func:`cpu_seconds`) tells what other processes used meanwhile: the 1-minute load average lags by a minute
-    and counts this process's own threads (a ``run``'s training step just before made verify distrust itself)."""
+    and counts this process's own threads (a training step just before would make verify distrust itself)."""
     if plan.min_rounds < 1:
         raise ValidationError(f"latency rounds must be at least 1, got {plan.min_rounds}")
     batches = full_batches(texts, batch_size)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from espresso_export.core.formatting import number
-from espresso_export.verification.latency import BatchTiming, LatencyStats, Limits, Ratio
+from espresso_export.verification.latency import BatchTiming, LatencyStats, Limits, Ratio, rounded
 
 UNRELIABLE = "?"
 ROLES = ("candidate", "source")
@@ -20,10 +20,6 @@ def ratio(candidate: float | int | None, source: float | int | None) -> float | 
     if candidate is None or source is None or source == 0:
         return None
     return float(candidate) / float(source)
-
-
-def rounded(x: float | None, digits: int = 4) -> float | None:
-    return None if x is None else round(float(x), digits)
 
 
 @dataclass(frozen=True)
@@ -54,7 +50,7 @@ class LatencyRow:
     @property
     def latency_ratio(self) -> float | None:
         """Candidate / source time of the same round, median over rounds: 1 / the table's speed-up, and what the
-        latency gate decides on (it decided on the p50 of single batches, a number the table did not show)."""
+        latency gate decides on (a number the table shows)."""
         if self.time_ratio is not None and self.time_ratio.median > 0:
             return self.time_ratio.median
         return ratio(self.candidate.round_ms[2], self.source.round_ms[2])

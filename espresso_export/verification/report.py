@@ -7,6 +7,7 @@ terminal or to Markdown for a model card, so both always show the same numbers.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -174,6 +175,7 @@ class VerifyReport:
     seconds: float = 0.0
     vocabulary: dict | None = None  # a pruned candidate: token coverage of the verify texts (pruning.coverage)
     source_cache: dict | None = None  # EncodeCache.info() of the source: were its vectors read from disk
+    nonfinite: dict[str, int] = field(default_factory=dict)  # role -> texts whose vector holds NaN or inf
 
     # --- derived numbers ---------------------------------------------------------------------------
     @property
@@ -337,29 +339,48 @@ class VerifyReport:
 
 
 def check_report_path(path: Path, kind: str) -> None:
-    """Before measuring: a report file may replace only a previous report (JSON with the report's keys, Markdown
-    opening with its heading), a FIFO or a device; it replaced any file in silence, the verified model's
-    ``model.safetensors`` and ``config.json`` included."""
-    import json
-
+    """Before measuring, so a bad ``--json``/``--markdown`` path fails at once (exit 2) and not after the
+    measurement: the file must be writable, and may replace only a previous report (JSON with the report's keys,
+    Markdown opening with its heading), a FIFO or a device, never another file of the user's."""
     from espresso_export.core.errors import ValidationError
 
     path = Path(path).expanduser()
-    if not path.exists() or not path.is_file():  # new, or a FIFO / device / stdout (written into)
-        if path.is_dir():
-            raise ValidationError(f"--{kind} {path} is a folder; give a file name")
+    if path.is_dir():
+        raise ValidationError(f"--{kind} {path} is a folder; give a file name")
+    if path.exists() and not path.is_file():  # a FIFO, a device, /dev/stdout: written into
+        if not os.access(path, os.W_OK):
+            raise ValidationError(f"--{kind} {path} is not writable")
         return
+    _check_folder_writable(path, kind)
+    if path.exists() and not _is_report(path, kind):
+        raise ValidationError(f"--{kind} {path} exists and is not a verify report; it is kept: remove it or give "
+                              "another file name")
+
+
+def _check_folder_writable(path: Path, kind: str) -> None:
+    """The report is written beside ``path`` and renamed into place: its folder (or the nearest existing folder
+    above it, where the missing ones will be made) must be a folder this process can write in."""
+    from espresso_export.core.errors import ValidationError
+
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ValidationError(f"--{kind} {path} cannot be written: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValidationError(f"--{kind} {path} cannot be written: no permission to write in {folder}")
+
+
+def _is_report(path: Path, kind: str) -> bool:
+    """Whether the file at ``path`` is a report this command wrote (so replacing it loses nothing)."""
+    import json
+
     try:
         with open(path, "rb") as fh:
             head = fh.read(1 << 20).decode("utf-8")
         if kind == "markdown":
-            ours = head.startswith("## Verification")
-        else:
-            data = json.loads(head) if len(head) < (1 << 20) else None
-            ours = isinstance(data, dict) and "espresso_version" in data and "gate" in data and "sts" in data
+            return head.startswith("## Verification")
+        data = json.loads(head) if len(head) < (1 << 20) else None
+        return isinstance(data, dict) and "espresso_version" in data and "gate" in data and "sts" in data
     except (OSError, UnicodeDecodeError, ValueError):
-        ours = False
-    if not ours:
-        raise ValidationError(f"--{kind} {path} exists and is not a verify report; it is kept: remove it or give "
-                              "another file name")
-
+        return False

@@ -12,6 +12,7 @@ the gate's, since MRR@10 and recall@10 saturate first on sets with one easy answ
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -28,15 +29,18 @@ from espresso_export.core.extras import require
 from espresso_export.core.types import IndexKind
 from espresso_export.verification.embedders import EncodeCache
 from espresso_export.verification.sts import DEFAULT_COLUMNS, load_sts
+from espresso_export.verification.verify_settings import declared_default
 
 TOP_K = 100  # retrieved per query: recall@100 needs the first 100
 
 
 @dataclass(frozen=True)
 class IndexOptions:
-    kind: IndexKind = IndexKind.FLAT
-    nlist: int = 100
-    nprobe: int = 10
+    """The faiss index a retrieval set is searched with; the defaults are :class:`VerifySettings`'."""
+
+    kind: IndexKind = declared_default("index")
+    nlist: int = declared_default("nlist")
+    nprobe: int = declared_default("nprobe")
     threads: int | None = None
     repeats: int = 5  # query timing: median of this many searches of all queries
 
@@ -62,7 +66,9 @@ class RetrievalScores:
     per_query: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
-        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items() if k != "per_query"}
+        """The scores for the JSON report (a score that is not a finite number as null: JSON has no NaN)."""
+        return {k: (round(v, 6) if math.isfinite(v) else None) if isinstance(v, float) else v
+                for k, v in asdict(self).items() if k != "per_query"}
 
     def column(self, name: str) -> np.ndarray | None:
         """Every evaluated query's ``name`` score (``ndcg_at_10``, ...), or None when not kept."""
@@ -70,7 +76,7 @@ class RetrievalScores:
 
 
 def load_retrieval(spec: str | os.PathLike, *, columns: tuple[str, str, str] = DEFAULT_COLUMNS,
-                   min_score: float = 4.0, limit: int | None = None) -> RetrievalSet:
+                   min_score: float = declared_default("relevant_score"), limit: int | None = None) -> RetrievalSet:
     """A BEIR folder, or an STS spec turned into queries (sentence1) and a corpus (sentence2)."""
     path = Path(str(spec)).expanduser()
     if path.is_dir():

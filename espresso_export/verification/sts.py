@@ -8,6 +8,7 @@ package; see :mod:`espresso_export.data.hub_datasets`).
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,7 +82,10 @@ def sts_cosines(cache: EncodeCache, sts: StsSet) -> np.ndarray:
 
 
 def retention(candidate: float | None, source: float | None) -> float | None:
-    """``candidate / source``; None when the source score is not positive (a ratio would mislead)."""
-    if candidate is None or source is None or source <= 0:
+    """``candidate / source``; None when the source score is not positive (a ratio would mislead), NaN when either
+    score is not a finite number (a gate fails on it)."""
+    if candidate is None or source is None:
         return None
-    return candidate / source
+    if not (math.isfinite(candidate) and math.isfinite(source)):
+        return math.nan
+    return None if source <= 0 else candidate / source

@@ -1,17 +1,18 @@
-"""The settings of ``verify``, declared once: the API (:func:`~espresso_export.verification.verify.verify` takes
-them as ``settings=``), the ``verify`` command and the recipe's ``verify`` step derive from this class. The
-library's structured objects (:class:`VerifyOptions`, :class:`Thresholds`, :class:`IndexOptions`) are built from
-it by :meth:`VerifySettings.build`. Torch-free, so ``--help`` stays instant."""
+"""The settings of ``verify``, declared once: :func:`~espresso_export.verification.verify.verify` takes them (an
+instance or its fields as keywords), and the ``verify`` command and the recipe's ``verify`` step derive from this
+class. Torch-free, so ``--help`` stays instant."""
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from espresso_export.core.parsing import parse_int_list, parse_name_list
 from espresso_export.core.settings import check_choices, setting
-from espresso_export.core.types import IndexKind, WithinNoise
-from espresso_export.core.common_settings import seed_setting, trust_remote_code_setting
+from espresso_export.core.types import IndexKind, Pooling, WithinNoise
+from espresso_export.core.common_settings import POOLING_HELP, seed_setting, trust_remote_code_setting
 
 MEASURE_THREADS_HELP = ("Intra-op threads for torch and onnxruntime (fixed for every model measured). Default: "
                         "torch's default, the physical core count.")
@@ -28,8 +29,8 @@ MAX_RETENTION_GATE = 1.5  # a retention can pass 1 (a cut scoring above its sour
 
 
 def check_retention_gate(flag: str, value: float | None) -> None:
-    """A retention threshold is a ratio: ``--min-retention 95`` was a gate no model can pass, found out only after
-    every measurement, as a failed gate (exit 3)."""
+    """A retention threshold is a ratio: ``--min-retention 95`` is a gate no model can pass, refused at once (exit 2)
+    rather than found out after every measurement as a failed gate (exit 3)."""
     from espresso_export.core.errors import ValidationError
 
     if value is not None and not 0 < value <= MAX_RETENTION_GATE:
@@ -40,8 +41,8 @@ def check_retention_gate(flag: str, value: float | None) -> None:
 
 def check_across(sts, retrieval, batch_sizes, *, min_retrieval_retention, max_latency_ratio,
                  min_retention=None) -> None:
-    """The checks across keys, for the flat settings (so a recipe fails before its first step) and for
-    :func:`~espresso_export.verification.verify.verify`'s structured options alike."""
+    """The checks that involve several settings, run when the settings are made (so a recipe fails before its
+    first step). Named as the command line spells them."""
     from espresso_export.core.errors import ValidationError
 
     check_retention_gate("--min-retention", min_retention)
@@ -112,6 +113,10 @@ class VerifySettings:
                                      "and reuse them on the next run.")
     seed: int = seed_setting("Random seed (which texts the latency is timed on).")
     trust_remote_code: bool = trust_remote_code_setting()
+    cache_dir: Optional[str] = setting(None, cli=False, recipe=False,
+                                       help="Where the source's embeddings are kept. Default: $ESPRESSO_CACHE, else "
+                                            "~/.cache/espresso-export.")
+    pooling: Optional[Pooling] = setting(None, cli=False, recipe=False, help=POOLING_HELP)
 
     def __post_init__(self) -> None:
         from espresso_export.core.errors import ValidationError
@@ -123,23 +128,62 @@ class VerifySettings:
             raise ValidationError(f"--sts-columns needs three names (sentence1, sentence2, score), got "
                                   f"{','.join(self.sts_columns)}")
 
-    def build(self, *, threads: int | None = None):
-        """``(VerifyOptions, Thresholds)`` for :func:`~espresso_export.verification.verify.verify`; ``threads``
-        is the fallback when the settings name none (a recipe's top-level ``threads``)."""
-        from espresso_export.verification.report import Thresholds
-        from espresso_export.verification.retrieval import IndexOptions
-        from espresso_export.verification.verify import VerifyOptions
-        from espresso_export.verification.sts import DEFAULT_COLUMNS
+    @property
+    def columns(self) -> tuple[str, str, str]:
+        """The three STS column names: ``sts_columns``, else sentence1, sentence2, score."""
+        from espresso_export.data.sts_sets import DEFAULT_COLUMNS
 
-        options = VerifyOptions(
-            sts=tuple(self.sts), sts_columns=tuple(self.sts_columns) if self.sts_columns else DEFAULT_COLUMNS,
-            sts_limit=self.sts_limit, retrieval=tuple(self.retrieval), retrieval_min_score=self.relevant_score,
-            index=IndexOptions(kind=self.index, nlist=self.nlist, nprobe=self.nprobe),
-            batch_sizes=tuple(self.batch_sizes), threads=self.threads or threads, latency_texts=self.latency_texts,
-            latency_rounds=self.latency_rounds, latency_budget=self.latency_budget, cache=self.cache,
-            encode_batch_size=self.batch_size,
-            trust_remote_code=self.trust_remote_code, seed=self.seed)
-        thresholds = Thresholds(min_retention=self.min_retention, max_latency_ratio=self.max_latency_ratio,
-                                min_retrieval_retention=self.min_retrieval_retention,
-                                within_noise=self.within_noise)
-        return options, thresholds
+        return tuple(self.sts_columns) if self.sts_columns else DEFAULT_COLUMNS  # type: ignore[return-value]
+
+    @property
+    def thresholds(self):
+        """The gate's part of the settings, as the report records it."""
+        from espresso_export.verification.gate import Thresholds
+
+        return Thresholds(min_retention=self.min_retention, max_latency_ratio=self.max_latency_ratio,
+                          min_retrieval_retention=self.min_retrieval_retention, within_noise=self.within_noise)
+
+
+def declared_default(name: str) -> Any:
+    """The default of the setting ``name``, for the library's structured objects that take it (one declaration)."""
+    from espresso_export.core.settings import field_of
+
+    return field_of(VerifySettings, name).default
+
+
+RENAMED = {"retrieval_min_score": "relevant_score", "encode_batch_size": "batch_size"}  # the old API's names
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"verify(): {old} is now {new} (a VerifySettings field); the old name will be removed in 1.0",
+                  DeprecationWarning, stacklevel=4)
+
+
+def legacy_keywords(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with the old API's spellings turned into settings, each with a DeprecationWarning naming the new
+    one: the two renamed fields, ``index=IndexOptions(...)`` and a ``thresholds=`` object (its fields are settings
+    now)."""
+    out = dict(kwargs)
+    for old, new in RENAMED.items():
+        if old in out:
+            _deprecated(old, new)
+            out[new] = out.pop(old)
+    index = out.get("index")
+    if index is not None and hasattr(index, "nprobe"):  # an IndexOptions: three settings now
+        _deprecated("index=IndexOptions(...)", "index, nlist and nprobe")
+        out.update(index=index.kind, nlist=index.nlist, nprobe=index.nprobe)
+    thresholds = out.pop("thresholds", None)
+    if thresholds is not None:
+        _deprecated("thresholds=Thresholds(...)", "min_retention, max_latency_ratio, min_retrieval_retention and "
+                                                  "within_noise")
+        out.update(thresholds.to_dict())
+    return out
+
+
+def legacy_options(**fields: Any) -> VerifySettings:
+    """What ``VerifyOptions(...)`` made, as :class:`VerifySettings` (its old field names still accepted)."""
+    warnings.warn("VerifyOptions is now VerifySettings; the old name will be removed in 1.0", DeprecationWarning,
+                  stacklevel=2)
+    from espresso_export.core.settings import resolve
+
+    return resolve(VerifySettings, None, legacy_keywords(fields), call="VerifyOptions")

@@ -160,14 +160,14 @@ def test_interrupt_leaves_no_partial_output(tmp_path):
 def test_disk_full_maps_to_runtime_failure_and_keeps_old_output(tmp_path):
     target = tmp_path / "out"
     target.mkdir()
-    (target / "keep.txt").write_text("old")
-    (target / "espresso.json").write_text("{}")  # a previous output: --overwrite replaces only those
+    (target / "config.json").write_text("old")
+    (target / "espresso.json").write_text('{"espresso_version": "0"}')  # a previous output: --overwrite replaces only those
     with pytest.raises(RuntimeFailure, match="disk full"):
         with atomic_output(target, overwrite=True) as tmp:
             (tmp / "part").write_bytes(b"x")
             raise OSError(errno.ENOSPC, "No space left on device")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
-    assert (target / "keep.txt").read_text() == "old" and (target / "espresso.json").is_file()
+    assert (target / "config.json").read_text() == "old" and (target / "espresso.json").is_file()
 
 
 def test_forced_failure_during_shrink_leaves_nothing(capsys, tiny_bert, tmp_path):

@@ -75,16 +75,16 @@ def test_temps_of_killed_runs_are_removed_at_start_and_others_kept(tiny_bert, tm
     # killed between the two renames of --overwrite: the previous output is put back, not deleted
     previous = temp_name(tmp_path / "model", "old", tag=dead)
     previous.mkdir()
-    (previous / "weights").write_bytes(b"the user's model")
-    (previous / "espresso.json").write_text("{}")
+    (previous / "model.safetensors").write_bytes(b"the user's model")
+    (previous / "espresso.json").write_text('{"espresso_version": "0.1.0"}')  # an output the tool wrote
     check_output(tmp_path / "other", overwrite=False)
-    assert (tmp_path / "model" / "weights").read_bytes() == b"the user's model" and not previous.exists()
+    assert (tmp_path / "model" / "model.safetensors").read_bytes() == b"the user's model" and not previous.exists()
     # ... and removed when the new output made it into place
     again = temp_name(tmp_path / "model", "old", tag=dead)
     again.mkdir()
     with atomic_output(tmp_path / "model", overwrite=True) as tmp:
-        (tmp / "weights").write_bytes(b"new")
-    assert not again.exists() and (tmp_path / "model" / "weights").read_bytes() == b"new"
+        (tmp / "model.safetensors").write_bytes(b"new")
+    assert not again.exists() and (tmp_path / "model" / "model.safetensors").read_bytes() == b"new"
     assert sorted(p.name for p in temps(tmp_path)) == sorted(p.name for p in (live, foreign, untagged))
 
 
@@ -93,8 +93,8 @@ def test_ctrl_c_between_the_two_renames_of_an_overwrite_keeps_the_previous_outpu
 
     out = tmp_path / "out"
     out.mkdir()
-    (out / "weights").write_bytes(b"previous")
-    (out / "espresso.json").write_text("{}")  # a previous output: --overwrite replaces only those
+    (out / "model.safetensors").write_bytes(b"previous")
+    (out / "espresso.json").write_text('{"espresso_version": "0"}')  # a previous output: --overwrite replaces only those
     renames = []
     real_rename = os.rename
 
@@ -106,9 +106,9 @@ def test_ctrl_c_between_the_two_renames_of_an_overwrite_keeps_the_previous_outpu
 
     monkeypatch.setattr(layout.os, "rename", rename_then_ctrl_c)
     with pytest.raises(KeyboardInterrupt), layout.atomic_output(out, overwrite=True) as tmp:
-        (tmp / "weights").write_bytes(b"new")
+        (tmp / "model.safetensors").write_bytes(b"new")
     monkeypatch.undo()
-    assert (out / "weights").read_bytes() == b"previous" and not temps(tmp_path)
+    assert (out / "model.safetensors").read_bytes() == b"previous" and not temps(tmp_path)
 
 
 def test_ctrl_c_just_after_the_output_is_renamed_in_reports_it_written_whole(tiny_bert, tmp_path, monkeypatch,
@@ -120,8 +120,8 @@ def test_ctrl_c_just_after_the_output_is_renamed_in_reports_it_written_whole(tin
 
     out = tmp_path / "out"
     out.mkdir()
-    (out / "weights").write_bytes(b"previous")
-    (out / "espresso.json").write_text("{}")  # a previous output: --overwrite replaces only those
+    (out / "vocab.txt").write_bytes(b"previous")  # a file of the previous output the new one does not have
+    (out / "espresso.json").write_text('{"espresso_version": "0"}')  # a previous output: --overwrite replaces only those
     real_rename = os.rename
 
     def rename_then_ctrl_c(src, dst):
@@ -134,7 +134,7 @@ def test_ctrl_c_just_after_the_output_is_renamed_in_reports_it_written_whole(tin
     monkeypatch.undo()
     err = " ".join(capsys.readouterr().err.split())
     assert code == 130
-    assert not (out / "weights").exists() and (out / "model.safetensors").is_file() and not temps(tmp_path)
+    assert not (out / "vocab.txt").exists() and (out / "model.safetensors").is_file() and not temps(tmp_path)
     assert f"stopped after {out} was written whole" in err and "nothing written" not in err
 
 
@@ -215,11 +215,11 @@ def cli(tiny_bert, calibration_file, big_corpus, tmp_path_factory):
     recipe.write_text(
         f"source: {tiny_bert}\nsteps:\n"
         f"  - shrink: {{layers: 2, dim: 8, calibration: {calibration_file}}}\n"
-        f"  - distill: {{corpus: [{calibration_file}], epochs: 2, batch_size: 32, heldout: 0, checkpoint_every: 3, "
-        f"cache_dir: {root / 'work' / 'run-cache'}}}\n"
+        f"  - distill: {{corpus: [{calibration_file}], epochs: 2, batch_size: 32, heldout: 0, checkpoint_every: 3}}\n"
         f"  - export: {{timing_batches: []}}\n", encoding="utf-8")  # timing numbers differ run to run
+    cache = f"distill.cache_dir={root / 'work' / 'run-cache'}"  # outside the run folder: only from the command line
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert main(["run", str(recipe), "-o", str(root / "warm-up")]) == 0
+        assert main(["run", str(recipe), "-o", str(root / "warm-up"), "--set", cache]) == 0
     work = root / "work"
     work.mkdir(exist_ok=True)
     c = {"root": work, "logs": logs, "recipe": recipe, "teacher": tiny_bert}
@@ -228,7 +228,7 @@ def cli(tiny_bert, calibration_file, big_corpus, tmp_path_factory):
     c["distill"] = ["distill", "--teacher", tiny_bert, "--student-layers", "2", "--dim", "8", "--corpus", big_corpus,
                     "--batch-size", "32", "--max-steps", "40", "--checkpoint-every", "4", "--heldout", "0",
                     "--pca-samples", "300", "--cache-dir", work / "cache"]
-    c["run"] = ["run", recipe]
+    c["run"] = ["run", recipe, "--set", cache]
     refs = {}
     for name, out in (("shrink", work / "s"), ("export", work / "e"), ("distill", work / "d"), ("run", work / "run")):
         seconds = run_to_end([*c[name], "-o", out], logs / f"{name}-reference.log")
@@ -347,7 +347,7 @@ def _prepare(chain: Chain, cli) -> None:
     _reset(chain.output, Path(str(chain.output) + ".run"), work / "cache", work / "run-cache")
     if chain.name.endswith("--overwrite"):  # a previous output of espresso-export's: --overwrite replaces no other
         shutil.copytree(cli["teacher"], chain.output)
-        (chain.output / "espresso.json").write_text("{}")
+        (chain.output / "espresso.json").write_text('{"espresso_version": "0"}')
 
 
 def _inject(cli, attempts: dict[str, int], fresh: bool = False) -> list[str]:

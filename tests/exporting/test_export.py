@@ -95,7 +95,7 @@ def test_streams_run_batches_side_by_side_with_the_same_vectors(minilm_export, f
     """``streams=2`` splits the threads into two streams that encode batches at once: the vectors, in order, of
     one stream at the batch size the streams use (lowered to give each stream 4 batches: 53 texts -> 7), for one
     text and for many; the session's threads are split; 0 streams refused."""
-    from espresso_export.runtime import BATCHES_PER_STREAM
+    from espresso_export.runtime.onnx_encoder import BATCHES_PER_STREAM
 
     _, out, _ = minilm_export
     texts = [f"text {i}: " + " ".join(TEXTS[i % len(TEXTS)].split()[: 2 + i % 11]) for i in range(53)]

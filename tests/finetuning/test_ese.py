@@ -13,7 +13,7 @@ from espresso_export.core.errors import ValidationError
 from espresso_export.finetuning.ese import (
     AngleWeights,
     EseBatch,
-    EseConfig,
+    EseObjectiveSettings,
     EseData,
     EseObjective,
     LayerWeighting,
@@ -102,16 +102,16 @@ def test_log_layer_weights_match_the_paper():
 
 
 def test_uniform_and_learned_weights():
-    uni = EseObjective(EseConfig(layer_weights=LayerWeighting.UNIFORM, compression_dim=4), depth=4, hidden_size=8)
+    uni = EseObjective(EseObjectiveSettings(layer_weights=LayerWeighting.UNIFORM, compression_dim=4), depth=4, hidden_size=8)
     assert {i: float(w) for i, w in uni.layer_weights().items()} == {1: 1.0, 2: 1.0, 3: 1.0, 4: 1.0}
-    learned = EseObjective(EseConfig(layer_weights="learned", compression_dim=4, layers_from=2), depth=4, hidden_size=8)
+    learned = EseObjective(EseObjectiveSettings(layer_weights="learned", compression_dim=4, layers_from=2), depth=4, hidden_size=8)
     assert [p.shape for p in learned.parameters()] == [torch.Size([2])]  # layers 2 and 3; the last is fixed
     with torch.no_grad():
         learned.logits.copy_(torch.tensor([0.0, math.log(3.0)]))
     w = {i: v.detach() for i, v in learned.layer_weights().items()}
     # 2 * softmax([0, ln 3]) = 2 * [1/4, 3/4]
     assert float(w[2]) == pytest.approx(0.5) and float(w[3]) == pytest.approx(1.5) and float(w[4]) == 1.0
-    log = EseObjective(EseConfig(compression_dim=4), depth=4, hidden_size=8)
+    log = EseObjective(EseObjectiveSettings(compression_dim=4), depth=4, hidden_size=8)
     assert list(log.parameters()) == []
     assert [float(v) for v in log.layer_weights().values()] == pytest.approx(log_layer_weights(4))
 
@@ -220,7 +220,7 @@ def test_objective_combines_the_terms_as_the_paper_writes():
     depth, d, k = 3, 8, 4
     batch = _scored_batch()
     pooled = {i: rng_tensor(8, d, seed=20 + i) for i in (1, 2, 3)}
-    cfg = EseConfig(loss="angle", compression_dim=k, alpha=0.7, beta=1.3)
+    cfg = EseObjectiveSettings(loss="angle", compression_dim=k, alpha=0.7, beta=1.3)
     total, parts = EseObjective(cfg, depth, d).compute(pooled, batch)
 
     sc = np.array(batch.scores)
@@ -248,16 +248,16 @@ def test_objective_combines_the_terms_as_the_paper_writes():
 def test_control_and_layers_from():
     batch = _scored_batch()
     pooled = {i: rng_tensor(8, 8, seed=30 + i) for i in (1, 2, 3, 4)}
-    control = EseObjective(EseConfig(compression_dim=4, alpha=0, beta=0), depth=4, hidden_size=8)
+    control = EseObjective(EseObjectiveSettings(compression_dim=4, alpha=0, beta=0), depth=4, hidden_size=8)
     total, parts = control.compute({4: pooled[4]}, batch)
     assert control.uses_layers == [4]
     assert float(total) == parts["task"] == parts["total"] and "express" not in parts
-    late = EseObjective(EseConfig(loss="cosent", compression_dim=4, layers_from=3), depth=4, hidden_size=8)
+    late = EseObjective(EseObjectiveSettings(loss="cosent", compression_dim=4, layers_from=3), depth=4, hidden_size=8)
     assert late.uses_layers == [3, 4]
     _, parts = late.compute(pooled, batch)
     assert sorted(p for p in parts if p.startswith("express/")) == ["express/L3", "express/L4"]
     with pytest.raises(ValidationError, match="compression-dim"):
-        EseObjective(EseConfig(compression_dim=16), depth=4, hidden_size=8)
+        EseObjective(EseObjectiveSettings(compression_dim=16), depth=4, hidden_size=8)
 
 
 # --- data ---------------------------------------------------------------------------------------------
@@ -303,11 +303,11 @@ def test_ese_data_from_scored_pairs_and_loss_checks():
     assert data.positive_threshold == pytest.approx(4.0)
     batch = data.collate([data[0], data[1], data[2]])
     assert batch.is_positive == [False, True, True] and batch.scores == [0.0, 5.0, 4.2]
-    check_loss_fits(EseConfig(loss="cosent"), data)
+    check_loss_fits(EseObjectiveSettings(loss="cosent"), data)
     with pytest.raises(ValidationError, match="positive threshold"):
-        check_loss_fits(EseConfig(loss="infonce"), EseData(sts, positive_threshold=6.0))
+        check_loss_fits(EseObjectiveSettings(loss="infonce"), EseData(sts, positive_threshold=6.0))
     with pytest.raises(ValidationError, match="cosent"):
-        check_loss_fits(EseConfig(loss="cosent"), EseData(TextPairs("p", ["a", "b"], ["c", "d"])))
+        check_loss_fits(EseObjectiveSettings(loss="cosent"), EseData(TextPairs("p", ["a", "b"], ["c", "d"])))
 
 
 # --- a real (tiny) model --------------------------------------------------------------------------------
@@ -325,7 +325,7 @@ def test_gradients_reach_every_layer(tiny_bert):
     from espresso_export.model.checkpoint import load
 
     ckpt = load(tiny_bert)
-    objective = EseObjective.from_checkpoint(ckpt, EseConfig(compression_dim=16, layer_weights="learned"))
+    objective = EseObjective.from_checkpoint(ckpt, EseObjectiveSettings(compression_dim=16, layer_weights="learned"))
     total, parts = objective.loss(_smoke_batch())
     total.backward()
     for i, layer in enumerate(ckpt.model.encoder.layer):
@@ -342,7 +342,7 @@ def test_a_few_steps_lower_the_ese_loss(tiny_bert, loss):
 
     torch.manual_seed(0)
     ckpt = load(tiny_bert)
-    objective = EseObjective.from_checkpoint(ckpt, EseConfig(loss=loss, compression_dim=16))
+    objective = EseObjective.from_checkpoint(ckpt, EseObjectiveSettings(loss=loss, compression_dim=16))
     batch = _smoke_batch(12)
     opt = torch.optim.AdamW(list(ckpt.model.parameters()) + list(objective.parameters()), lr=2e-3)
     ckpt.model.eval()  # no dropout: the same batch gives the same loss

@@ -22,6 +22,7 @@ import yaml
 from espresso_export.publishing.facts import read_model
 from espresso_export.publishing.report_metrics import parse_report
 from espresso_export.cli.app import main
+from espresso_export.core.errors import ValidationError
 from fake_hub import FakeHub
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -613,3 +614,86 @@ def test_card_license_comes_from_the_source_or_license_and_the_smoke_set_is_not_
     assert code == 2 and "pass --license" in err and not (tmp_path / "b").exists()
     assert run(capsys, "push", source, "--repo-id", REPO, "--dry-run", tmp_path / "c", "--license", "mit")[0] == 0
     assert yaml.safe_load((tmp_path / "c" / "README.md").read_text().split("---")[1])["license"] == "mit"
+
+
+# --- a folder that would publish a broken repository is refused -----------------------------------
+
+
+def _move_dense_outside(folder: Path, tmp_path: Path) -> Path:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    shutil.move(folder / "3_Dense", outside / "3_Dense")
+    return outside / "3_Dense"
+
+
+def test_a_module_folder_linked_outside_the_model_folder_is_refused(shrunk, tmp_path, capsys):
+    """It was silently left out: the repository's modules.json named a folder the upload did not hold."""
+    folder = tmp_path / "model"
+    shutil.copytree(shrunk, folder)
+    (folder / "3_Dense").symlink_to(_move_dense_outside(folder, tmp_path), target_is_directory=True)
+    code, _, err = run(capsys, "push", folder, "--repo-id", REPO, "--dry-run", tmp_path / "o")
+    assert code == 2 and "3_Dense" in err and "outside" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_module_path_leading_out_of_the_folder_is_refused(shrunk, tmp_path, capsys):
+    """``..`` in modules.json read the head's weights from elsewhere and staged a repository whose modules.json
+    points outside it."""
+    folder = tmp_path / "model"
+    shutil.copytree(shrunk, folder)
+    _move_dense_outside(folder, tmp_path)
+    modules = json.loads((folder / "modules.json").read_text())
+    for m in modules:
+        if m["path"] == "3_Dense":
+            m["path"] = "../elsewhere/3_Dense"
+    (folder / "modules.json").write_text(json.dumps(modules))
+    code, _, err = run(capsys, "push", folder, "--repo-id", REPO, "--dry-run", tmp_path / "o")
+    assert code == 2 and "'../elsewhere/3_Dense'" in err and "outside" in err and not (tmp_path / "o").exists()
+
+
+def test_a_verify_report_linked_outside_the_folder_is_refused(shrunk, tmp_path, capsys):
+    folder = tmp_path / "model"
+    shutil.copytree(shrunk, folder)
+    (folder / "verify_report.json").symlink_to(write_report(tmp_path / "private-report.json", candidate=folder))
+    code, _, err = run(capsys, "push", folder, "--repo-id", REPO, "--dry-run", tmp_path / "o")
+    assert code == 2 and "verify_report.json links to" in err and "outside" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_folder_without_a_tokenizer_is_refused(shrunk, tmp_path, capsys):
+    folder = tmp_path / "model"
+    shutil.copytree(shrunk, folder)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (folder / name).unlink()
+    code, _, err = run(capsys, "push", folder, "--repo-id", REPO, "--dry-run", tmp_path / "o")
+    assert code == 2 and "has no tokenizer" in err and str(folder) in err and not (tmp_path / "o").exists()
+
+
+def test_the_staged_folder_loads_as_the_model_it_came_from(shrunk, tmp_path):
+    """push's last check before an upload: the staged folder, read as sentence-transformers reads it, is the model."""
+    from espresso_export.publishing.loadable import check_loadable
+    from espresso_export.publishing.staging import prepare, write_staging
+
+    prepared = prepare(shrunk)
+    staged = tmp_path / "staged"
+    write_staging(prepared, staged, REPO)
+    check_loadable(staged, prepared.facts)  # as staged: loads
+    (staged / "3_Dense" / "model.safetensors").unlink()
+    with pytest.raises(ValidationError, match="would not load.*3_Dense"):
+        check_loadable(staged, prepared.facts)
+    shutil.rmtree(staged)
+    write_staging(prepared, staged, REPO)
+    (staged / "tokenizer.json").unlink()
+    with pytest.raises(ValidationError, match="staged repository has no tokenizer"):
+        check_loadable(staged, prepared.facts)
+
+
+def test_a_linked_folder_that_is_not_a_module_is_listed_as_skipped(shrunk, tmp_path, capsys):
+    folder = tmp_path / "model"
+    shutil.copytree(shrunk, folder)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.json").write_text("{}")
+    (folder / "notes").symlink_to(tmp_path / "notes", target_is_directory=True)
+    code, stdout, err = run(capsys, "push", folder, "--repo-id", REPO, "--dry-run", tmp_path / "o", "--json")
+    assert code == 0, err
+    assert {"path": "notes/", "reason": "a link to a folder: not followed"} in json.loads(stdout)["skipped"]

@@ -439,5 +439,5 @@ def test_the_card_of_a_pruned_model_says_its_vocabulary_was_pruned(minilm_pruned
     assert "narrowed by the vocabulary pruning below" in card
     assert f"The vocabulary was pruned from {result.vocab_before:,} to {result.vocab_after:,} tokens" in card
     # the lineage says what the step did (it listed "head truncate, dim 128, pooling mean" and no vocabulary)
-    assert f"**prune-vocab** (espresso-export " in card
+    assert "**prune-vocab** (espresso-export " in card
     assert f"vocabulary {result.vocab_before:,} -> {result.vocab_after:,} tokens, those of a corpus of" in card

@@ -120,9 +120,46 @@ def test_calibration_warnings_and_refusals(tiny_bert, tmp_path):
     assert any("10 x dim" in h for h in result.hints)
     from espresso_export.core.errors import ValidationError
 
-    with pytest.raises(ValidationError, match="fewer than --dim"):
+    with pytest.raises(ValidationError, match="calibration has 10 sentences, too few for --dim 16"):
         shrink(tiny_bert, tmp_path / "r", layers=2, dim=16, calibration=tmp_path / "few.txt", calibration_samples=10)
     assert not (tmp_path / "r").exists()
+
+
+def test_exactly_dim_calibration_sentences_are_refused(tiny_bert, tmp_path, capsys):
+    """k centred sentences span k - 1 directions: a k-d PCA on them has a last direction with no variance, fitted to
+    nothing, which new text is projected on. k + 1 sentences is the least that fits every direction."""
+    from espresso_export.cli.app import main
+
+    few = tmp_path / "few.txt"
+    few.write_text("\n".join(f"sentence number {i} about the dog" for i in range(9)) + "\n")
+    code = main(["shrink", str(tiny_bert), "--layers", "2", "--dim", "9", "--calibration", str(few), "-o",
+                 str(tmp_path / "k")])
+    err = capsys.readouterr().err
+    assert code == 2 and "calibration has 9 sentences, too few for --dim 9: a PCA to 9 dims needs at least 10" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "k").exists()
+    result = shrink(tiny_bert, tmp_path / "k1", layers=2, dim=8, calibration=few)  # k + 1: every direction fitted
+    assert result.calibration_size == 9 and result.dim == 8
+
+
+def test_progress_shows_on_a_terminal_by_default_and_progress_false_turns_it_off(tiny_bert, tmp_path, monkeypatch):
+    """The API shows the calibration bar as the command does (on a terminal, by default); ``progress=False`` hides
+    it, and off a terminal (a log, a pipe) the default shows nothing."""
+    import io
+
+    from rich.console import Console
+
+    from espresso_export.core import console
+
+    def bar_text(terminal: bool, **kwargs) -> str:
+        out = io.StringIO()
+        fake = Console(file=out, force_terminal=terminal, width=100, emoji=False)
+        monkeypatch.setattr(console, "err_console", lambda: fake)
+        shrink(tiny_bert, tmp_path / f"p{len(list(tmp_path.iterdir()))}", layers=2, dim=8, **kwargs)
+        return out.getvalue()
+
+    assert "calibrating" in bar_text(True)
+    assert bar_text(True, progress=False) == ""
+    assert bar_text(False) == ""
 
 
 def test_default_calibration_is_the_shipped_corpus(tiny_bert, tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -85,8 +86,8 @@ def test_sweep_on_a_busy_machine_says_its_throughput_is_not_reliable(tiny_bert, 
 
 def _shrunk_score(minilm_path, calibration_file, **select) -> tuple[list[int], float]:
     from espresso_export import shrink
-    from espresso_export.model.embed import encode
     from espresso_export.core.metrics import sts_spearman
+    from espresso_export.model.embed import encode
     from espresso_export.verification.sts import load_sts
 
     result = shrink(str(minilm_path), None, layers=2, dim=64, calibration=calibration_file, **select)
@@ -110,11 +111,11 @@ def test_sweep_and_shrink_agree_on_their_defaults(swept, minilm_path, calibratio
 
 def test_sweep_select_first_equals_shrink_select_first(minilm_path, calibration_file):
     """The one-pass path (`--select first`) is what `shrink --select first` builds."""
-    from espresso_export.sweeping.sweep import SweepOptions, sweep
+    from espresso_export.sweeping.sweep import SweepSettings, sweep
 
-    result = sweep(str(minilm_path), SweepOptions(layers=[2], dims=[64], select="first", sts_limit=80,
-                                                  calibration=calibration_file, threads=1, latency_texts=8,
-                                                  latency_rounds=1, latency_batch_size=8))
+    result = sweep(str(minilm_path), None, SweepSettings(layers=[2], dims=[64], select="first", sts_limit=80,
+                                                         calibration=calibration_file, threads=1, latency_texts=8,
+                                                         latency_rounds=1, latency_batch_size=8))
     kept, score = _shrunk_score(minilm_path, calibration_file, select="first")
     assert result.selection == "first" and result.points[0].kept == kept == [0, 1]
     assert result.points[0].spearman == pytest.approx(score, abs=1e-3)
@@ -130,7 +131,46 @@ def test_sweep_refuses_bad_grids(tiny_bert, tmp_path, capsys):
     assert main(["sweep", str(tiny_bert), "--layers", "2", "--dims", "16", "--target-retention", "90",
                  "-o", str(tmp_path / "d")]) == 2
     assert "--target-retention is a ratio of the source's score (0.95 keeps 95%)" in capsys.readouterr().err
-    assert not any((tmp_path / n).exists() for n in "abcd")
+    too_many = str((os.cpu_count() or 1) + 1)  # bounded by the declaration (cpus=True), before any model loads
+    assert main(["sweep", str(tiny_bert), "--layers", "2", "--dims", "16", "--threads", too_many,
+                 "-o", str(tmp_path / "e")]) == 2
+    assert f"--threads must be at most {os.cpu_count() or 1} (this machine's CPUs)" in capsys.readouterr().err
+    assert main(["sweep", str(tiny_bert), "--layers", "2", "--dims", "16", "--head", "none",
+                 "-o", str(tmp_path / "f")]) == 2
+    assert "sweep --head must be pca or truncate, got none" in capsys.readouterr().err
+    assert not any((tmp_path / n).exists() for n in "abcdef")
+
+
+def test_sweep_takes_its_settings_or_their_fields_and_the_old_forms_still_work(tiny_bert, tmp_path):
+    """``sweep(model, out, settings)`` as shrink takes its own, or the fields as keywords; ``SweepOptions``,
+    ``sweep(model, settings, output=OUT)`` and ``options=`` still work, each with a DeprecationWarning."""
+    import espresso_export
+    from espresso_export.core.errors import ValidationError
+    from espresso_export.sweeping.sweep import SweepSettings, sweep
+
+    fast = {"sts_limit": 20, "threads": 1, "latency_texts": 8, "latency_rounds": 1, "latency_batch_size": 8,
+            "head": "truncate"}
+    settings = SweepSettings(layers=[2], dims=[16], **fast)
+    by_keywords = sweep(tiny_bert, tmp_path / "new", layers=2, dims=16, **fast)
+    assert [(p.layers, p.dim) for p in by_keywords.points] == [(2, 16)]
+    assert json.loads((tmp_path / "new" / "sweep.json").read_text())["latency"]["texts"] == 8
+    by_name = sweep(tiny_bert, output=tmp_path / "named", settings=settings)
+    assert (tmp_path / "named" / "sweep.json").is_file() and by_name.points[0].dim == 16
+    with pytest.warns(DeprecationWarning, match="SweepSettings"):
+        old_name = espresso_export.SweepOptions
+    assert old_name is SweepSettings
+    with pytest.warns(DeprecationWarning, match=r"sweep\(model, OUT, settings\)"):
+        old = sweep(tiny_bert, old_name(layers=[2], dims=[16], **fast), output=tmp_path / "old")
+    assert (tmp_path / "old" / "sweep.json").is_file() and old.points[0].spearman == by_keywords.points[0].spearman
+    with pytest.warns(DeprecationWarning, match="settings="):
+        assert sweep(tiny_bert, options=settings, dims=[8]).points[0].dim == 8
+    with pytest.raises(TypeError, match="multiple values for argument 'output'"):
+        sweep(tiny_bert, tmp_path / "x", settings, output=tmp_path / "y")
+    with pytest.raises(TypeError, match="dimz"):
+        sweep(tiny_bert, layers=2, dimz=16)
+    with pytest.raises(ValidationError, match="latency_texts must be at least 1"):
+        sweep(tiny_bert, layers=2, dims=16, latency_texts=0)
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
 
 
 @pytest.mark.parametrize("family", ["bert", "qwen2"])
@@ -163,8 +203,8 @@ def test_pareto_front():
 
 
 def test_sweep_json_round_trips(swept, tmp_path):
-    from espresso_export.sweeping.sweep import SweepResult
     from espresso_export.sweeping.plots import plot_sweep
+    from espresso_export.sweeping.sweep import SweepResult
 
     saved = json.loads((swept / "sweep.json").read_text())
     result = SweepResult.from_dict(saved)

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from espresso_export.cli.app import main
+from espresso_export.sweeping.sweep_result import SweepResult
 from espresso_export.verification.embedders import EncodeCache, open_embedder
 from espresso_export.verification.retrieval import evaluate, load_retrieval
-from espresso_export.sweeping.sweep_result import SweepResult
 
 FAST = ["--threads", "1", "--latency-texts", "8", "--latency-rounds", "1", "--latency-batch-size", "8"]
 

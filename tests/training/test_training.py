@@ -11,7 +11,7 @@ import torch
 
 from espresso_export.core.errors import EXIT_INTERRUPTED, ValidationError
 from espresso_export.training.loop import (
-    BEST_DIR, CHECKPOINT_DIR, TrainConfig, Trainer, TrainingInterrupted, TrainingTask, epoch_batches, train,
+    BEST_DIR, CHECKPOINT_DIR, LoopSettings, Trainer, TrainingInterrupted, TrainingTask, epoch_batches, train,
 )
 
 
@@ -68,7 +68,7 @@ CFG = dict(epochs=3, batch_size=16, lr=5e-2, seed=3, checkpoint_every=0)
 def test_training_lowers_the_loss_and_decays_the_lr_to_zero(tmp_path):
     task = Regression()
     before = task.full_loss()
-    trainer = Trainer(task, TrainConfig(**CFG), tmp_path / "run")
+    trainer = Trainer(task, LoopSettings(**CFG), tmp_path / "run")
     result = trainer.run()
     assert result.steps == result.total_steps == 3 * 6
     assert task.full_loss() < 0.5 * before
@@ -97,11 +97,11 @@ def _interrupt_at(step: int):
 
 def test_ctrl_c_saves_a_checkpoint_and_resume_reproduces_the_uninterrupted_run(tmp_path):
     full = Regression(scores=[0.0, 1.0, 3.0, 2.0])
-    full_result = train(full, TrainConfig(**CFG), tmp_path / "a")
+    full_result = train(full, LoopSettings(**CFG), tmp_path / "a")
 
     part = Regression(scores=[0.0, 1.0, 3.0, 2.0])
     with pytest.raises(TrainingInterrupted) as info:
-        train(part, TrainConfig(**CFG), tmp_path / "b", on_step=_interrupt_at(8))  # mid epoch 2
+        train(part, LoopSettings(**CFG), tmp_path / "b", on_step=_interrupt_at(8))  # mid epoch 2
     assert info.value.exit_code == EXIT_INTERRUPTED and "--resume" in info.value.message
     files = sorted(p.name for p in (tmp_path / "b" / CHECKPOINT_DIR).iterdir())
     assert files == ["model.safetensors", "optimizer.safetensors", "rng.safetensors", "trainer.json"]  # no pickle
@@ -110,7 +110,7 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_reproduces_the_uninterrupted_run(t
 
     resumed = Regression(scores=[0.0, 1.0, 3.0, 2.0])
     resumed.snapshots = part.snapshots[:]  # the scripted scores continue where the first process stopped
-    result = train(resumed, TrainConfig(**CFG), tmp_path / "b", resume=True)
+    result = train(resumed, LoopSettings(**CFG), tmp_path / "b", resume=True)
     assert result.resumed_from == 8 and result.steps == full_result.steps
     for k, v in _weights(full).items():
         assert torch.equal(v, resumed.net.state_dict()[k]), k
@@ -119,17 +119,17 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_reproduces_the_uninterrupted_run(t
 
 def test_resume_from_a_periodic_checkpoint_after_a_crash_is_exact(tmp_path):
     full = Regression()
-    train(full, TrainConfig(**{**CFG, "checkpoint_every": 4}), tmp_path / "a")
+    train(full, LoopSettings(**{**CFG, "checkpoint_every": 4}), tmp_path / "a")
 
     def crash(step):
         if step == 10:
             raise RuntimeError("power cut")
 
     with pytest.raises(RuntimeError):
-        train(Regression(), TrainConfig(**{**CFG, "checkpoint_every": 4}), tmp_path / "b", on_step=crash)
+        train(Regression(), LoopSettings(**{**CFG, "checkpoint_every": 4}), tmp_path / "b", on_step=crash)
     assert json.loads((tmp_path / "b" / CHECKPOINT_DIR / "trainer.json").read_text())["step"] == 8
     resumed = Regression()
-    result = train(resumed, TrainConfig(**{**CFG, "checkpoint_every": 4}), tmp_path / "b", resume=True)
+    result = train(resumed, LoopSettings(**{**CFG, "checkpoint_every": 4}), tmp_path / "b", resume=True)
     assert result.resumed_from == 8
     for k, v in _weights(full).items():
         assert torch.equal(v, resumed.net.state_dict()[k]), k
@@ -137,7 +137,7 @@ def test_resume_from_a_periodic_checkpoint_after_a_crash_is_exact(tmp_path):
 
 def test_the_best_evaluated_weights_are_kept(tmp_path):
     task = Regression(scores=[0.5, 2.0, 9.0, 1.0])  # before training, then after epochs 1..3: epoch 2 is best
-    result = train(task, TrainConfig(**CFG), tmp_path / "run")
+    result = train(task, LoopSettings(**CFG), tmp_path / "run")
     assert (result.initial_score, result.best_score, result.best_step) == (0.5, 9.0, 12)
     assert [h["score"] for h in result.history] == [0.5, 2.0, 9.0, 1.0]
     assert [h["epoch"] for h in result.history] == [0, 1, 2, 3]  # epochs finished (was 0, 0, 1, 2)
@@ -148,35 +148,35 @@ def test_the_best_evaluated_weights_are_kept(tmp_path):
 
 def test_resume_refuses_another_runs_checkpoint_and_says_why(tmp_path):
     with pytest.raises(TrainingInterrupted):
-        train(Regression(), TrainConfig(**CFG), tmp_path / "run", on_step=_interrupt_at(3))
+        train(Regression(), LoopSettings(**CFG), tmp_path / "run", on_step=_interrupt_at(3))
     with pytest.raises(ValidationError, match=r"another run.*lr: 0.05 there, 0.02 now"):
-        train(Regression(), TrainConfig(**{**CFG, "lr": 2e-2}), tmp_path / "run", resume=True)
+        train(Regression(), LoopSettings(**{**CFG, "lr": 2e-2}), tmp_path / "run", resume=True)
     with pytest.raises(ValidationError, match="nothing to resume"):
-        train(Regression(), TrainConfig(**CFG), tmp_path / "empty", resume=True)
+        train(Regression(), LoopSettings(**CFG), tmp_path / "empty", resume=True)
 
 
 def test_bad_training_setups_are_refused(tmp_path):
     with pytest.raises(ValidationError, match="fewer than one batch"):
-        train(Regression(n=10), TrainConfig(**CFG), tmp_path / "run")
+        train(Regression(n=10), LoopSettings(**CFG), tmp_path / "run")
     with pytest.raises(ValidationError, match="--device cuda"):
         if torch.cuda.is_available():
             raise ValidationError("--device cuda (skipped: CUDA present)")
-        train(Regression(), TrainConfig(**{**CFG, "device": "cuda"}), tmp_path / "run")
+        train(Regression(), LoopSettings(**{**CFG, "device": "cuda"}), tmp_path / "run")
     with pytest.raises(ValidationError, match="--amp fp16 needs a GPU"):
-        train(Regression(), TrainConfig(**{**CFG, "amp": "fp16"}), tmp_path / "run")
+        train(Regression(), LoopSettings(**{**CFG, "amp": "fp16"}), tmp_path / "run")
 
 
 def test_bf16_autocast_trains_on_cpu(tmp_path):
     task = Regression()
     before = task.full_loss()
-    train(task, TrainConfig(**{**CFG, "amp": "bf16"}), tmp_path / "run")
+    train(task, LoopSettings(**{**CFG, "amp": "bf16"}), tmp_path / "run")
     assert task.full_loss() < before
 
 
 def test_progress_goes_to_plain_lines_when_stderr_is_not_a_terminal(tmp_path, capsys, monkeypatch):
     """Logs (CI, nohup) get readable progress lines instead of a live bar that would print nothing."""
     monkeypatch.setenv("ESPRESSO_PROGRESS_SECONDS", "0")
-    result = Trainer(Regression(), TrainConfig(**CFG), tmp_path / "run").run(progress="training")
+    result = Trainer(Regression(), LoopSettings(**CFG), tmp_path / "run").run(progress="training")
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("training: ")]
     assert len(lines) == result.steps and lines[-1].startswith("training: 18/18 (100%), epoch-mean loss ")
@@ -198,3 +198,14 @@ def test_time_in_paused_stays_out_of_the_log_lines_eta(capsys, monkeypatch):
     line = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("healing: 1/100"))
     eta = line.rsplit("ETA ", 1)[1]  # h:mm:ss; about 1 s, not 50 s (the pause counted as work)
     assert int(eta.split(":")[-2]) == 0 and int(eta.split(":")[-1]) < 10, line
+
+
+def test_a_loss_that_is_not_finite_before_any_update_does_not_blame_the_learning_rate(tmp_path):
+    """A NaN at step 1 comes from the data, not from a step size: "lower --lr" sent a user the wrong way."""
+    from espresso_export.core.errors import RuntimeFailure
+
+    task = Regression()
+    task.y[:] = float("nan")
+    with pytest.raises(RuntimeFailure, match="at step 1, before any update") as caught:
+        train(task, LoopSettings(**CFG), tmp_path / "run")
+    assert "--lr" not in caught.value.message

@@ -14,28 +14,10 @@ from espresso_export.core.errors import ValidationError
 def pca_target(x: torch.Tensor, k: int, *, align_to: torch.Tensor | None = None) -> torch.Tensor:
     """The compressed target ``X^k_pca`` of a batch of full embeddings ``x`` (``(B, d)`` -> ``(B, k)``), no gradient.
 
-    Formulation: the *batch* dependency matrix. The paper writes, per
-    embedding, ``A = softmax(x x^T / sqrt(d))`` (``d x d``) from one ``d x 1``
-    vector; we build it from the whole batch ``M`` (``B x d``):
-    ``A = softmax(M^T M / sqrt(d))`` (softmax over each row), then
-    ``A = U S V^T``, ``A_k = U[:, :k] S[:k, :k]`` and the target ``M A_k``
-    (row ``b`` is ``A_k^T x_b``, the paper's Eq. 5). Why the batch form:
-
-    * it is what the authors' released code does (``pca_compress``), i.e. the
-      form behind the reported numbers;
-    * a per-embedding ``x x^T`` is rank one, so its "top-k components" carry
-      one direction plus softmax noise, and every sentence gets its own basis:
-      the k target coordinates would mean different things for different rows,
-      while one shared basis per batch makes coordinate ``j`` the same
-      direction for every sentence, which is what first-k slicing needs;
-    * it costs one SVD of a ``d x d`` matrix per layer and step instead of ``B``.
-
-    We use an exact SVD (``torch.linalg.svd``; the reference uses the
-    randomised ``svd_lowrank``), so the target is deterministic. Singular
-    vectors have arbitrary signs, which would flip target coordinates from
-    step to step; with ``align_to`` (the first-k slice it supervises) each
-    component's sign is chosen to agree with it, a choice the paper leaves
-    open. The whole function runs without gradient: the target is a constant.
+    Built from the whole batch ``M``, as the authors' released code does: ``A = softmax(M^T M / sqrt(d))``,
+    ``A_k = U[:, :k] S[:k, :k]`` from its exact SVD, and the target ``M A_k``; one basis per batch makes target
+    coordinate ``j`` the same direction for every sentence, which first-k slicing needs. With ``align_to`` (the
+    slice it supervises) each component's sign agrees with it, so coordinates do not flip between steps.
     """
     d = x.shape[-1]
     if not 1 <= k <= d:

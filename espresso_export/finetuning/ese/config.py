@@ -1,7 +1,6 @@
-"""ESE's settings: which sentence loss, the compression width ``k``, the term weights, the layer weights.
-
-Torch-free, so that settings and recipes can check these values without loading torch.
-"""
+"""The ESE objective's settings: which sentence loss, the compression width ``k``, the term weights, the layer
+weights. Their defaults are those ``train`` declares (:class:`~espresso_export.finetuning.train_settings.
+TrainSettings`). Torch-free, so that settings and recipes can check these values without loading torch."""
 
 from __future__ import annotations
 
@@ -10,6 +9,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from espresso_export.core.errors import ValidationError
+from espresso_export.core.settings import field_of
+from espresso_export.finetuning.train_settings import TrainSettings
 
 DEFAULT_SCALE = 20.0  # 1 / temperature 0.05, the AnglE/CoSENT/SimCSE default
 
@@ -45,14 +46,22 @@ class AngleWeights:
     angle_scale: float = DEFAULT_SCALE
 
 
+def _declared(name: str):
+    """The default ``train`` declares for ``name``: the objective repeats none of them."""
+    return field_of(TrainSettings, name).default
+
+
 @dataclass(frozen=True)
-class EseConfig:
-    loss: SentenceLoss = SentenceLoss.ANGLE
-    compression_dim: int = 128  # k
-    alpha: float = 1.0  # weight of learn-to-express
-    beta: float = 1.0  # weight of learn-to-compress
-    layer_weights: LayerWeighting = LayerWeighting.LOG
-    layers_from: int = 1  # first (1-based) layer trained by the ESE terms
+class EseObjectiveSettings:
+    """What :class:`~espresso_export.finetuning.ese.objective.EseObjective` computes; ``alpha = beta = 0`` is plain
+    fine-tuning (the control). ``kl_temperature`` and ``angle`` are not options of ``train``."""
+
+    loss: SentenceLoss = SentenceLoss(_declared("loss"))
+    compression_dim: int = _declared("compression_dim")  # k
+    alpha: float = _declared("alpha")  # weight of learn-to-express
+    beta: float = _declared("beta")  # weight of learn-to-compress
+    layer_weights: LayerWeighting = LayerWeighting(_declared("layer_weights"))
+    layers_from: int = _declared("layers_from")  # first (1-based) layer trained by the ESE terms
     kl_temperature: float = 1.0
     angle: AngleWeights = field(default_factory=AngleWeights)
 
@@ -63,3 +72,13 @@ class EseConfig:
             "layers_from": self.layers_from, "kl_temperature": self.kl_temperature,
             "angle": dict(self.angle.__dict__),
         }
+
+
+def __getattr__(name: str):
+    if name == "EseConfig":  # the name of earlier releases
+        import warnings
+
+        warnings.warn("EseConfig is now EseObjectiveSettings; the old name will be removed in 1.0",
+                      DeprecationWarning, stacklevel=2)
+        return EseObjectiveSettings
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

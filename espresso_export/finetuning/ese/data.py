@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from espresso_export.core.errors import ValidationError
-from espresso_export.finetuning.ese.config import EseConfig, SentenceLoss
+from espresso_export.finetuning.ese.config import EseObjectiveSettings, SentenceLoss
 from espresso_export.finetuning.ese.losses import PairEmbeddings
 
 
@@ -104,7 +104,7 @@ class EseData:
         return d
 
 
-def check_loss_fits(config: EseConfig, data: EseData) -> None:
+def check_loss_fits(config: EseObjectiveSettings, data: EseData) -> None:
     """Refuse combinations that cannot train (before any model work)."""
     if SentenceLoss(config.loss) is SentenceLoss.COSENT and data.kind == "pairs":
         raise ValidationError("--loss cosent needs scored pairs or triplets; these are plain positive pairs "

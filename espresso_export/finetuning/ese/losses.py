@@ -21,17 +21,10 @@ def cosine_pairs(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def angle_pairs(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """AnglE's angle similarity of two ``(P, d)`` tensors -> ``(P,)``.
+    """AnglE's angle similarity of two ``(P, d)`` tensors -> ``(P,)``, as its released code computes it.
 
-    Each embedding is read as a complex vector: first half real part, second
-    half imaginary part (``z = a_re + i a_im``, ``w = b_re + i b_im``). The
-    normalised complex inner product ``rho = <z, conj(w)> / (|z| |w|)`` has
-    ``Re rho = cos(a, b)`` and ``Im rho`` = the normalised rotation between
-    them. The score is ``|Re rho + Im rho|``: this is what AnglE's released
-    code computes (sum of the real and imaginary parts of the normalised
-    quotient ``z / w``) and ranks as a similarity; the paper's prose calls it
-    an angle difference, but its sign convention only matches the code's
-    reading as a similarity. A ``d`` must be even.
+    Each embedding is a complex vector (first half real, second half imaginary); the score is
+    ``|Re rho + Im rho|`` of their normalised complex quotient. ``d`` must be even.
     """
     if a.shape[-1] % 2:
         raise ValidationError(f"the angle loss needs an even embedding width, got {a.shape[-1]}")

@@ -9,7 +9,7 @@ import torch
 
 from espresso_export.core.errors import ValidationError
 from espresso_export.finetuning.ese.compress import compress_loss
-from espresso_export.finetuning.ese.config import EseConfig, LayerWeighting, log_layer_weights
+from espresso_export.finetuning.ese.config import EseObjectiveSettings, LayerWeighting, log_layer_weights
 from espresso_export.finetuning.ese.data import EseBatch
 from espresso_export.finetuning.ese.losses import sentence_loss
 
@@ -23,7 +23,7 @@ class EseObjective(torch.nn.Module):
     ``objective.parameters()`` to the optimizer with the model's.
     """
 
-    def __init__(self, config: EseConfig, depth: int, hidden_size: int, ckpt=None, *, max_length: int | None = None):
+    def __init__(self, config: EseObjectiveSettings, depth: int, hidden_size: int, ckpt=None, *, max_length: int | None = None):
         super().__init__()
         self.config = config
         self.depth = depth
@@ -42,7 +42,7 @@ class EseObjective(torch.nn.Module):
         self.logits = torch.nn.Parameter(torch.zeros(n_shallow)) if weighting is LayerWeighting.LEARNED else None
 
     @classmethod
-    def from_checkpoint(cls, ckpt, config: EseConfig, *, max_length: int | None = None) -> EseObjective:
+    def from_checkpoint(cls, ckpt, config: EseObjectiveSettings, *, max_length: int | None = None) -> EseObjective:
         return cls(config, ckpt.depth, ckpt.hidden_size, ckpt=ckpt, max_length=max_length)
 
     @property

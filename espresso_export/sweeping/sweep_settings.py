@@ -1,0 +1,95 @@
+"""The settings of ``sweep``, declared once: the API (:func:`~espresso_export.sweeping.sweep.sweep` takes them as
+``settings=`` or keywords) and the ``sweep`` command derive from this class. A setting that is also verify's or
+shrink's (the STS and retrieval sets, the calibration corpus, threads, batch size) is their declaration, taken
+whole, so its name, default and help cannot drift apart. Torch-free, so ``--help`` stays instant."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+from espresso_export.core.common_settings import seed_setting, select_setting
+from espresso_export.core.errors import ValidationError
+from espresso_export.core.parsing import parse_int_list
+from espresso_export.core.settings import check_choices, setting
+from espresso_export.core.types import Head, Select, SweepMetric
+from espresso_export.shrinking.shrink_settings import ShrinkSettings
+from espresso_export.verification.verify_settings import VerifySettings, check_retention_gate
+
+SWEEP_HEADS = (Head.PCA, Head.TRUNCATE)
+
+
+def _as_in(cls: type, name: str) -> Any:
+    """The declaration of ``cls``'s setting ``name`` (default, bounds, help) for the same setting here."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    return dataclasses.field(default=f.default, default_factory=f.default_factory, metadata=f.metadata)
+
+
+def _depths(text: str) -> list[int]:
+    return parse_int_list(text, "--layers", positive=False)  # a depth out of range is named once the model is known
+
+
+def _widths(text: str) -> list[int]:
+    return parse_int_list(text, "--dims")
+
+
+@dataclass
+class SweepSettings:
+    """:func:`espresso_export.sweeping.sweep.sweep`: the (depth, width) grid, what it is scored on, how it is timed."""
+
+    layers: Union[int, list[int]] = setting(help="Depths to try, comma-separated (2,3,4,6).",
+                                            flags=("--layers", "-l"), cli_type=str, parse=_depths)
+    dims: Union[int, list[int]] = setting(help="Embedding widths to try, comma-separated (64,128,256).",
+                                          flags=("--dims", "-d"), cli_type=str, parse=_widths)
+    head: Head = setting(Head.PCA, help="pca (fitted on the calibration corpus) or truncate (first-k).")
+    select: Select = select_setting()
+    sts: list[str] = _as_in(VerifySettings, "sts")
+    sts_columns: Optional[list[str]] = _as_in(VerifySettings, "sts_columns")
+    sts_limit: Optional[int] = _as_in(VerifySettings, "sts_limit")
+    metric: SweepMetric = setting(
+        SweepMetric.STS, help="What the points are scored, plotted and recommended on: sts (Spearman on --sts) or "
+                              "retrieval (nDCG@10 on --retrieval).")
+    retrieval: list[str] = _as_in(VerifySettings, "retrieval")
+    relevant_score: float = _as_in(VerifySettings, "relevant_score")
+    target_retention: float = setting(
+        0.95, help="Recommend the smallest and the fastest point keeping this fraction of the source's score (STS "
+                   "Spearman, or nDCG@10 with --metric retrieval).")
+    calibration: Optional[str] = _as_in(ShrinkSettings, "calibration")
+    calibration_samples: int = _as_in(ShrinkSettings, "calibration_samples")
+    threads: Optional[int] = _as_in(VerifySettings, "threads")
+    latency_batch_size: int = setting(32, min=1, help="Batch size of the throughput measurement.")
+    latency_texts: int = setting(128, min=1, help="Texts timed per depth and round (a fixed sample of the STS "
+                                                  "sentences).")
+    latency_rounds: int = setting(3, min=1, help="Timed rounds, alternating the depths (fewer than 3: the timing is "
+                                                 "reported as not reliable).")
+    batch_size: int = _as_in(VerifySettings, "batch_size")
+    seed: int = seed_setting("Random seed (calibration sampling, which texts the latency is timed on).")
+
+    def __post_init__(self) -> None:
+        # one value where a list is expected is a list of one (a string is one set, not its letters)
+        for name in ("layers", "dims"):
+            if isinstance(getattr(self, name), int):
+                setattr(self, name, [getattr(self, name)])
+        for name in ("sts", "retrieval"):
+            if isinstance(getattr(self, name), (str, os.PathLike)):
+                setattr(self, name, [os.fspath(getattr(self, name))])
+        self.head, self.select, self.metric = Head(self.head), Select(self.select), SweepMetric(self.metric)
+        check_choices(self)  # bounds, and --threads within the machine's CPUs
+        self._check()
+
+    def _check(self) -> None:
+        """What no single setting's bounds say; refused before any model is loaded."""
+        if self.head not in SWEEP_HEADS:
+            raise ValidationError(f"sweep --head must be pca or truncate, got {self.head.value}")
+        check_retention_gate("--target-retention", self.target_retention)
+        if self.metric is SweepMetric.RETRIEVAL and not self.retrieval:
+            raise ValidationError("sweep --metric retrieval needs a --retrieval set")
+        if not self.sts:
+            raise ValidationError("sweep needs at least one --sts set")
+        if not self.layers or not self.dims:
+            raise ValidationError("sweep needs at least one depth (--layers) and one width (--dims)")
+        if self.sts_columns is not None and len(self.sts_columns) != 3:
+            raise ValidationError(f"--sts-columns needs three names (sentence1, sentence2, score), got "
+                                  f"{','.join(self.sts_columns)}")
