@@ -15,6 +15,7 @@ agree (largest cosine distance between their vectors).
 
     python benchmarks/encode_speed.py --device cpu --sentences 2000 --batch-size 64 --max-seq-len 64
     python benchmarks/encode_speed.py --device cuda --sentences 60000 --batch-size 256 --json out.json
+    python benchmarks/encode_speed.py --tokenizer ...   # also: the tokenizer's cost per training batch
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _models import SHARED, minilm  # noqa: E402
+from _models import SHARED, minilm
 
 
 def read_texts(paths: list[Path], n: int) -> list[str]:
@@ -124,6 +125,31 @@ def summarise(rates: dict[str, list[float]]) -> dict:
     return out
 
 
+def tokenizer_cost(model: Path, texts: list[str], batch: int, max_len: int, batches: int = 100) -> dict:
+    """Milliseconds per batch of ``batch`` random texts: the tokenizer per batch (what a training step paid) vs a
+    batch cut from the texts tokenised once (``TokenizedTexts``, what distill's training does), and the one-off
+    cost of tokenising them all."""
+    from espresso_export.model.checkpoint import load
+    from espresso_export.model.embed import TokenizedTexts, tokenize
+
+    ckpt = load(model)
+    rng = np.random.default_rng(0)
+    picks = [np.sort(rng.choice(len(texts), size=min(batch, len(texts)), replace=False)) for _ in range(batches)]
+    start = time.perf_counter()
+    for idx in picks:
+        tokenize(ckpt, [texts[i] for i in idx], max_len)
+    per_batch = (time.perf_counter() - start) / batches * 1e3
+    start = time.perf_counter()
+    tokens = TokenizedTexts(ckpt, texts, max_len)
+    once = time.perf_counter() - start
+    start = time.perf_counter()
+    for idx in picks:
+        tokens.batch(idx)
+    cut = (time.perf_counter() - start) / batches * 1e3
+    return {"tokenize_per_batch_ms": round(per_batch, 2), "pretokenized_batch_ms": round(cut, 2),
+            "tokenize_all_once_s": round(once, 2), "texts": len(texts), "batch": batch}
+
+
 def agreement(a: np.ndarray, b: np.ndarray) -> float:
     """The largest cosine distance between matching rows of ``a`` and ``b``."""
     a = a / np.linalg.norm(a, axis=1, keepdims=True)
@@ -142,6 +168,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--corpus", type=Path, nargs="*", default=None, help="text files (default: the shared corpora)")
     ap.add_argument("--amp", action="store_true", help="also time the teacher pass at distill's precision")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--tokenizer", action="store_true", help="also time the tokenizer per training batch of 128")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     import torch
@@ -159,6 +186,8 @@ def main(argv: list[str] | None = None) -> dict:
         "paths": summarise(got["rates"]),
         "encode_vs_st_max_cosine_distance": agreement(got["outputs"]["encode"], got["outputs"]["st"]),
     }
+    if args.tokenizer:
+        result["tokenizer"] = tokenizer_cost(model, texts, 128, args.max_seq_len)
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:

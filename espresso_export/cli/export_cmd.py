@@ -37,6 +37,9 @@ def _export(settings: ExportSettings, *, model: str, output: Path, overwrite: bo
         default = " (default)" if f["file"] == result.default_file else ""
         rows.append((f["file"] + default,
                      f"{f['bytes'] / 1e6:.1f} MB; {check}{_speed(f, '' if result.timing_reliable else '?')}"))
+    if result.files:
+        widths = ", ".join(map(str, result.nested_widths))
+        rows.append(("vectors", f"widths {widths}; int8/uint8 ranges stored for each (export.json vector_calibration)"))
     if not result.timing_reliable:  # in the table too, not only in a stderr note a log may not keep
         rows.append(("timing", f"NOT reliable (?): {'; '.join(result.timing['reasons'])}"))
     finish_table("export", rows, result)
@@ -58,6 +61,7 @@ export_command = app.command(
     epilog="Examples:\n\n"
     "  espresso-export export minilm-L3-d128/ -o minilm-onnx --quantize int8 --optimize O2\n\n"
     "  espresso-export export model/ -o out/ --format onnx,safetensors --max-seq-len 128\n\n"
+    "  espresso-export export minilm-L3-d128/ -o minilm-onnx --dims 64,32   (nested widths of a PCA head)\n\n"
     "  python -c \"from espresso_export.runtime import OnnxEncoder; print(OnnxEncoder('out').encode(['hi']).shape)\"",
 )(settings_command(ExportSettings, [
     param("model", Annotated[str, typer.Argument(help="Model folder (what `shrink` writes, or a sentence-transformers "

@@ -97,3 +97,4 @@ class CorpusSample(str, Enum):
 class SweepMetric(str, Enum):
     STS = "sts"  # Spearman x100 on the STS sets
     RETRIEVAL = "retrieval"  # nDCG@10 x100 on the retrieval sets
+    AGREEMENT = "agreement"  # agreement@10 x100 with the source's ranking on a corpus

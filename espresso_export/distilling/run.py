@@ -22,17 +22,17 @@ from espresso_export.distilling.student import Models, build_projection, load_mo
 from espresso_export.distilling.targets import TeacherTargets, teacher_targets
 from espresso_export.distilling.tasks import HealTask, PairHealTask
 from espresso_export.distilling.write import DistillResult, Trained, write_result
-from espresso_export.training.loop import LoopSettings, Trainer, prepare_run
-from espresso_export.training.schedule import amp_dtype, autocast
+from espresso_export.training import distributed
+from espresso_export.training.loop import LoopSettings, Trainer, TrainingInterrupted, prepare_run
+from espresso_export.training.run_files import mark_stopped_early
+from espresso_export.training.schedule import amp_dtype, autocast, resolve_device
 from espresso_export.distilling.distill_settings import DistillSettings
 
 
-def cpu_precision(plan: DistillPlan):
-    """The autocast dtype of the passes that run on the CPU (the teacher pass, the student's PCA sample): the
-    training's own (``--amp``) when training runs on the CPU too, else full precision."""
-    import torch
-
-    return amp_dtype(plan.amp, torch.device("cpu")) if (plan.device or "cpu").lower() == "cpu" else None
+def pass_precision(plan: DistillPlan, device):
+    """The autocast dtype of the passes before training (the teacher pass, the student's PCA sample): the
+    training's own (``--amp``) on the device they run on, the training's."""
+    return amp_dtype(plan.amp, device)
 
 
 def _identity(plan: DistillPlan, corpus: CorpusSplit, models: Models, selection: Selection) -> dict:
@@ -76,9 +76,9 @@ def _train(plan: DistillPlan, corpus: CorpusSplit, models: Models, task: HealTas
     trainer = Trainer(task, config, run_dir)
     label = ("healing" if models.from_teacher else "distilling") if plan.progress else None
     result = trainer.run(resume=plan.resume, progress=label, on_step=plan.on_step)
+    mse_after = task.mse(held) if len(held) and dist.main else None  # on the training device
     task.projection.cpu()
     models.student.model.cpu()
-    mse_after = task.mse(held) if len(held) and dist.main else None
     heldout = {"sentences": len(held), "relative_mse_before": mse_before, "relative_mse_after": mse_after}
     return Trained(task=task, identity=task.config(), trainer=trainer, config=config, result=result,
                    heldout=heldout, processes=dist.world)
@@ -119,22 +119,37 @@ def run(plan: DistillPlan) -> DistillResult:
         return _phases(plan, dist, run_dir, start)
 
 
+def _teacher_phase(plan: DistillPlan, data: CorpusSplit, models: Models, run_dir: Path, device) -> TeacherTargets:
+    """The teacher pass on the training device; a stop in it is recorded in the run folder, so that ``--resume``
+    continues it (its finished chunks are kept in the teacher cache)."""
+    models.teacher.model.to(device)
+    try:
+        return teacher_targets(models.teacher, data.sentences, dim=plan.dim, pca_samples=plan.pca_samples,
+                               seed=plan.seed, layers=sorted(set(models.layer_map.values())),
+                               cache_dir=plan.cache_dir, teacher_sha=models.teacher_info["weights_sha256"],
+                               batch_size=plan.batch_size, progress=plan.progress,
+                               precision=pass_precision(plan, device))
+    except TrainingInterrupted:
+        if distributed.current().main:
+            mark_stopped_early(run_dir, "the teacher pass")
+        raise
+
+
 def _phases(plan: DistillPlan, dist, run_dir: Path, start: float) -> DistillResult:
+    device = resolve_device(plan.device)
     data = load_corpus(plan)
     models = load_models(plan, len(data.sentences))
     plan, lengths = resolve_length(plan, models.student, data.sentences)
     if lengths is not None:
         data.counts["lengths"] = lengths
-    targets = teacher_targets(models.teacher, data.sentences, dim=plan.dim, pca_samples=plan.pca_samples,
-                              seed=plan.seed, layers=sorted(set(models.layer_map.values())), cache_dir=plan.cache_dir,
-                              teacher_sha=models.teacher_info["weights_sha256"], batch_size=plan.batch_size,
-                              progress=plan.progress, precision=cpu_precision(plan))
+    targets = _teacher_phase(plan, data, models, run_dir, device)
     selection = Selection(sts=data.eval_pairs, retrieval=data.eval_retrieval)
     if dist.main:  # rank 0 evaluates (the trainer's rule): only it needs the teacher's scores
         selection.measure_teacher(lambda texts: encode(models.teacher, texts, batch_size=plan.batch_size))
     models.teacher = None  # frees the teacher before the student trains
-    with autocast(cpu_precision(plan)):
-        projection = build_projection(plan, models.student, data, targets.targets)
+    models.student.model.to(device)
+    with autocast(pass_precision(plan, device), device.type):
+        projection = build_projection(plan, models.student, data, targets.targets).to(device)
     if plan.freeze_embeddings:  # the loop optimises only parameters that require a gradient
         models.student.model.get_input_embeddings().weight.requires_grad_(False)
     task = _task(plan, data, models, targets, projection, selection)

@@ -130,7 +130,7 @@ def build_projection(plan: DistillPlan, student: Checkpoint, corpus: CorpusSplit
                               f"or its PCA sample {m}")
     weight, bias, _ = init_projection(s_emb, np.asarray(targets[sample]), plan.dim, plan.projection_init)
     projection = torch.nn.Linear(s_emb.shape[1], plan.dim, bias=True)
-    with torch.no_grad():
+    with torch.no_grad():  # host: copied into the projection's own weights (moved with it)
         projection.weight.copy_(torch.from_numpy(weight))
         projection.bias.copy_(torch.from_numpy(bias))
     return projection

@@ -30,7 +30,7 @@ from espresso_export.core.tempfiles import clean_stale
 from espresso_export.data import sentences_sha256
 from espresso_export.model.cache import cache_key, default_cache_dir
 from espresso_export.model.checkpoint import Checkpoint
-from espresso_export.model.embed import apply_post, encode_layers
+from espresso_export.model.embed import apply_post, encode_layers, model_device
 from espresso_export.core.files import write_text_atomic
 from espresso_export.model.post import renormalized
 from espresso_export.shrinking.heads import PCAFit, fit_pca
@@ -100,10 +100,11 @@ def _encode_chunk(teacher: Checkpoint, texts: list[str], wanted: list[int], need
                   layers: Sequence[int], batch_size: int, precision) -> dict:
     import torch
 
-    with autocast(precision):
+    with autocast(precision, model_device(teacher.model).type):  # on the device the teacher is on
         pooled = encode_layers(teacher, texts, wanted, batch_size=batch_size)
     chunk = {}
-    if need_final:  # the post modules run on the whole chunk at once (part of the cached bytes)
+    # host: the post modules run on the whole chunk at once, in host memory (part of the cached bytes)
+    if need_final:
         with torch.inference_mode():
             chunk["final"] = apply_post(torch.from_numpy(pooled[teacher.depth]), renormalized(teacher.post)).numpy()
     for i in layers:
@@ -147,7 +148,7 @@ def _teacher_pass(teacher: Checkpoint, sentences: Sequence[str], folder: Path, n
                 done += len(rng)
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: the finished chunks stay for the next run
         raise interrupted(f"in the teacher pass after {done} of {share} sentences; the finished chunks are "
-                          f"kept in {folder / PARTS_DIR}: run the same command again to continue",
+                          f"kept in {folder / PARTS_DIR}: run the same command again (or with --resume) to continue",
                           signals.signum_of(e)) from e
     if distributed.current().main:  # every chunk is in the final files now
         _remove_parts(folder, files)
@@ -227,7 +228,7 @@ def teacher_targets(
     """PCA targets ``h_t`` (and pooled per-layer states) of the teacher on ``sentences``, cached on disk.
 
     ``precision``: the autocast dtype of the teacher pass (``torch.bfloat16``; None: full precision), part of
-    the cache key."""
+    the cache key. The pass runs on the device the teacher's model is on."""
     start = time.perf_counter()
     m = pca_size(teacher.output_dim, len(sentences), dim, pca_samples)
     teacher_sha = teacher_sha or teacher.weights_sha256()

@@ -16,10 +16,20 @@ import numpy as np
 
 from espresso_export.core.types import Loss
 from espresso_export.model.checkpoint import Checkpoint
-from espresso_export.model.embed import apply_post, encode_batches, model_inputs, pool, tokenize
+from espresso_export.model.embed import (
+    TokenizedTexts, apply_post, encode_batches, model_inputs, pool, to_device, tokenize,
+)
 from espresso_export.model.post import DenseLayer, renormalized, with_head
 from espresso_export.distilling.targets import TeacherTargets
 from espresso_export.training.loop import TrainingTask
+
+
+def rows_on(array: np.ndarray, idx: np.ndarray, device):
+    """Rows ``idx`` of a (memory-mapped) target array as float32 on ``device`` (an asynchronous copy on CUDA)."""
+    import torch
+
+    rows = torch.from_numpy(np.asarray(array[idx], dtype=np.float32))  # host: staged, then moved below
+    return rows.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else rows.to(device)
 
 
 def rank_kl(h_s, h_t, temperature: float):
@@ -71,13 +81,14 @@ class HealTask(TrainingTask):
         self.inputs = model_inputs(student.model)
         self.target_energy = float(np.mean(np.square(targets.targets[: min(len(self.sentences), 65536)], dtype=np.float64))
                                    * targets.targets.shape[1])
-        self.layer_stats = {}
+        self.layer_stats = {}  # host: moved to the training device on the first step
         for j, t in self.layer_map.items():
             sample = np.asarray(targets.layers[t][: min(len(self.sentences), 65536)], dtype=np.float32)
             mean = sample.mean(0)
             std = sample.std(0) + 1e-3 * float(sample.std(0).mean()) + 1e-6
             self.layer_stats[j] = (torch.from_numpy(mean), torch.from_numpy(std))
         self.history_mse: list[float] = []
+        self._tokens: TokenizedTexts | None = None  # the corpus tokenised at the training length
 
     def __len__(self) -> int:
         return len(self.items)
@@ -101,7 +112,7 @@ class HealTask(TrainingTask):
 
     def _project(self, batch, hidden: bool = False):
         """``(h_s, per-layer pooled states or None)`` for a tokenised batch."""
-        batch = {k: v.to(self.device) for k, v in batch.items() if k in self.inputs}
+        batch = to_device(batch, self.inputs, self.device)  # no-op for a batch encode_batches already moved
         out = self.student.model(**batch, output_hidden_states=hidden, return_dict=True)
         mask = batch["attention_mask"]
         emb = apply_post(pool(out.last_hidden_state, mask, self.student.pooling), self.post)
@@ -133,8 +144,8 @@ class HealTask(TrainingTask):
         h_s, states, h_t = self._train_forward(idx, hidden=bool(self.layer_map))
         point = self._pointwise(idx, h_s, states, h_t) * (len(mine) / len(batch))
         joined = torch.cat(dist.gather_rows(h_s[: len(mine)], [len(p) for p in parts]))
-        targets = torch.from_numpy(np.asarray(self.targets.targets[np.concatenate(parts)], dtype=np.float32))
-        rank = rank_kl(joined, targets.to(joined.device), self.rank_temperature)
+        targets = rows_on(self.targets.targets, np.concatenate(parts), joined.device)
+        rank = rank_kl(joined, targets, self.rank_temperature)
         return point + rank - rank.detach() * (1 - 1 / dist.world)  # value: a 1/world share; gradient: this rank's
 
     def _pointwise(self, idx: np.ndarray, h_s, states, h_t):
@@ -148,20 +159,22 @@ class HealTask(TrainingTask):
         if self.layer_map:
             layer_losses = []
             for j, t in self.layer_map.items():
-                mean, std = (s.to(h_s.device) for s in self.layer_stats[j])
-                target = torch.from_numpy(np.asarray(self.targets.layers[t][idx], dtype=np.float32)).to(h_s.device)
+                if self.layer_stats[j][0].device != h_s.device:  # moved once, on the first step
+                    self.layer_stats[j] = tuple(s.to(h_s.device) for s in self.layer_stats[j])
+                mean, std = self.layer_stats[j]
+                target = rows_on(self.targets.layers[t], idx, h_s.device)
                 layer_losses.append((((states[j].float() - target) / std) ** 2).mean())
             loss = loss + self.layer_weight * torch.stack(layer_losses).mean()
         return loss
 
     def _train_forward(self, idx: np.ndarray, hidden: bool = False):
         """``(h_s, layer states, h_t)`` for the corpus sentences ``idx``, in training mode."""
-        import torch
-
         if not self.dropout:
             self.student.model.eval()
-        h_s, states = self.forward([self.sentences[i] for i in idx], max_len=self.max_seq_len, hidden=hidden)
-        h_t = torch.from_numpy(np.asarray(self.targets.targets[idx], dtype=np.float32)).to(h_s.device)
+        if self._tokens is None:  # once, at the first step: the loop then never waits on the tokenizer
+            self._tokens = TokenizedTexts(self.student, self.sentences, self.max_seq_len)
+        h_s, states = self._project(self._tokens.batch(idx), hidden=hidden)
+        h_t = rows_on(self.targets.targets, idx, h_s.device)
         return h_s.float(), states, h_t
 
     def _mse(self, h_s, h_t):

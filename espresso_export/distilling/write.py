@@ -34,7 +34,7 @@ class DistillResult:
     params: int
     seconds: float
     run_dir: str | None = None
-    precision: str = "fp32"  # what training computed in (on the CPU, the teacher pass too): "bf16 (avx512_bf16)"
+    precision: str = "fp32"  # what training and the teacher pass computed in: "bf16", "bf16 (avx512_bf16)"
     hints: list[str] = field(default_factory=list)
     task: Any = field(default=None, repr=False, compare=False)
 

@@ -7,5 +7,6 @@ variants, graph optimisation, validation against PyTorch, and the safetensors fo
 * :mod:`.quantize` - int8 (SmoothQuant + per-token activations) and fp16
 * :mod:`.optimize` - onnxruntime graph optimisation levels O1-O3
 * :mod:`.validate` - parity of every written file with the PyTorch model
+* :mod:`.vectors` - nested widths (``--dims``) and the output vectors' int8 ranges per width
 * :mod:`.export` - ``export()``: checkpoint -> folder, atomically
 """

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import shutil
 import time
 import warnings
@@ -21,7 +20,6 @@ from espresso_export import __version__
 from espresso_export.model.architectures import usable_positions
 from espresso_export.model.checkpoint import Checkpoint, DenseLayer, load
 from espresso_export.core.cpu import int8_isa
-from espresso_export.data import read_sentences
 from espresso_export.core.errors import GateFailedError, UnsupportedModelError, ValidationError
 from espresso_export.core.extras import require
 from espresso_export.core.files import atomic_output, check_output, write_json
@@ -33,6 +31,9 @@ from espresso_export.exporting.graph import GraphInfo, export_onnx
 from espresso_export.exporting.export_folder import BASE_FILE, LAYOUT_VERSION, onnx_file_name, write_loader_files
 from espresso_export.core.settings import resolve
 from espresso_export.exporting.export_settings import ExportSettings
+from espresso_export.exporting.vectors import (
+    calibration_sentences, declare_in_config, nested_widths, vector_calibration, width_hints,
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ class ExportResult:
     seconds: float = 0.0
     hints: list[str] = field(default_factory=list)
     timing: dict | None = None  # export.json's ``timing`` record (None: the files were not timed)
+    nested_widths: list[int] = field(default_factory=list)  # the full width, then the --dims below it
 
     @property
     def timing_reliable(self) -> bool:
@@ -63,7 +65,7 @@ class ExportResult:
             "output": str(self.output), "source": self.source, "formats": self.formats, "files": self.files,
             "default_file": self.default_file, "validated": self.validated, "dim": self.dim,
             "pooling": self.pooling, "max_seq_length": self.max_seq_length, "seconds": round(self.seconds, 2),
-            "timing": self.timing, "hints": self.hints,
+            "timing": self.timing, "nested_widths": self.nested_widths, "hints": self.hints,
         }
 
 
@@ -86,6 +88,8 @@ def _provenance(ckpt: Checkpoint, weights_sha: str, settings: ExportSettings) ->
         "source": {"id": ckpt.source, "weights_sha256": weights_sha},
         "formats": [f.value for f in settings.formats],
     }
+    if settings.dims:
+        prov["nested_widths"] = nested_widths(ckpt.output_dim, settings.dims)
     if previous.get("ese"):
         prov["ese"] = previous["ese"]
     if previous:
@@ -145,9 +149,7 @@ def default_file(files: list[dict]) -> str:
 
 
 def _calibration_feeds(folder: Path, settings: ExportSettings) -> list[dict]:
-    sentences = read_sentences("builtin")
-    if len(sentences) > settings.calibration_samples:
-        sentences = random.Random(0).sample(sentences, settings.calibration_samples)
+    sentences = calibration_sentences(settings.calibration_samples)
     enc = OnnxEncoder(folder, BASE_FILE)
     encodings = enc.tokenize(sentences)
     return [enc.feed([encodings[i] for i in idx]) for idx in length_sorted_batches([len(e.ids) for e in encodings], 32)]
@@ -261,6 +263,30 @@ def _timed(tmp: Path, files: list[dict], settings: ExportSettings, result: Expor
     return timing
 
 
+def _write_onnx_folder(ckpt: Checkpoint, tmp: Path, settings: ExportSettings, weights_sha: str,
+                       result: ExportResult) -> None:
+    """The ONNX files, validated and timed, and ``export.json`` with the nested widths and the vectors' int8
+    ranges (fitted on what the default file outputs)."""
+    write_loader_files(ckpt, tmp, modules_written=settings.safetensors)
+    if not (tmp / TOKENIZER_FILE).is_file():
+        raise UnsupportedModelError(f"the tokenizer of {ckpt.path} cannot be saved as {TOKENIZER_FILE}")
+    graph, files = _write_onnx_files(ckpt, tmp, settings, weights_sha)
+    if settings.validate:
+        _validate(ckpt, tmp, files, settings)
+    else:
+        result.hints.append("warning: --no-validate: the ONNX files were not compared with the PyTorch model")
+    manifest = _manifest(ckpt, graph, settings, files, weights_sha)
+    if settings.timing_batches:
+        manifest["timing"] = _timed(tmp, files, settings, result)
+        manifest["default_file"] = default_file(files)
+    manifest["nested_widths"] = result.nested_widths
+    manifest["vector_calibration"] = vector_calibration(tmp, manifest["default_file"], result.nested_widths)
+    write_json(tmp / EXPORT_FILE, manifest)
+    result.files = files
+    result.default_file = manifest["default_file"]
+    result.validated = settings.validate
+
+
 def _renamed_keyword(settings: ExportSettings | None, overrides: dict) -> ExportSettings | None:
     """``export(..., options=...)``, the keyword's earlier name, still works (with a DeprecationWarning)."""
     if "options" not in overrides:
@@ -299,25 +325,13 @@ def export(
     result = ExportResult(output=Path(output).expanduser().resolve(), source=ckpt.source,
                           formats=[f.value for f in settings.formats], dim=ckpt.output_dim,
                           pooling=ckpt.pooling.value, max_seq_length=int(ckpt.max_seq_length or 0))
+    result.nested_widths = nested_widths(ckpt.output_dim, settings.dims)
+    result.hints += width_hints(ckpt, result.nested_widths)
     with atomic_output(output, overwrite=settings.overwrite, inputs=[ckpt.path]) as tmp:
         if settings.safetensors:
             save_checkpoint(ckpt, tmp, post=ckpt.post, provenance=_provenance(ckpt, weights_sha, settings))
         if settings.onnx:
-            write_loader_files(ckpt, tmp, modules_written=settings.safetensors)
-            if not (tmp / TOKENIZER_FILE).is_file():
-                raise UnsupportedModelError(f"the tokenizer of {ckpt.path} cannot be saved as {TOKENIZER_FILE}")
-            graph, files = _write_onnx_files(ckpt, tmp, settings, weights_sha)
-            if settings.validate:
-                _validate(ckpt, tmp, files, settings)
-            else:
-                result.hints.append("warning: --no-validate: the ONNX files were not compared with the PyTorch model")
-            manifest = _manifest(ckpt, graph, settings, files, weights_sha)
-            if settings.timing_batches:
-                manifest["timing"] = _timed(tmp, files, settings, result)
-                manifest["default_file"] = default_file(files)
-            write_json(tmp / EXPORT_FILE, manifest)
-            result.files = files
-            result.default_file = default_file(files)
-            result.validated = settings.validate
+            _write_onnx_folder(ckpt, tmp, settings, weights_sha, result)
+        declare_in_config(tmp, result.nested_widths)
     result.seconds = time.perf_counter() - start
     return result

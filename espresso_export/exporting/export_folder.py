@@ -9,11 +9,13 @@
       onnx/model[_quantized]_O2.onnx   graph-optimised variants (--optimize)
       openvino/openvino_model.xml, openvino/openvino_model_qint8_quantized.xml
                                    OpenVINO IR (--format onnx,openvino; exporting/openvino.py)
-      config.json                  hidden_size, num_hidden_layers (TEI, optimum, transformers.js)
+      config.json                  hidden_size, num_hidden_layers (TEI, optimum, transformers.js);
+                                   matryoshka_dimensions with --dims (vLLM)
       tokenizer.json, tokenizer_config.json (model_max_length = the export's maximum length)
       modules.json, sentence_bert_config.json, config_sentence_transformers.json,
       1_Pooling/, 2_Dense/, 3_Normalize/   the sentence-transformers modules (pooling and head)
-      export.json                  what espresso-export wrote and checked (OnnxEncoder reads it)
+      export.json                  what espresso-export wrote and checked (OnnxEncoder reads it), with the nested
+                                   widths and the vectors' int8 ranges per width (exporting/vectors.py)
 
 Every graph has the same outputs, in this order:
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from espresso_export.core.errors import ValidationError
+from espresso_export.core.parsing import parse_int_list
 from espresso_export.core.settings import check_choices, setting
 from espresso_export.core.types import ExportFormat, Optimize, Quantize
 
@@ -16,6 +17,13 @@ PROTOBUF_LIMIT = 2_000_000_000  # bytes: larger graphs keep their weights in ext
 
 def _formats(text: str) -> tuple[ExportFormat, ...]:
     return parse_formats(text)
+
+
+def parse_dims(text) -> list[int]:
+    """CLI form ``64,32`` -> [64, 32] (duplicates dropped); ``none`` (or empty) -> [] declares the full width only."""
+    if isinstance(text, (tuple, list)):
+        return [int(d) for d in dict.fromkeys(text)]
+    return [] if str(text).strip().lower() in ("", "none") else parse_int_list(str(text), "--dims")
 
 
 def parse_batches(text) -> tuple[int, ...]:
@@ -59,6 +67,11 @@ class ExportSettings:
                                      "saturates on CPUs without VNNI and in onnxruntime-web).")
     smooth_alpha: float = setting(0.5, min=0.0, max=1.0, help="int8: SmoothQuant migration strength.")
     calibration_samples: int = setting(256, min=1, help="int8: sentences that measure the activation ranges.")
+    dims: list[int] = setting(
+        default_factory=list, cli_type=str, parse=parse_dims, metavar="64,32",
+        help="Nested widths the export declares (export.json nested_widths, config.json matryoshka_dimensions) "
+             "and stores int8 ranges for: the first N dimensions, renormalised. Exact for a PCA head (its first N "
+             "components are the PCA fitted at N); for other heads check them with `verify --dims`.")
     timing_batches: tuple[int, ...] = setting(
         (1, 32), cli_type=str, parse=parse_batches, metavar="1,32",
         help="Time every written file at these batch sizes on the probe sentences; the default file (int8, "
@@ -101,6 +114,9 @@ class ExportSettings:
         if bad:
             raise ValidationError(f"min_cosine keys must be none, int8 or fp16, got {bad}")
         check_choices(self)
+        self.dims = parse_dims(self.dims)
+        if any(d < 1 for d in self.dims):
+            raise ValidationError(f"--dims must be positive widths, got {','.join(map(str, self.dims))}")
         self.timing_batches = parse_batches(self.timing_batches)
         if any(b < 1 for b in self.timing_batches):
             raise ValidationError(f"--timing-batches must be positive, got {','.join(map(str, self.timing_batches))}")

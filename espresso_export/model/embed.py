@@ -86,6 +86,45 @@ def tokenize(ckpt: Checkpoint, texts: Sequence[str], max_length: int | None = No
     )
 
 
+class TokenizedTexts:
+    """Texts tokenised once, whole (the tokenizer's fast path over every text), padded per batch on request.
+
+    :meth:`batch` returns what :func:`tokenize` returns for the same texts (same ids, padding side, pad values
+    and attention mask), without running the tokenizer in the training loop, where it would hold up the device.
+    The ids are kept flat in numpy arrays, so a large corpus costs a few bytes per token."""
+
+    def __init__(self, ckpt: Checkpoint, texts: Sequence[str], max_length: int | None = None):
+        tok = ckpt.tokenizer
+        if ckpt.do_lower_case:
+            texts = [t.lower() for t in texts]
+        enc = tok(list(texts), padding=False, truncation=True, max_length=max_length or ckpt.max_seq_length)
+        self.lengths = np.fromiter((len(x) for x in enc["input_ids"]), dtype=np.int64, count=len(texts))
+        self.offsets = np.concatenate([[0], np.cumsum(self.lengths)])
+        self.keys = [k for k in enc.keys() if k in ("input_ids", "attention_mask", "token_type_ids")]
+        self.flat = {k: np.fromiter((v for row in enc[k] for v in row), dtype=np.int64, count=int(self.offsets[-1]))
+                     for k in self.keys}
+        self.pad = {"input_ids": tok.pad_token_id if tok.pad_token_id is not None else 0, "attention_mask": 0,
+                    "token_type_ids": getattr(tok, "pad_token_type_id", 0)}
+        self.left = getattr(tok, "padding_side", "right") == "left"
+
+    def batch(self, idx: Sequence[int]) -> dict:
+        """The padded ``(len(idx), longest)`` int64 tensors of the texts ``idx``."""
+        import torch
+
+        longest = int(self.lengths[np.asarray(idx, dtype=np.int64)].max()) if len(idx) else 0
+        out = {}
+        for k in self.keys:
+            arr = np.full((len(idx), longest), self.pad[k], dtype=np.int64)
+            for r, i in enumerate(idx):
+                row = self.flat[k][self.offsets[i] : self.offsets[i + 1]]
+                if self.left:
+                    arr[r, longest - len(row) :] = row
+                else:
+                    arr[r, : len(row)] = row
+            out[k] = torch.from_numpy(arr)  # host: a tokenised batch, as tokenize() returns it
+        return out
+
+
 def model_inputs(model) -> frozenset[str]:
     """The tokenizer outputs this model's forward accepts (decoders take no token_type_ids)."""
     return _accepted_inputs(type(model))
@@ -110,8 +149,12 @@ def model_device(model):
 def to_device(batch, names: frozenset[str], device) -> dict:
     """The entries ``names`` of a tokenised batch on ``device``: the copies run asynchronously from pinned
     memory on CUDA, so the host tokenises the next batch while the device computes."""
-    pin = device.type == "cuda"
-    return {k: (v.pin_memory() if pin else v).to(device, non_blocking=pin) for k, v in batch.items() if k in names}
+    out = {}
+    for k, v in batch.items():
+        if k in names:
+            pin = device.type == "cuda" and v.device.type == "cpu"  # a batch already there is left as it is
+            out[k] = (v.pin_memory() if pin else v).to(device, non_blocking=pin)
+    return out
 
 
 def _forward(ckpt: Checkpoint, batch, hidden_states: bool):
@@ -212,10 +255,14 @@ def pooled_layer_states(ckpt: Checkpoint, batch, layers: Sequence[int]) -> dict:
 
     Runs in the caller's grad mode, so training can backpropagate through it.
     For decoder families the final norm is applied to intermediate states, as
-    the model cut to ``L`` layers would; ``hidden_states[n]`` already has it.
+    the model cut to ``L`` layers would; ``hidden_states[n]`` already has it. Only the last layer wanted (the
+    plain teacher pass, a control run): the forward keeps no intermediate states.
     """
     final_norm = getattr(ckpt.model, ckpt.arch.final_norm) if ckpt.arch.final_norm else None
     n = ckpt.depth
+    if list(layers) == [n]:
+        return {n: pool(_forward(ckpt, batch, hidden_states=False).last_hidden_state, batch["attention_mask"],
+                        ckpt.pooling)}
     hs = _forward(ckpt, batch, hidden_states=True).hidden_states
     out = {}
     for layer in layers:

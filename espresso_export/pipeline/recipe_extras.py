@@ -16,7 +16,7 @@ def recipe_extras(recipe) -> list[str]:
             needed.append("onnx-export")
             exported = True
         elif step.kind == "verify":
-            needed += ["retrieval"] if c.retrieval else []
+            needed += ["retrieval"] if c.retrieval or c.corpus else []
             needed += ["onnx-runtime"] if exported else []  # verify checks the last export
             needed += input_extras([*c.sts, *c.retrieval], split=True)
         elif step.kind == "train":

@@ -4,8 +4,9 @@ Everything is read without torch (:mod:`espresso_export.publishing.facts`: the f
 :mod:`espresso_export.publishing.report_metrics`: a ``verify`` report). :func:`render_card` turns the
 facts into YAML front matter (``library_name``, ``base_model``, ``pipeline_tag``, tags, ``model-index``;
 :mod:`espresso_export.publishing.front_matter`) and a Markdown body: lineage, the verification tables,
-usage for sentence-transformers, plain transformers and the ONNX runtime, intended use and limitations
-(:mod:`espresso_export.publishing.card_sections`, :mod:`espresso_export.publishing.usage`).
+usage for sentence-transformers, plain transformers and the ONNX runtime, the vectors' widths and precisions,
+intended use and limitations (:mod:`espresso_export.publishing.card_sections`,
+:mod:`espresso_export.publishing.usage`, :mod:`espresso_export.publishing.vectors_section`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from espresso_export.publishing.facts import ModelFacts
 from espresso_export.publishing.front_matter import front_matter
 from espresso_export.publishing.model_ids import display_id
 from espresso_export.publishing.usage import usage_section
+from espresso_export.publishing.vectors_section import vectors_section
 
 
 def render_card(facts: ModelFacts, repo_id: str) -> str:
@@ -34,5 +36,6 @@ def render_card(facts: ModelFacts, repo_id: str) -> str:
     lines += verification_section(facts)
     lines += usage_section(facts, repo_id)
     lines += matryoshka_section(facts)
+    lines += vectors_section(facts, repo_id)
     lines += intended_use_section(facts)
     return "\n".join(lines).rstrip() + "\n"

@@ -208,6 +208,7 @@ def _metric_rows(facts: ModelFacts) -> list[list[str]]:
                          number(r.source_recall_100, ".4f"), f"{number(r.recall_100_retention, '.4f')} retained"])
         rows.append([f"MRR@10, {where}", number(r.candidate_mrr, ".4f"),
                      number(r.source_mrr, ".4f"), f"{number(r.mrr_retention, '.4f')} retained"])
+    rows += _agreement_rows(m.agreement)
     for b in m.latency:
         rows.append([f"latency, batch {b.batch_size} (ms per batch)", number(b.candidate_ms, ".1f"),
                      number(b.source_ms, ".1f"),
@@ -215,6 +216,22 @@ def _metric_rows(facts: ModelFacts) -> list[list[str]]:
     for label, (c, s, ratio) in m.size.items():
         show = _SIZE_FORMAT.get(label, _per_vector)
         rows.append([label, show(c), show(s), number(ratio, ".3f")])
+    return rows
+
+
+def _agreement_rows(corpora) -> list[list[str]]:
+    """Agreement with the source's ranking on the user's corpus: the source is the reference (its own score is 1)."""
+    rows = []
+    for a in corpora:
+        where = f"{a.name} ({a.queries} queries: {a.queries_from}; {a.passages} passages)"
+        ci = f"95% interval {a.agreement_ci95[0]:.3f}-{a.agreement_ci95[1]:.3f}" if a.agreement_ci95 else ""
+        rows.append([f"agreement@10 with the source's ranking, {where}", number(a.agreement_at_10, ".4f"),
+                     "reference", ci])
+        rows.append([f"nDCG@10, the source's ranking as relevance, {where}", number(a.ndcg_at_10, ".4f"),
+                     "reference", ""])
+        rows.append([f"recall@100 of the source's top 10, {where}", number(a.recall_at_100, ".4f"), "reference", ""])
+        rows += [[f"agreement@10 at {label} ({_per_vector(size)} per vector), {a.name}", number(value, ".4f"),
+                  "reference", ""] for label, size, value in a.variants]
     return rows
 
 
@@ -249,12 +266,18 @@ def matryoshka_section(facts: ModelFacts) -> list[str]:
         return []
     why = ("this model is ESE-trained" if facts.ese else "its head keeps the first dimensions of the source embedding "
            "(`truncate` head), which is meant for Matryoshka/ESE-trained sources")
+    if facts.exported_dims:
+        why = ("the export declared them (`export --dims`) and the head is the PCA `shrink` fitted: a PCA's first d "
+               "components are the PCA fitted at d, so a truncated vector is exactly that smaller model's vector"
+               if facts.pca_head else "the export declared them (`export --dims`); the head was not fitted to stand "
+               "alone at these widths, so check each one with `espresso-export verify MODEL --against SOURCE --dims "
+               + ",".join(map(str, dims[1:])) + "` before relying on it")
     lines = ["## Matryoshka dimensions", "",
              f"Declared widths: {', '.join(map(str, dims))}, because {why}. `matryoshka_dimensions` is set in this "
              "card, in `config.json` (read by serving stacks such as vLLM to accept a smaller `dimensions` request) and "
              "in `config_sentence_transformers.json`. Keep the first d values and L2-normalise again "
              "(sentence-transformers: `truncate_dim=d`; cosine similarity needs no renormalisation)."]
-    if not facts.dims_listed_by_training:
+    if not facts.dims_listed_by_training and not facts.exported_dims:
         lines.append(f"The widths below {dims[0]} are halvings of the full width; "
                      + ("only the full width was measured by `verify`." if facts.metrics else "none was measured."))
     return lines + [""]

@@ -143,8 +143,30 @@ class ModelFacts:
         return self.trained_dims is not None
 
     @property
+    def exported_dims(self) -> list[int] | None:
+        """The nested widths ``export --dims`` declared (widest first): ``export.json``'s ``nested_widths``, else
+        the export step's record in ``espresso.json`` (a safetensors export); None when it declared none."""
+        listed = (self.onnx.manifest.get("nested_widths") if self.onnx else None) or (
+            (self.provenance or {}).get("nested_widths") if (self.provenance or {}).get("step") == "export" else None)
+        width = self.output_dim
+        if not isinstance(listed, list) or len(listed) < 2 or not width:
+            return None
+        dims = {d for d in listed if isinstance(d, int) and 0 < d <= width} | {width}
+        return sorted(dims, reverse=True)
+
+    @property
+    def pca_head(self) -> bool:
+        """The head is the PCA ``shrink`` fitted, unchanged since: its truncations are exact."""
+        from espresso_export.exporting.vectors import is_pca_head
+
+        return is_pca_head(self.provenance)
+
+    @property
     def matryoshka_dims(self) -> list[int] | None:
-        """Widths a caller may truncate to: declared for truncate-head and ESE-trained models only."""
+        """Widths a caller may truncate to: those the export declared (``export --dims``), else those of
+        truncate-head and ESE-trained models."""
+        if exported := self.exported_dims:
+            return exported
         if self.head != Head.TRUNCATE.value and not self.ese:
             return None
         width = self.output_dim

@@ -54,6 +54,21 @@ class RetrievalMetric:
 
 
 @dataclass(frozen=True)
+class AgreementMetric:
+    """Label-free agreement with the source's ranking on the user's corpus (``verify --corpus``)."""
+
+    name: str
+    passages: int | None
+    queries: int | None
+    queries_from: str | None  # the user's queries file, or how pseudo-queries were made
+    agreement_at_10: float | None  # share of the source's top 10 in the candidate's top 10
+    ndcg_at_10: float | None  # the source's ranking as graded relevance
+    recall_at_100: float | None  # of the source's top 10
+    agreement_ci95: tuple[float, float] | None = None
+    variants: tuple[tuple[str, int | None, float | None], ...] = ()  # (precision and width, bytes/vector, agreement@10)
+
+
+@dataclass(frozen=True)
 class GateCheck:
     name: str
     threshold: str
@@ -73,6 +88,7 @@ class CardMetrics:
     sts: list[StsMetric] = field(default_factory=list)
     latency: list[LatencyMetric] = field(default_factory=list)
     retrieval: list[RetrievalMetric] = field(default_factory=list)
+    agreement: list[AgreementMetric] = field(default_factory=list)
     gate: list[GateCheck] = field(default_factory=list)
     gate_passed: bool | None = None
     version: str | None = None
@@ -130,6 +146,33 @@ def _retrieval(report: dict) -> list[RetrievalMetric]:
     return [_retrieval_row(r) for r in report.get("retrieval") or []]
 
 
+def _interval(value) -> tuple[float, float] | None:
+    ok = isinstance(value, (list, tuple)) and len(value) == 2 and all(_num(v) is not None for v in value)
+    return (float(value[0]), float(value[1])) if ok else None
+
+
+def _variant(v: dict) -> tuple[str, int | None, float | None]:
+    label = f"{v.get('precision', '?')} {v.get('dim', '?')}-d" + (f" +rescore {v['rescore']}x" if v.get("rescore") else "")
+    return label, v.get("bytes_per_vector"), _num(v.get("agreement_at_10"))
+
+
+def _agreement_row(name: str, a: dict) -> AgreementMetric:
+    variants = [v for v in a.get("variants") or [] if isinstance(v, dict)][1:]  # the first is float32, full width
+    return AgreementMetric(name=str(a.get("name", name)), passages=a.get("passages"), queries=a.get("queries"),
+                           queries_from=a.get("queries_from"), agreement_at_10=_num(a.get("agreement_at_10")),
+                           ndcg_at_10=_num(a.get("ndcg_at_10")), recall_at_100=_num(a.get("recall_at_100")),
+                           agreement_ci95=_interval((a.get("ci95") or {}).get("agreement_at_10")),
+                           variants=tuple(_variant(v) for v in variants))
+
+
+def _agreement(report: dict) -> list[AgreementMetric]:
+    """``agreement``: a list of corpus rows (``verify --corpus``), or ``{corpus name: row}``."""
+    found = report.get("agreement") or []
+    rows = found.items() if isinstance(found, dict) else ((r.get("name", "corpus"), r) for r in found
+                                                           if isinstance(r, dict))
+    return [_agreement_row(str(name), row) for name, row in rows if isinstance(row, dict)]
+
+
 def parse_report(report: dict) -> CardMetrics:
     """Read a ``verify`` report (``VerifyReport.to_dict()``, written by ``verify --json FILE``).
 
@@ -150,7 +193,7 @@ def parse_report(report: dict) -> CardMetrics:
     return CardMetrics(
         candidate=str(cand.get("spec", "?")), candidate_kind=cand.get("kind"), candidate_path=cand.get("path"),
         source=str(src.get("spec", "?")), threads=lat.get("threads"), size=size, candidate_dim=cand.get("dim"),
-        sts=sts, latency=latency, retrieval=retrieval, gate=checks,
+        sts=sts, latency=latency, retrieval=retrieval, agreement=_agreement(report), gate=checks,
         gate_passed=bool(gate["passed"]) if checks and "passed" in gate else None,
         version=report.get("espresso_version"), candidate_file=cand.get("file"),
     )

@@ -6,6 +6,7 @@ deployment ships (a test checks that ``torch`` is never imported)::
     enc = OnnxEncoder("out/minilm-L3-d128-onnx")       # the file export.json recommends
     vectors = enc.encode(["a sentence", "another"])    # float32, (2, enc.dim), unit length
     queries = enc.encode_query(["what is a sentence?"]) # with the model's query prompt, if it has one
+    codes = enc.encode(["a sentence"], precision="int8", dim=64)  # int8 codes of a declared nested width
 
 The graph already holds pooling, the head and L2 normalisation; this class adds the model's prompt, tokenises as
 the source model did, batches by token length and runs the graph.
@@ -212,25 +213,73 @@ class OnnxEncoder:
         return self.usage.similarity
 
     def encode(self, texts: str | Sequence[str], batch_size: int = 32, *, prompt_name: str | None = None,
-               prompt: str | None = None) -> np.ndarray:
-        """Float32 embeddings, ``(len(texts), dim)``; a single string gives ``(dim,)``. Unit length unless the
+               prompt: str | None = None, precision: str = "float32", dim: int | None = None) -> np.ndarray:
+        """Embeddings, ``(len(texts), dim)``; a single string gives ``(dim,)``. Unit length unless the
         model is a dot-product model without normalisation (:attr:`normalized`). As sentence-transformers'
         ``encode``: ``prompt`` (a text) or ``prompt_name`` (one of :attr:`prompts`) goes before each text, and
-        without either the model's default prompt, if it has one."""
-        return self._encode(texts, batch_size, prompt if prompt is not None else self.usage.prompt(prompt_name))
+        without either the model's default prompt, if it has one.
 
-    def encode_query(self, texts: str | Sequence[str], batch_size: int = 32) -> np.ndarray:
+        ``dim``: the first ``dim`` dimensions, renormalised (a nested width, :attr:`nested_widths`).
+        ``precision``: float32, or the vectors as sentence-transformers' ``quantize_embeddings`` stores them:
+        int8/uint8 codes in the buckets the export fitted for that width (export.json ``vector_calibration``, so
+        documents and queries share them), binary/ubinary signs packed 8 to a byte."""
+        return self._encode(texts, batch_size, prompt if prompt is not None else self.usage.prompt(prompt_name),
+                            precision, dim)
+
+    def encode_query(self, texts: str | Sequence[str], batch_size: int = 32, *, precision: str = "float32",
+                     dim: int | None = None) -> np.ndarray:
         """:meth:`encode` with the model's ``query`` prompt (else its default prompt), as sentence-transformers'
         ``encode_query``."""
-        return self._encode(texts, batch_size, self.usage.prompt(role="query"))
+        return self._encode(texts, batch_size, self.usage.prompt(role="query"), precision, dim)
 
-    def encode_document(self, texts: str | Sequence[str], batch_size: int = 32) -> np.ndarray:
+    def encode_document(self, texts: str | Sequence[str], batch_size: int = 32, *, precision: str = "float32",
+                        dim: int | None = None) -> np.ndarray:
         """:meth:`encode` with the model's ``document`` (or ``passage``, ``corpus``) prompt, else its default."""
-        return self._encode(texts, batch_size, self.usage.prompt(role="document"))
+        return self._encode(texts, batch_size, self.usage.prompt(role="document"), precision, dim)
 
-    def _encode(self, texts: str | Sequence[str], batch_size: int, prompt: str) -> np.ndarray:
+    @property
+    def nested_widths(self) -> list[int]:
+        """The widths the export declares (``export --dims``), widest first; older exports: the full width."""
+        return [int(w) for w in self.info.get("nested_widths") or [self.dim]]
+
+    def calibration_ranges(self, dim: int | None = None):
+        """The int8/uint8 ranges the export stored for width ``dim`` (default: the full width), as
+        :class:`~espresso_export.runtime.precision.CalibrationRanges`."""
+        from espresso_export.runtime.precision import CalibrationRanges
+
+        width = self.dim if dim is None else int(dim)
+        stored = self.info.get("vector_calibration") or {}
+        if str(width) not in stored:
+            how = f"export it again with --dims {width}" if width < self.dim else "export it again"
+            have = ", ".join(stored) or "none"
+            raise ExportFolderError(f"{self.folder} stores no int8/uint8 ranges for {width}-d vectors (export.json "
+                                    f"vector_calibration has: {have}); {how} to fit and store them")
+        return CalibrationRanges.from_dict(stored[str(width)])
+
+    def _check_output_form(self, precision: str, dim: int | None) -> int:
+        from espresso_export.runtime.precision import check_precision
+
+        check_precision(precision)
+        width = self.dim if dim is None else int(dim)
+        if not 1 <= width <= self.dim:
+            raise ValidationError(f"dim must be between 1 and the model's {self.dim}-d output, got {dim}")
+        return width
+
+    def _encode(self, texts: str | Sequence[str], batch_size: int, prompt: str, precision: str = "float32",
+                dim: int | None = None) -> np.ndarray:
+        from espresso_export.runtime.precision import SCALAR, quantize, truncate
+
+        width = self._check_output_form(precision, dim)
+        ranges = self.calibration_ranges(width) if precision in SCALAR else None  # refused before any encoding
         single = isinstance(texts, str)
-        items = [texts] if single else list(texts)
+        out = self._vectors([texts] if single else list(texts), batch_size, prompt)
+        if width < self.dim:
+            out = truncate(out, width)
+        if precision != "float32":
+            out = quantize(out, precision, ranges)
+        return out[0] if single else out
+
+    def _vectors(self, items: list[str], batch_size: int, prompt: str) -> np.ndarray:
         if prompt:
             items = [prompt + t for t in items]
         if batch_size < 1:
@@ -245,7 +294,7 @@ class OnnxEncoder:
                 lambda idx: self.run([encodings[i] for i in idx])[0], batches)
             for idx, vectors in zip(batches, mapped):
                 out[idx] = vectors
-        return out[0] if single else out
+        return out
 
     def batch_size_for(self, texts: int, batch_size: int) -> int:
         """The batch size :meth:`encode` runs ``texts`` texts at when asked for ``batch_size``: lowered with streams

@@ -1,4 +1,5 @@
-"""The sweep plot: STS Spearman (or retrieval nDCG@10) vs throughput, one line per width, Pareto frontier marked."""
+"""The sweep plot: the points' score (STS Spearman, retrieval nDCG@10 or agreement@10 with the source) vs throughput,
+one line per width, Pareto frontier marked."""
 
 from __future__ import annotations
 

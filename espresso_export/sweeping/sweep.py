@@ -4,8 +4,10 @@ Nothing is written per point. With ``first`` layers, one forward pass yields the
 which is what each cut to the first L layers outputs; ``spread`` cuts (shrink's choice for models not trained
 with ESE) take one pass per depth on the model cut in place. Per depth one PCA is fitted at the widest width;
 narrower heads are its leading components. Latency is timed once per depth with the widest head, the depths and
-the source taking turns batch by batch, at a fixed thread count. The result types live in
-:mod:`espresso_export.sweeping.sweep_result`, which the plot reads without torch.
+the source taking turns batch by batch, at a fixed thread count. With ``--metric agreement`` the source's ranking
+of the corpus is searched once and every point is compared with it; ``--precision`` scores each point's search
+again with its vectors stored at each precision (:mod:`espresso_export.sweeping.sweep_precision`). The result
+types live in :mod:`espresso_export.sweeping.sweep_result`, which the plot reads without torch.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from espresso_export.model.post import renormalized, with_head
 from espresso_export.shrinking.heads import fit_pca, truncation
 from espresso_export.shrinking.shrink import load_calibration
 from espresso_export.shrinking.slicing import depth_hint, select_layers, temporary_cut
-from espresso_export.sweeping.sweep_metric import load_targets, set_info, set_score, set_texts
+from espresso_export.sweeping.sweep_metric import load_agreement, load_targets, set_info, set_reference, set_texts
+from espresso_export.sweeping.sweep_precision import measure, with_retention
 from espresso_export.sweeping.sweep_result import SweepPoint, SweepResult, pareto_front
 from espresso_export.sweeping.sweep_settings import SWEEP_HEADS, SweepSettings
 from espresso_export.verification.embedders import Embedder
@@ -83,11 +86,6 @@ class _Texts:
 
     def rows(self, texts: Sequence[str]) -> np.ndarray:
         return np.fromiter((self.row[t] for t in texts), dtype=np.int64, count=len(texts))
-
-
-def _sts_scores(emb: np.ndarray, texts: _Texts, sets) -> dict[str, float]:
-    """Each set's score x100: Spearman on an STS set, nDCG@10 on a retrieval set (``--metric``)."""
-    return {s.name: set_score(s, emb, texts.rows) for s in sets}
 
 
 def _pooled_by_depth(ckpt: Checkpoint, texts: list[str], depths: Sequence[int], kept: dict[int, list[int]],
@@ -140,38 +138,45 @@ def _check_grid(ckpt: Checkpoint, depths: list[int], dims: list[int]) -> None:
         raise ValidationError(f"--dims {wide} exceed the embedding width {ckpt.output_dim}")
 
 
-def _score_points(ckpt: Checkpoint, pooled: dict[int, np.ndarray], texts: _Texts, sets, head: Head,
-                  kept: dict[int, list[int]], dims: list[int], target: float):
-    """Every (depth, width) point's score and size, the source's scores, and each depth's widest head."""
-    n, width, n_sts = ckpt.depth, ckpt.output_dim, len(texts.texts)
-    source_per_set = _sts_scores(_apply(ckpt.post, pooled[n][:n_sts]), texts, sets)
-    source_score = float(np.mean(list(source_per_set.values())))
+def _narrowed(x: np.ndarray, fit, k: int) -> tuple[np.ndarray, float | None]:
+    """A depth's embeddings at width ``k``: the PCA's leading ``k`` components (and the variance they explain), or
+    the first ``k`` dims."""
+    if fit is None:
+        return x[:, :k], None
+    return (x - fit.mean) @ fit.components[:k].T, float(fit.explained_variance_ratio[:k].sum())
+
+
+def _score_points(ckpt: Checkpoint, pooled: dict[int, np.ndarray], texts: _Texts, sets, kept: dict[int, list[int]],
+                  dims: list[int], settings: SweepSettings):
+    """Every (depth, width) point's score and size, the source's :class:`Measure`, and each depth's widest head.
+    The source's rankings of agreement sets are searched here, once, before any point is compared with them."""
+    n, width, n_sts, precisions = ckpt.depth, ckpt.output_dim, len(texts.texts), settings.precision
+    source_x = _apply(ckpt.post, pooled[n])
+    set_reference(sets, source_x[:n_sts], texts.rows)
+    source = measure(sets, source_x[:n_sts], texts.rows, source_x[n_sts:], precisions)
+    source.at_precision = with_retention(source.at_precision, source.score)
     base = renormalized(ckpt.post)  # as shrink's build_head
     outside, per_layer = _layer_params(ckpt)
     points: list[SweepPoint] = []
     widest: dict[int, list] = {}
     for depth, keep in kept.items():
         x = _apply(base, pooled[depth])
-        sts_x, cal_x = x[:n_sts], x[n_sts:]
-        fit = fit_pca(cal_x, dims[-1]) if head is Head.PCA else None  # narrower heads: its leading components
+        fit = fit_pca(x[n_sts:], dims[-1]) if settings.head is Head.PCA else None  # narrower: leading components
         widest[depth] = (with_head(base, fit.as_dense()) if fit is not None
                          else with_head(base[:-1], truncation(width, dims[-1])))
         backbone = outside + sum(per_layer[i] for i in keep) + _dense_params(base)
         for k in dims:
-            if fit is not None:
-                emb, explained = (sts_x - fit.mean) @ fit.components[:k].T, float(fit.explained_variance_ratio[:k].sum())
-            else:
-                emb, explained = sts_x[:, :k], None
-            per_set = _sts_scores(emb, texts, sets)
-            score = float(np.mean(list(per_set.values())))
-            ret = score / source_score if source_score > 0 else None
+            emb, explained = _narrowed(x, fit, k)
+            m = measure(sets, emb[:n_sts], texts.rows, emb[n_sts:], precisions)
+            ret = m.score / source.score if source.score > 0 else None
             points.append(SweepPoint(
-                layers=depth, kept=keep, dim=k, spearman=score, per_set=per_set, retention=ret, sentences_per_s=0.0,
-                p50_ms=0.0, params=backbone + k * width + k, bytes_per_vector=4 * k, explained_variance=explained,
-                meets_target=ret is not None and ret >= target,
+                layers=depth, kept=keep, dim=k, spearman=m.score, per_set=m.per_set, retention=ret,
+                sentences_per_s=0.0, p50_ms=0.0, params=backbone + k * width + k, bytes_per_vector=4 * k,
+                explained_variance=explained, meets_target=ret is not None and ret >= settings.target_retention,
+                agreement=m.agreement or None, precision=with_retention(m.at_precision, source.score),
             ))
     source_params = outside + sum(per_layer) + _dense_params(ckpt.post)
-    return points, widest, source_per_set, source_params
+    return points, widest, source, source_params
 
 
 @contextmanager
@@ -182,17 +187,26 @@ def _timed(timings: dict[str, float], key: str) -> Iterator[None]:
 
 
 def _inputs(settings: SweepSettings, dims: list[int]):
-    """The STS (or retrieval) sets, and the calibration sentences a PCA head is fitted on (none for truncate)."""
+    """The STS, retrieval or agreement sets, and the calibration sentences a PCA head is fitted on and int8/uint8
+    ranges are fitted on (none for a truncate head without those precisions)."""
+    from espresso_export.runtime.precision import SCALAR
     from espresso_export.verification.sts import DEFAULT_COLUMNS, load_sts
 
     columns = tuple(settings.sts_columns) if settings.sts_columns else DEFAULT_COLUMNS
     if settings.metric is SweepMetric.RETRIEVAL:
         sets = load_targets(settings.retrieval, columns=columns, min_score=settings.relevant_score,
                             limit=settings.sts_limit)
+    elif settings.metric is SweepMetric.AGREEMENT:
+        queries = settings.queries or [None] * len(settings.corpus)
+        sets = [load_agreement(c, queries=q, method=settings.pseudo_queries, limit=settings.agreement_queries,
+                               seed=settings.seed) for c, q in zip(settings.corpus, queries)]
     else:
         sets = [load_sts(s, columns=columns, limit=settings.sts_limit) for s in settings.sts]
     if settings.head is not Head.PCA:
-        return sets, [], None
+        if not any(p in SCALAR for p in settings.precision or ()):
+            return sets, [], None
+        cal, cal_label = load_calibration(settings.calibration, settings.calibration_samples, settings.seed)
+        return sets, cal, cal_label
     cal, cal_label = load_calibration(settings.calibration, settings.calibration_samples, settings.seed)
     if len(cal) <= dims[-1]:
         raise ValidationError(f"calibration has {len(cal)} sentences, not more than the widest --dims {dims[-1]}; "
@@ -268,10 +282,13 @@ def sweep(model: str | os.PathLike | Checkpoint, output: str | os.PathLike | Non
     settings = resolve(SweepSettings, settings, kwargs, call="sweep")
     start = time.perf_counter()
     depths, dims = sorted(set(settings.layers)), sorted(set(settings.dims))
+    inputs = [settings.calibration, *settings.corpus, *settings.queries]
     if output is not None:
-        check_output(output, overwrite=overwrite, inputs=[model, list(settings.sts), settings.calibration])
+        check_output(output, overwrite=overwrite, inputs=[model, list(settings.sts), *inputs])
         require("plot")  # now, not after the measuring: sweep.png is drawn last
-    require(*input_extras([*settings.sts], split=True), *input_extras([settings.calibration]))
+    require(*input_extras([*settings.sts], split=True), *input_extras(inputs))
+    if settings.metric is SweepMetric.AGREEMENT or settings.precision:
+        require("retrieval")  # faiss searches the corpus
     sets, cal, cal_label = _inputs(settings, dims)
     threads = settings.threads or default_threads()
     timings: dict[str, float] = {}
@@ -287,8 +304,7 @@ def sweep(model: str | os.PathLike | Checkpoint, output: str | os.PathLike | Non
         with _timed(timings, "encode"):
             pooled = _pooled_by_depth(ckpt, texts.texts + cal, depths, kept, select, settings.batch_size, progress)
         with _timed(timings, "heads_and_scores"):
-            points, widest, source_per_set, source_params = _score_points(
-                ckpt, pooled, texts, sets, settings.head, kept, dims, settings.target_retention)
+            points, widest, source, source_params = _score_points(ckpt, pooled, texts, sets, kept, dims, settings)
         with _timed(timings, "latency"):
             stats, timing = _latency(ckpt, texts.texts, depths, kept, widest, settings, progress)
     by_depth = dict(zip(depths, stats))
@@ -300,8 +316,11 @@ def sweep(model: str | os.PathLike | Checkpoint, output: str | os.PathLike | Non
         "source": cal_label, "size": len(cal),
         "spec": None if settings.calibration is None else str(settings.calibration),
         "samples": settings.calibration_samples, "seed": settings.seed}
-    result = _result(ckpt, settings, select, sets, depths, points, (source_per_set, source_params, stats[-1]),
+    result = _result(ckpt, settings, select, sets, depths, points, (source, source_params, stats[-1]),
                      timing, threads, calibration)
+    if settings.precision:
+        result.precision = {"precisions": list(settings.precision), "source": source.at_precision,
+                            "int8_calibration": None if not cal else {"source": cal_label, "size": len(cal)}}
     timings["total"] = time.perf_counter() - start
     result.timings = timings
     if output is not None:
@@ -314,10 +333,10 @@ def _result(ckpt: Checkpoint, settings: SweepSettings, select: Select, sets, dep
             calibration: dict[str, Any] | None) -> SweepResult:
     """The :class:`SweepResult` of the measured points (``source``: the full model's scores per set, parameters
     and latency); its notes open with a warning when the timing is not to be trusted."""
-    per_set, params, stats = source
+    found, params, stats = source
     result = SweepResult(
         source=ckpt.source, source_depth=ckpt.depth, source_dim=ckpt.output_dim,
-        source_spearman=float(np.mean(list(per_set.values()))), source_per_set=per_set,
+        source_spearman=found.score, source_per_set=found.per_set,
         source_sentences_per_s=stats.sentences_per_s, source_p50_ms=stats.p50_ms, source_params=params,
         head=settings.head, select=select, select_auto=settings.select is Select.AUTO,
         sets=[set_info(s) for s in sets], metric=settings.metric, calibration=calibration, threads=threads,

@@ -40,21 +40,30 @@ class SweepPoint:
     explained_variance: float | None = None
     pareto: bool = False
     meets_target: bool = False
+    agreement: dict[str, dict] | None = None  # --metric agreement: per corpus, Agreement.to_dict() (fractions)
+    precision: dict[str, dict] = field(default_factory=dict)  # --precision: per precision, "score" (x100 as
+    # ``spearman``), "per_set", "retention" (of the source's float32 score) and "bytes_per_vector"
 
     @property
     def label(self) -> str:
         return f"L{self.layers}/d{self.dim}"
 
 
+SCORE_KEYS = {SweepMetric.STS: "spearman", SweepMetric.RETRIEVAL: "ndcg_at_10",
+              SweepMetric.AGREEMENT: "agreement_at_10"}
+METRIC_NAMES = {SweepMetric.STS: "Spearman", SweepMetric.RETRIEVAL: "nDCG@10", SweepMetric.AGREEMENT: "agreement@10"}
+
+
 def score_key(metric: SweepMetric) -> str:
-    """The JSON and CSV key of a sweep's score: named for what it holds (``spearman`` or ``ndcg_at_10``)."""
-    return "ndcg_at_10" if metric is SweepMetric.RETRIEVAL else "spearman"
+    """The JSON and CSV key of a sweep's score: named for what it holds (``spearman``, ``ndcg_at_10`` or
+    ``agreement_at_10``)."""
+    return SCORE_KEYS[metric]
 
 
 def score_scale(metric: SweepMetric) -> float:
-    """The JSON and CSV hold each score on verify's scale: Spearman x100, nDCG@10 a fraction (the points hold both
-    x100, as the table and the plot show them)."""
-    return 0.01 if metric is SweepMetric.RETRIEVAL else 1.0
+    """The JSON and CSV hold each score on verify's scale: Spearman x100, nDCG@10 and agreement@10 fractions (the
+    points hold all x100, as the table and the plot show them)."""
+    return 1.0 if metric is SweepMetric.STS else 0.01
 
 
 @dataclass
@@ -83,6 +92,8 @@ class SweepResult:
     notes: list[str] = field(default_factory=list)
     output: Path | None = None
     select_auto: bool = False  # ``select`` is what ``auto`` (shrink's default) picked for this model
+    precision: dict | None = None  # --precision: "precisions", the source's scores at each ("source", as a
+    # point's ``precision``) and the sentences int8/uint8 ranges were fitted on ("int8_calibration")
 
     @property
     def selection(self) -> str:
@@ -109,7 +120,7 @@ class SweepResult:
     @property
     def metric_name(self) -> str:
         """What ``spearman`` holds: the points are scored on ``metric``."""
-        return "nDCG@10" if self.metric is SweepMetric.RETRIEVAL else "Spearman"
+        return METRIC_NAMES[self.metric]
 
     @property
     def metric_label(self) -> str:
@@ -150,14 +161,35 @@ class SweepResult:
         scale = score_scale(self.metric)
         d["per_set"] = {k: round(scale * v, 6) for k, v in p.per_set.items()}
         d[self.score_key] = round(scale * d.pop("spearman"), 6)
+        if d["agreement"] is None:  # new keys appear only when measured: older readers see the same points
+            del d["agreement"]
+        if p.precision:
+            d["precision"] = self._precision_dict(p.precision)
+        else:
+            del d["precision"]
         return d
+
+    def _precision_dict(self, at: dict[str, dict]) -> dict[str, dict]:
+        """Scores at each precision on the JSON's scale, under the sweep's score key."""
+        scale = score_scale(self.metric)
+        return {name: {self.score_key: round(scale * v["score"], 6),
+                       "per_set": {k: round(scale * x, 6) for k, x in v["per_set"].items()},
+                       "retention": None if v.get("retention") is None else round(v["retention"], 4),
+                       "bytes_per_vector": v["bytes_per_vector"]} for name, v in at.items()}
+
+    @classmethod
+    def _precision_from(cls, at: dict[str, dict], key: str, up: float) -> dict[str, dict]:
+        """:meth:`_precision_dict` read back (scores x100 again)."""
+        return {name: {"score": up * v[key], "per_set": {k: up * x for k, x in v["per_set"].items()},
+                       "retention": v.get("retention"), "bytes_per_vector": v["bytes_per_vector"]}
+                for name, v in at.items()}
 
     def to_dict(self) -> dict:
         pick = {name: (None if p is None else {"layers": p.layers, "dim": p.dim, "kept": p.kept,
                                               "command": self.shrink_command(p)})
                 for name, p in (("smallest", self.smallest), ("fastest", self.fastest))}
         scale = score_scale(self.metric)
-        return {
+        out = {
             "espresso_version": __version__,
             "source": {"id": self.source, "depth": self.source_depth, "dim": self.source_dim,
                        self.score_key: round(scale * self.source_spearman, 6),
@@ -173,6 +205,10 @@ class SweepResult:
             "timings_seconds": {k: round(v, 2) for k, v in self.timings.items()},
             "notes": self.notes, "output": str(self.output) if self.output else None,
         }
+        if self.precision is not None:  # new keys only: a sweep without --precision writes what it always wrote
+            out["precision"] = {k: v for k, v in self.precision.items() if k != "source"}
+            out["source"]["precision"] = self._precision_dict(self.precision.get("source", {}))
+        return out
 
     @classmethod
     def from_dict(cls, d: dict) -> SweepResult:
@@ -185,7 +221,12 @@ class SweepResult:
         def point(p: dict) -> SweepPoint:
             return SweepPoint(spearman=up * p.get(key, p.get("spearman")),
                               per_set={k: up * v for k, v in p["per_set"].items()},
-                              **{k: v for k, v in p.items() if k in fields_ and k not in ("spearman", "per_set")})
+                              precision=cls._precision_from(p.get("precision", {}), key, up),
+                              **{k: v for k, v in p.items()
+                                 if k in fields_ and k not in ("spearman", "per_set", "precision")})
+
+        precision = None if "precision" not in d else {
+            **d["precision"], "source": cls._precision_from(src.get("precision", {}), key, up)}
 
         return cls(
             source=src["id"], source_depth=src["depth"], source_dim=src["dim"],
@@ -198,7 +239,7 @@ class SweepResult:
             metric=SweepMetric(d.get("metric", "sts")),
             points=[point(p) for p in d["points"]],
             timings=d.get("timings_seconds", {}), notes=d.get("notes", []),
-            output=Path(d["output"]) if d.get("output") else None,
+            output=Path(d["output"]) if d.get("output") else None, precision=precision,
         )
 
     CSV_COLUMNS = ("layers", "kept", "dim", "spearman", "retention", "sentences_per_s", "speedup", "p50_ms", "params",
@@ -208,11 +249,15 @@ class SweepResult:
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         columns = [self.score_key if c == "spearman" else c for c in self.CSV_COLUMNS]
-        writer.writerow(columns)
+        precisions = (self.precision or {}).get("precisions", [])  # then, per precision, score and bytes columns
+        writer.writerow(columns + [f"{c}_{p}" for p in precisions for c in (self.score_key, "bytes_per_vector")])
         for p in self.points:
             d = self.point_dict(p)
             d["kept"] = " ".join(map(str, p.kept))
-            writer.writerow(["" if d[c] is None else d[c] for c in columns])
+            at = d.get("precision", {})
+            writer.writerow(["" if d[c] is None else d[c] for c in columns] +
+                            [at[name][c] if name in at else "" for name in precisions
+                             for c in (self.score_key, "bytes_per_vector")])
         return buf.getvalue()
 
 

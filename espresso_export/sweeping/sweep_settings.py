@@ -12,7 +12,7 @@ from typing import Any, Optional, Union
 
 from espresso_export.core.common_settings import seed_setting, select_setting
 from espresso_export.core.errors import ValidationError
-from espresso_export.core.parsing import parse_int_list
+from espresso_export.core.parsing import parse_int_list, parse_name_list
 from espresso_export.core.settings import check_choices, setting
 from espresso_export.core.types import Head, Select, SweepMetric
 from espresso_export.shrinking.shrink_settings import ShrinkSettings
@@ -49,13 +49,20 @@ class SweepSettings:
     sts_columns: Optional[list[str]] = _as_in(VerifySettings, "sts_columns")
     sts_limit: Optional[int] = _as_in(VerifySettings, "sts_limit")
     metric: SweepMetric = setting(
-        SweepMetric.STS, help="What the points are scored, plotted and recommended on: sts (Spearman on --sts) or "
-                              "retrieval (nDCG@10 on --retrieval).")
+        SweepMetric.STS, help="What the points are scored, plotted and recommended on: sts (Spearman on --sts), "
+                              "retrieval (nDCG@10 on --retrieval) or agreement (agreement@10 with the source's "
+                              "ranking of --corpus, no labels needed).")
     retrieval: list[str] = _as_in(VerifySettings, "retrieval")
     relevant_score: float = _as_in(VerifySettings, "relevant_score")
+    corpus: list[str] = _as_in(VerifySettings, "corpus")
+    queries: list[str] = _as_in(VerifySettings, "queries")
+    pseudo_queries: str = _as_in(VerifySettings, "pseudo_queries")
+    agreement_queries: int = _as_in(VerifySettings, "agreement_queries")
+    precision: list[str] = _as_in(VerifySettings, "precision")
     target_retention: float = setting(
         0.95, help="Recommend the smallest and the fastest point keeping this fraction of the source's score (STS "
-                   "Spearman, or nDCG@10 with --metric retrieval).")
+                   "Spearman, nDCG@10 with --metric retrieval, agreement@10 with --metric agreement: the source "
+                   "agrees with itself, so this is the agreement the point must reach).")
     calibration: Optional[str] = _as_in(ShrinkSettings, "calibration")
     calibration_samples: int = _as_in(ShrinkSettings, "calibration_samples")
     threads: Optional[int] = _as_in(VerifySettings, "threads")
@@ -72,7 +79,9 @@ class SweepSettings:
         for name in ("layers", "dims"):
             if isinstance(getattr(self, name), int):
                 setattr(self, name, [getattr(self, name)])
-        for name in ("sts", "retrieval"):
+        if isinstance(self.precision, str):
+            self.precision = parse_name_list(self.precision)
+        for name in ("sts", "retrieval", "corpus", "queries"):
             if isinstance(getattr(self, name), (str, os.PathLike)):
                 setattr(self, name, [os.fspath(getattr(self, name))])
         self.head, self.select, self.metric = Head(self.head), Select(self.select), SweepMetric(self.metric)
@@ -86,6 +95,9 @@ class SweepSettings:
         check_retention_gate("--target-retention", self.target_retention)
         if self.metric is SweepMetric.RETRIEVAL and not self.retrieval:
             raise ValidationError("sweep --metric retrieval needs a --retrieval set")
+        self._check_agreement()
+        if self.precision:
+            self._check_precision()
         if not self.sts:
             raise ValidationError("sweep needs at least one --sts set")
         if not self.layers or not self.dims:
@@ -93,3 +105,24 @@ class SweepSettings:
         if self.sts_columns is not None and len(self.sts_columns) != 3:
             raise ValidationError(f"--sts-columns needs three names (sentence1, sentence2, score), got "
                                   f"{','.join(self.sts_columns)}")
+
+    def _check_agreement(self) -> None:
+        agreement = self.metric is SweepMetric.AGREEMENT
+        if agreement and not self.corpus:
+            raise ValidationError("sweep --metric agreement needs a --corpus (the documents searched)")
+        given = [flag for flag, value in (("--corpus", self.corpus), ("--queries", self.queries)) if value]
+        if given and not agreement:
+            raise ValidationError(f"sweep {' and '.join(given)}: scored only with --metric agreement")
+        if self.queries and len(self.queries) != len(self.corpus):
+            raise ValidationError(f"--queries is one file per --corpus, in order: {len(self.queries)} given for "
+                                  f"{len(self.corpus)} corpora")
+
+    def _check_precision(self) -> None:
+        from espresso_export.runtime.precision import check_precision
+
+        for p in self.precision:
+            check_precision(p)
+        if self.metric is SweepMetric.STS:
+            raise ValidationError("sweep --precision scores searches: use --metric retrieval or agreement (STS "
+                                  "Spearman at a vector precision is not measured)")
+        self.precision = list(dict.fromkeys(self.precision))

@@ -149,7 +149,7 @@ class Dist:
         import torch
         import torch.distributed as td
 
-        with self.guard(what):
+        with self.guard(what):  # host: control messages travel over the CPU (gloo) group
             data = json.dumps(value).encode() if self.main else b""
             size = torch.tensor([len(data)], dtype=torch.int64)
             td.broadcast(size, 0, group=self._ctrl)
@@ -167,7 +167,7 @@ class Dist:
         spec = self.broadcast_json({k: [list(v.shape), str(v.dtype)] for k, v in arrays.items()} if self.main else None,
                                    what=what)
         out = {}
-        with self.guard(what):
+        with self.guard(what):  # host: control messages travel over the CPU (gloo) group
             for key, (shape, dtype) in spec.items():
                 t = torch.from_numpy(np.ascontiguousarray(arrays[key])) if self.main else \
                     torch.from_numpy(np.empty(shape, dtype=np.dtype(dtype)))
@@ -183,7 +183,7 @@ class Dist:
         import torch.distributed as td
 
         data = json.dumps(value).encode()
-        with self.guard(what):
+        with self.guard(what):  # host: control messages travel over the CPU (gloo) group
             sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(self.world)]
             td.all_gather(sizes, torch.tensor([len(data)], dtype=torch.int64), group=self._ctrl)
             longest = max(int(t) for t in sizes)
@@ -200,6 +200,7 @@ class Dist:
         import torch
         import torch.distributed as td
 
+        # host: control messages travel over the CPU (gloo) group
         t = torch.tensor(list(values), dtype=torch.float64)
         with self.guard(what):
             td.all_reduce(t, group=self._ctrl)

@@ -23,7 +23,7 @@ from espresso_export.core.errors import ValidationError
 from espresso_export.core.progress import Bar
 from espresso_export.training import distributed
 from espresso_export.training.interrupt import TrainingInterrupted, interrupted, stop_flag
-from espresso_export.training.run_files import remove_run_files
+from espresso_export.training.run_files import remove_run_files, stopped_early
 from espresso_export.training.resume import (
     BEST_DIR, CHECKPOINT_DIR, load_checkpoint, read_checkpoint_meta, restore_best_weights, save_best, save_checkpoint,
 )
@@ -187,10 +187,13 @@ class Trainer:
 
     # -- the loop -------------------------------------------------------------------------------------
     def _begin(self, resume: bool) -> int | None:
-        """Load the checkpoint (returning its step) or seed every RNG for a fresh start."""
+        """Load the checkpoint (returning its step) or seed every RNG for a fresh start (also when resuming a run
+        that stopped before its first checkpoint: rank 0 tells)."""
         import torch
 
-        if resume:
+        early = self.dist.broadcast_json(read_checkpoint_meta(self.run_dir) is None and stopped_early(self.run_dir)
+                                         if resume and self.dist.main else None, what="checking the run folder")
+        if resume and not early:
             self.load()
             return self.step
         random.seed(self.config.seed)

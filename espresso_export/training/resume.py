@@ -84,6 +84,7 @@ def _optimizer_join(tensors: dict, meta: dict) -> dict:
 def _rng_tensors() -> dict:
     import torch
 
+    # host: RNG states are saved from host memory, whatever the device
     out = {"torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         for i, s in enumerate(torch.cuda.get_rng_state_all()):

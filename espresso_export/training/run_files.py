@@ -22,7 +22,10 @@ from espresso_export.training.run_lock import LOCK, created_here, locked, remove
 MARKER = ".espresso-run"
 CHECKPOINT_DIR = "checkpoint"
 BEST_DIR = "best"
-OWN_ENTRIES = [CHECKPOINT_DIR, BEST_DIR]  # what a training run writes in its folder (modules that add one append it)
+# a run stopped before its first checkpoint (in distill's teacher pass): ``--resume`` then trains from step 0,
+# the work already done being kept where it belongs (the teacher cache's finished chunks)
+STOPPED_EARLY = "stopped-before-training.json"
+OWN_ENTRIES = [CHECKPOINT_DIR, BEST_DIR, STOPPED_EARLY]  # what a training run writes in its folder
 
 
 def _is_own(name: str) -> bool:
@@ -99,5 +102,19 @@ def remove_run_files(run_dir: Path) -> None:
             run_dir.rmdir()
 
 
-__all__ = ["BEST_DIR", "CHECKPOINT_DIR", "LOCK", "MARKER", "OWN_ENTRIES", "check_foreign", "claim", "held",
-           "remove_run_files"]
+def mark_stopped_early(run_dir: Path, phase: str) -> None:
+    """Record that the run in ``run_dir`` stopped in ``phase``, before its first checkpoint: ``--resume`` is then
+    accepted and starts the training from step 0."""
+    from espresso_export.core.files import write_text_atomic
+
+    claim(run_dir)
+    write_text_atomic(run_dir / STOPPED_EARLY, json.dumps({"stopped_in": phase}) + "\n")
+
+
+def stopped_early(run_dir: Path) -> bool:
+    """Whether a run stopped in ``run_dir`` before its first checkpoint (:func:`mark_stopped_early`)."""
+    return (Path(run_dir) / STOPPED_EARLY).is_file()
+
+
+__all__ = ["BEST_DIR", "CHECKPOINT_DIR", "LOCK", "MARKER", "OWN_ENTRIES", "STOPPED_EARLY", "check_foreign", "claim",
+           "held", "mark_stopped_early", "remove_run_files", "stopped_early"]

@@ -13,17 +13,18 @@ from espresso_export.core.tempfiles import clean_stale
 from espresso_export.core.files import atomic_output
 from espresso_export.training import distributed
 from espresso_export.training.resume import read_checkpoint_meta
-from espresso_export.training.run_files import check_foreign, held, remove_run_files
+from espresso_export.training.run_files import check_foreign, held, remove_run_files, stopped_early
 
 if TYPE_CHECKING:
     from espresso_export.training.loop import Trainer
 
 
 def check_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
-    """The run-folder rule of every training command: resume needs a checkpoint; a fresh start refuses to
-    clobber an unfinished run unless ``overwrite``."""
+    """The run-folder rule of every training command: resume needs a checkpoint (or a run stopped before its
+    first one, :func:`~.run_files.mark_stopped_early`); a fresh start refuses to clobber an unfinished run unless
+    ``overwrite``."""
     meta = read_checkpoint_meta(run_dir)
-    if resume and meta is None:
+    if resume and meta is None and not stopped_early(run_dir):
         raise ValidationError(f"nothing to resume: no checkpoint in {run_dir} (was the run started with this -o?)")
     if not resume and meta is not None:
         if not overwrite:

@@ -93,9 +93,12 @@ class TorchEmbedder(Embedder):
     def fingerprint(self) -> str:
         from espresso_export.model.cache import cache_key, folder_fingerprint
 
+        from espresso_export.model.embed import model_device
+
         c = self.checkpoint
+        device = model_device(c.model).type  # another device rounds differently: its vectors are kept apart
         return cache_key(folder_fingerprint(c.path), c.pooling.value, c.max_seq_length, c.do_lower_case,
-                         [type(p).__name__ for p in c.post])
+                         [type(p).__name__ for p in c.post], *([device] if device != "cpu" else []))
 
     @classmethod
     def from_checkpoint(cls, ckpt, *, spec: str | None = None, load_seconds: float = 0.0,
@@ -195,7 +198,8 @@ def export_graph(path: Path) -> tuple[Path, str] | None:
     return None
 
 
-def open_torch(spec: str, *, pooling=None, trust_remote_code: bool = False) -> TorchEmbedder:
+def open_torch(spec: str, *, pooling=None, trust_remote_code: bool = False, device: str | None = None) -> TorchEmbedder:
+    """A PyTorch checkpoint; with ``device`` (``cuda``, ``mps``) its model runs there (default: the CPU)."""
     import torch  # noqa: F401  (library imports happen before the timer)
     import transformers  # noqa: F401
 
@@ -203,21 +207,28 @@ def open_torch(spec: str, *, pooling=None, trust_remote_code: bool = False) -> T
 
     start = time.perf_counter()
     ckpt = load(spec, pooling=pooling, trust_remote_code=trust_remote_code)
+    if device is not None:
+        from espresso_export.training.schedule import resolve_device
+
+        ckpt.model.to(resolve_device(device))
     seconds = time.perf_counter() - start
-    return TorchEmbedder.from_checkpoint(ckpt, spec=spec, load_seconds=seconds, disk_bytes=folder_bytes(ckpt.path))
+    embedder = TorchEmbedder.from_checkpoint(ckpt, spec=spec, load_seconds=seconds, disk_bytes=folder_bytes(ckpt.path))
+    if device is not None:
+        embedder.details["device"] = str(device)
+    return embedder
 
 
 def open_embedder(spec: str | os.PathLike, *, threads: int | None = None, pooling=None,
-                  trust_remote_code: bool = False) -> Embedder:
+                  trust_remote_code: bool = False, device: str | None = None) -> Embedder:
     """Open ``spec`` as an :class:`Embedder`: an export folder (its default file), one graph file of an export
-    folder, else a PyTorch checkpoint."""
+    folder, else a PyTorch checkpoint (run on ``device`` when given; exports run on the CPU)."""
     text = str(spec)
     local = Path(text).expanduser()
     if is_export_folder(local):
         return open_onnx(local.resolve(), text, threads=threads)
     if graph := export_graph(local):
         return open_onnx(graph[0], text, threads=threads, file=graph[1])
-    return open_torch(text, pooling=pooling, trust_remote_code=trust_remote_code)
+    return open_torch(text, pooling=pooling, trust_remote_code=trust_remote_code, device=device)
 
 
 EMBEDDING_CACHE_FORMAT = 1

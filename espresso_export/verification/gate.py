@@ -23,13 +23,15 @@ class Thresholds:
     max_latency_ratio: float | None = None  # candidate / source time of a round (median), at every batch size
     min_retrieval_retention: float | None = None  # every retrieval set's nDCG@10 retention
     within_noise: WithinNoise = WithinNoise.VALUE  # a retention check whose interval holds its threshold
+    min_agreement: float | None = None  # every corpus' agreement@10 with the source's ranking
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "within_noise", WithinNoise(self.within_noise))  # "pass" from the API too
 
     def to_dict(self) -> dict:
         return {"min_retention": self.min_retention, "max_latency_ratio": self.max_latency_ratio,
-                "min_retrieval_retention": self.min_retrieval_retention, "within_noise": self.within_noise.value}
+                "min_retrieval_retention": self.min_retrieval_retention, "within_noise": self.within_noise.value,
+                "min_agreement": self.min_agreement}
 
 
 def interval_list(ci: tuple[float, float] | None) -> list[float] | None:
@@ -131,6 +133,10 @@ def gate_checks(report, thresholds: Thresholds) -> list[Check]:
             checks.append(_at_least(f"nDCG@10 retention on {row.name}", row.ndcg_retention,
                                     thresholds.min_retrieval_retention, row.ndcg_retention_ci95,
                                     thresholds.within_noise))
+    if thresholds.min_agreement is not None:
+        for row in getattr(report, "agreement", None) or []:
+            checks.append(_at_least(f"agreement@10 on {row.name}", row.agreement_at_10, thresholds.min_agreement,
+                                    row.agreement_ci95, thresholds.within_noise))
     return checks
 
 

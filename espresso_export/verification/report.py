@@ -176,6 +176,8 @@ class VerifyReport:
     vocabulary: dict | None = None  # a pruned candidate: token coverage of the verify texts (pruning.coverage)
     source_cache: dict | None = None  # EncodeCache.info() of the source: were its vectors read from disk
     nonfinite: dict[str, int] = field(default_factory=dict)  # role -> texts whose vector holds NaN or inf
+    agreement: list = field(default_factory=list)  # AgreementRow per --corpus (.corpus_agreement)
+    vectors: object = None  # --precision / --dims: a VectorReport (.vectors_report)
 
     # --- derived numbers ---------------------------------------------------------------------------
     @property
@@ -222,6 +224,8 @@ class VerifyReport:
             "source_cache": self.source_cache,
             "retrieval": [r.to_dict() for r in self.retrieval],
             "vocabulary": self.vocabulary,
+            "agreement": [r.to_dict() for r in self.agreement],
+            "vectors": self.vectors.to_dict() if self.vectors else None,
             "gate": {"thresholds": self.thresholds.to_dict(), "passed": self.passed,
                      "checks": [c.to_dict() for c in self.checks], "failed": [c.name for c in self.failed]},
             "notes": self.notes,
@@ -271,6 +275,9 @@ class VerifyReport:
                  ("query time (ms/query)", f"{cs.query_ms_per_query:.4f}", f"{ss.query_ms_per_query:.4f}",
                   number(ratio(cs.query_ms_per_query, ss.query_ms_per_query), ".3f"))],
                 [note for note in (row.interval_note(),) if note]))
+        from espresso_export.verification.vectors_report import vector_sections
+
+        out += vector_sections(self.agreement, self.vectors)
         v = self.vocabulary
         if v and v.get("computed"):
             out.append(Section(
@@ -323,7 +330,7 @@ class VerifyReport:
                 continue
             table = Table(title=sec.title, title_justify="left")
             for h in sec.headers:
-                table.add_column(h, justify="left" if h in ("", "set", "check", "threshold", "model") else "right",
+                table.add_column(h, justify="left" if h in ("", "set", "check", "threshold", "model", "vectors") else "right",
                                  overflow="fold")  # a long path folds; it is never cut to "..."
             for row in sec.rows:
                 table.add_row(*[("[bold red]FAIL[/]" if v == "FAIL" else str(v)) for v in row])

@@ -26,8 +26,12 @@ from espresso_export.verification.latency_report import LatencyRow, LatencySetup
 from espresso_export.verification.report import RetrievalRow, StsRow, VerifyReport
 from espresso_export.verification.retrieval import IndexOptions, evaluate, load_retrieval
 from espresso_export.verification.sts import SMOKE_NOTE, StsSet, load_sts, sts_cosines
+from espresso_export.verification.corpus_agreement import load_corpus, measure_corpus
+from espresso_export.verification.vector_measures import retrieval_at, sts_at_widths
+from espresso_export.verification.vectors import VectorForms, variants
+from espresso_export.verification.vectors_report import VectorReport
 from espresso_export.verification.verify_settings import (
-    VerifySettings, check_across, legacy_keywords, legacy_options,
+    VerifySettings, check_across, check_vectors, legacy_keywords, legacy_options,
 )
 
 
@@ -184,8 +188,9 @@ def _extras(settings: VerifySettings, *models) -> list[str]:
     """The optional features this verify run needs (:mod:`espresso_export.core.extras`), known before any work."""
     from espresso_export.runtime import is_export_folder
 
-    needed = input_extras([*settings.sts, *settings.retrieval], split=True)
-    needed += ["retrieval"] if settings.retrieval else []
+    needed = input_extras([*settings.sts, *settings.retrieval], split=True) + input_extras(
+        [*settings.corpus, *settings.queries, settings.calibration])
+    needed += ["retrieval"] if settings.retrieval or settings.corpus else []
     return needed + ["onnx-runtime" for m in models if is_export_folder(m)]
 
 
@@ -220,20 +225,43 @@ def verify(
     check_across(settings.sts, settings.retrieval, settings.batch_sizes, min_retention=settings.min_retention,
                  min_retrieval_retention=settings.min_retrieval_retention,
                  max_latency_ratio=settings.max_latency_ratio)  # a field may have changed since the check on creation
+    check_vectors(settings)
     sts_sets = [load_sts(spec, columns=settings.columns, limit=settings.sts_limit) for spec in settings.sts]
     retrieval_sets = [(spec, load_retrieval(spec, columns=settings.columns, min_score=settings.relevant_score,
                                             limit=settings.sts_limit)) for spec in settings.retrieval]
+    corpora = [load_corpus(spec, queries, method=settings.pseudo_queries, limit=settings.agreement_queries,
+                           seed=settings.seed)
+               for spec, queries in zip(settings.corpus, settings.queries or [None] * len(settings.corpus))]
     threads = settings.threads or default_threads()
     with fixed_threads(threads):
         embedders = _open(candidate, against, settings, threads)
-        report = _measure(embedders, sts_sets, retrieval_sets, settings, threads, progress)
+        report = _measure(embedders, sts_sets, retrieval_sets, corpora, settings, threads, progress)
         _time_loads(embedders, candidate, against, settings, threads)
     report.candidate, report.source = embedders["candidate"].info(), embedders["source"].info()
     report.seconds = time.perf_counter() - start
     return report
 
 
-def _measure(embedders: dict, sts_sets, retrieval_sets, settings: VerifySettings, threads: int,
+def _vectors(caches: dict, sts_sets, retrieval_sets, retrieval_rows, corpora,
+             settings: VerifySettings) -> tuple[list, VectorReport | None]:
+    """Agreement on every corpus, and with --precision or --dims the labelled sets again per stored form of the
+    candidate's vectors (:mod:`.vectors`)."""
+    other_forms = bool(settings.precision or settings.dims)
+    if not corpora and not other_forms:
+        return [], None
+    forms = VectorForms(caches["candidate"], calibration=settings.calibration, samples=settings.calibration_samples,
+                        seed=settings.seed)
+    wanted = variants(settings.precision, settings.dims, caches["candidate"].embedder.dim, settings.rescore)
+    rows = [measure_corpus(data, caches, forms, wanted) for data in corpora]
+    if not other_forms:
+        return rows, None
+    labelled = [retrieval_at(caches["candidate"], data, row.source, forms, wanted)
+                for (_, data), row in zip(retrieval_sets, retrieval_rows)]
+    widths = [r for sts in sts_sets for r in sts_at_widths(caches, sts, settings.dims)] if settings.dims else []
+    return rows, VectorReport(labelled, widths, forms.ranges_info())
+
+
+def _measure(embedders: dict, sts_sets, retrieval_sets, corpora, settings: VerifySettings, threads: int,
              progress: bool) -> VerifyReport:
     """Every measurement on the two open models; the load times and the models' facts are filled in after."""
     caches = _caches(embedders, settings, progress)
@@ -241,6 +269,7 @@ def _measure(embedders: dict, sts_sets, retrieval_sets, settings: VerifySettings
     sts_rows = [_sts_row(s, caches) for s in sts_sets]
     retrieval_rows = [RetrievalRow(data.name, spec, index.describe(), evaluate(caches["candidate"], data, index),
                                    evaluate(caches["source"], data, index)) for spec, data in retrieval_sets]
+    agreement, vectors = _vectors(caches, sts_sets, retrieval_sets, retrieval_rows, corpora, settings)
     vocabulary = _pruned_vocabulary(embedders, sts_sets, retrieval_sets)
     texts = _latency_texts(sts_sets, settings.latency_texts, settings.seed)
     latency_rows, setup = _latency(embedders, texts, settings, threads, progress)
@@ -249,4 +278,5 @@ def _measure(embedders: dict, sts_sets, retrieval_sets, settings: VerifySettings
         retrieval=retrieval_rows, thresholds=settings.thresholds,
         notes=_notes(embedders, sts_sets, settings, vocabulary, latency_rows), vocabulary=vocabulary,
         source_cache=caches["source"].info(),
-        nonfinite={role: c.nonfinite for role, c in caches.items() if c.nonfinite})
+        nonfinite={role: c.nonfinite for role, c in caches.items() if c.nonfinite}, agreement=agreement,
+        vectors=vectors)

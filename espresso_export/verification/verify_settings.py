@@ -25,6 +25,11 @@ RETRIEVAL_GATE_NEEDS_SET = ("the retrieval gate (--min-retrieval-retention; min_
                             "needs a retrieval set (--retrieval; retrieval:)")
 
 
+def _int_list(text: str, option: str) -> list[int]:
+    """A comma-separated option whose empty form ("" or none) means no values."""
+    return [] if str(text).strip().lower() in ("", "none") else parse_int_list(text, option)
+
+
 MAX_RETENTION_GATE = 1.5  # a retention can pass 1 (a cut scoring above its source); a gate above this is a typo
 
 
@@ -37,6 +42,29 @@ def check_retention_gate(flag: str, value: float | None) -> None:
         hint = f": did you mean {value / 100:g}?" if MAX_RETENTION_GATE < value <= 100 else ""
         raise ValidationError(f"{flag} is a ratio of the source's score (0.95 keeps 95%), between 0 and "
                               f"{MAX_RETENTION_GATE:g}; got {value:g}{hint}")
+
+
+def check_vectors(s: VerifySettings) -> None:
+    """The corpus, precision and width settings: known precisions, positive widths, one --queries per
+    --corpus, and an agreement gate that has a corpus and is a share (0 to 1)."""
+    from espresso_export.core.errors import ValidationError
+    from espresso_export.runtime.precision import check_precision
+
+    for name in s.precision:
+        check_precision(name)
+    if s.rescore and not any(p in ("binary", "ubinary") for p in s.precision):
+        raise ValidationError("--rescore re-ranks a binary search: give --precision binary (or ubinary) with it")
+    if any(d < 1 for d in s.dims):
+        raise ValidationError(f"--dims must be positive widths, got {','.join(map(str, s.dims))}")
+    if s.queries and len(s.queries) != len(s.corpus):
+        raise ValidationError(f"--queries is one file per --corpus, in order: {len(s.queries)} given for "
+                              f"{len(s.corpus)} corpora")
+    if s.min_agreement is not None and not 0 < s.min_agreement <= 1:
+        raise ValidationError(f"--min-agreement is a share of the source's top 10 (0.8 keeps 8 of 10), between 0 "
+                              f"and 1; got {s.min_agreement:g}")
+    if s.min_agreement is not None and not s.corpus:
+        raise ValidationError("the agreement gate (--min-agreement; min_agreement: in a recipe) needs a corpus "
+                              "(--corpus; corpus:)")
 
 
 def check_across(sts, retrieval, batch_sizes, *, min_retrieval_retention, max_latency_ratio,
@@ -79,6 +107,36 @@ class VerifySettings:
         help="Retrieval set, repeatable: a BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) or an STS spec "
              "(sentence1 = query, its pair = relevant document when scored >= --relevant-score, all sentence2 = "
              "corpus).")
+    corpus: list[str] = setting(
+        default_factory=list, path="data",
+        help="Your documents, repeatable: a .jsonl/.txt/.csv file (FILE#FIELD for a jsonl field or csv column) or a "
+             "BEIR folder. No labels needed: the source's ranking is the reference (agreement@10, nDCG@10 with the "
+             "source's ranks as grades, recall@100 of its top 10).")
+    queries: list[str] = setting(
+        default_factory=list, path="data",
+        help="Queries for the --corpus searches (.txt one a line, .jsonl), repeatable: one per --corpus, in order. "
+             "Default: pseudo-queries made from the corpus (--pseudo-queries).")
+    pseudo_queries: str = setting(
+        "auto", choices=("auto", "sentence", "title", "passage"),
+        help="Pseudo-queries when no --queries: a passage's title, one sentence of a passage, or the passage "
+             "itself (its own passage left out of the results); auto: title when the corpus has titles, else "
+             "sentence.")
+    agreement_queries: int = setting(200, min=1, help="Queries searched per --corpus, at most (a seeded sample).")
+    precision: list[str] = setting(
+        default_factory=list, cli_type=str, parse=parse_name_list,
+        help="Also measure the candidate's vectors stored at these precisions, comma-separated: float32, int8, "
+             "uint8, binary, ubinary (sentence-transformers' names): retrieval quality, agreement, bytes per vector "
+             "and index size at each.")
+    rescore: int = setting(0, min=0, help="Binary precisions: also search K x top-k by Hamming distance, re-ranked "
+                                          "with the float query (0: no rescoring).")
+    calibration: Optional[str] = setting(
+        None, path="data",
+        help="Sentences int8/uint8 ranges are fitted on when the candidate is not an export that stores them "
+             "(export.json vector_calibration). Default: the calibration corpus shipped with espresso-export.")
+    calibration_samples: int = setting(4096, min=2, help="Use at most this many calibration sentences.")
+    dims: list[int] = setting(default_factory=list, cli_type=str, parse=lambda text: _int_list(text, "--dims"),
+                              help="Also measure the candidate's vectors truncated to these widths (the leading "
+                                   "dimensions, renormalised), comma-separated: retention of every metric at each.")
     relevant_score: float = setting(4.0, help="STS-built retrieval: pairs scored at least this are relevant.")
     index: IndexKind = setting(IndexKind.FLAT, help="faiss index: flat (exact inner product) or ivf.")
     nlist: int = setting(100, min=1, help="IVF: number of k-means cells.")
@@ -102,6 +160,8 @@ class VerifySettings:
                                                             "this at every batch size.")
     min_retrieval_retention: Optional[float] = setting(None, help="Gate: candidate/source nDCG@10 on every retrieval "
                                                                   "set must be at least this.")
+    min_agreement: Optional[float] = setting(None, help="Gate: agreement@10 with the source's ranking on every "
+                                                        "--corpus must be at least this (0 to 1).")
     within_noise: WithinNoise = setting(
         WithinNoise.VALUE, help="Gate: what a retention check whose 95% interval holds its threshold does (a set "
                                 "too small to decide): value (decide on the measured value), pass (fail only when "
@@ -111,7 +171,7 @@ class VerifySettings:
     cache: bool = setting(True, help="Keep the source's embeddings under $ESPRESSO_CACHE (default "
                                      "~/.cache/espresso-export), keyed by its files, the texts and the batch size, "
                                      "and reuse them on the next run.")
-    seed: int = seed_setting("Random seed (which texts the latency is timed on).")
+    seed: int = seed_setting("Random seed (which texts the latency is timed on; which queries --corpus searches).")
     trust_remote_code: bool = trust_remote_code_setting()
     cache_dir: Optional[str] = setting(None, cli=False, recipe=False,
                                        help="Where the source's embeddings are kept. Default: $ESPRESSO_CACHE, else "
@@ -127,6 +187,7 @@ class VerifySettings:
         if self.sts_columns is not None and len(self.sts_columns) != 3:
             raise ValidationError(f"--sts-columns needs three names (sentence1, sentence2, score), got "
                                   f"{','.join(self.sts_columns)}")
+        check_vectors(self)
 
     @property
     def columns(self) -> tuple[str, str, str]:
@@ -141,7 +202,8 @@ class VerifySettings:
         from espresso_export.verification.gate import Thresholds
 
         return Thresholds(min_retention=self.min_retention, max_latency_ratio=self.max_latency_ratio,
-                          min_retrieval_retention=self.min_retrieval_retention, within_noise=self.within_noise)
+                          min_retrieval_retention=self.min_retrieval_retention, within_noise=self.within_noise,
+                          min_agreement=self.min_agreement)
 
 
 def declared_default(name: str) -> Any:

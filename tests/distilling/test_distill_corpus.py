@@ -60,7 +60,7 @@ def test_a_named_field_keeps_the_title_and_a_missing_one_names_the_fields(tmp_pa
     assert read_corpus([str(docs)], field="body").sentences == ["Hugh Downs An American broadcaster."]
     assert read_corpus([str(docs)], field="title").sentences == ["Hugh Downs"]
     with pytest.raises(ValidationError, match=r"docs\.jsonl:1: no 'text or .*' field \(the record has: _id, title, "
-                                              r"body; name the text's field with --corpus-field"):
+                                              r"body; name the text's field with docs\.jsonl#FIELD, or --corpus-field"):
         read_corpus([str(docs)])
 
 

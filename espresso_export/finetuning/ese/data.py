@@ -30,10 +30,11 @@ class EseBatch:
         """All texts in the order of one forward pass: anchors, positives, negatives."""
         return self.anchor + self.positive + (self.negative or [])
 
-    def exclude_mask(self) -> torch.Tensor:
+    def exclude_mask(self, device=None) -> torch.Tensor:
         """``(B, C)``: candidate ``j`` is a copy of row ``i``'s positive (but not the positive itself)."""
         candidates = self.positive + (self.negative or [])
-        return torch.tensor([[c == p and j != i for j, c in enumerate(candidates)] for i, p in enumerate(self.positive)])
+        return torch.tensor([[c == p and j != i for j, c in enumerate(candidates)] for i, p in enumerate(self.positive)],
+                            dtype=torch.bool, device=device)
 
     def split(self, x: torch.Tensor) -> PairEmbeddings:
         """Cut the ``(len(texts), d)`` output of one forward pass back into anchors, positives, negatives."""
@@ -42,8 +43,8 @@ class EseBatch:
         return PairEmbeddings(
             anchor=x[:b], positive=x[b : 2 * b], negative=x[2 * b : 3 * b] if self.negative else None,
             scores=None if self.scores is None else torch.tensor(self.scores, dtype=x.dtype, device=dev),
-            is_positive=None if self.is_positive is None else torch.tensor(self.is_positive, device=dev),
-            exclude=self.exclude_mask().to(dev),
+            is_positive=None if self.is_positive is None else torch.tensor(self.is_positive, dtype=torch.bool, device=dev),
+            exclude=self.exclude_mask(dev),
         )
 
 

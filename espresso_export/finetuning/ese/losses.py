@@ -121,7 +121,7 @@ class PairEmbeddings:
             return self.anchor, self.positive, self.scores
         if self.negative is not None:
             b = self.anchor.shape[0]
-            scores = torch.cat([torch.ones(b), torch.zeros(b)]).to(self.anchor)
+            scores = torch.cat([self.anchor.new_ones(b), self.anchor.new_zeros(b)])
             return torch.cat([self.anchor, self.anchor]), torch.cat([self.positive, self.negative]), scores
         return None
 

@@ -57,16 +57,27 @@ class EseObjective(torch.nn.Module):
         ranks that each compute the whole batch's loss pass ``1 / world``."""
         weighting = LayerWeighting(self.config.layer_weights)
         shallow = self.layers[:-1]
+        device = self._device()
         if weighting is LayerWeighting.LOG:
-            values = torch.tensor(log_layer_weights(self.depth, self.config.layers_from)[:-1])
+            values = torch.tensor(log_layer_weights(self.depth, self.config.layers_from)[:-1], device=device)
         elif weighting is LayerWeighting.UNIFORM:
-            values = torch.ones(len(shallow))
+            values = torch.ones(len(shallow), device=device)
         else:
             logits = self.logits if grad_scale == 1.0 else self.logits * grad_scale + self.logits.detach() * (1 - grad_scale)
             values = len(shallow) * torch.softmax(logits, dim=0)
         out = {i: values[j] for j, i in enumerate(shallow)}
-        out[self.depth] = torch.tensor(1.0)
+        out[self.depth] = torch.ones((), device=device)
         return out
+
+    def _device(self) -> torch.device:
+        """Where the model (or the learned logits) is: the tensors the loss makes must be there too."""
+        if self.logits is not None:
+            return self.logits.device
+        if self.ckpt is not None:
+            from espresso_export.model.embed import model_device
+
+            return model_device(self.ckpt.model)
+        return torch.device("cpu")
 
     def compute(self, pooled: Mapping[int, torch.Tensor], batch: EseBatch, *,
                 param_grad_scale: float = 1.0) -> tuple[torch.Tensor, dict[str, float]]:
@@ -78,7 +89,7 @@ class EseObjective(torch.nn.Module):
         last = self.depth
         full = batch.split(pooled[last])
         task = sentence_loss(cfg.loss, full, cfg.angle)
-        parts: dict[str, float] = {"task": _f(task)}
+        parts: dict[str, torch.Tensor] = {"task": task.detach()}
         total = task
         if cfg.alpha or cfg.beta:
             weights = self.layer_weights(param_grad_scale)
@@ -90,32 +101,29 @@ class EseObjective(torch.nn.Module):
                 if cfg.alpha:
                     term = sentence_loss(cfg.loss, batch.split(x).first(k), cfg.angle)
                     express = express + w * term
-                    parts[f"express/L{i}"] = _f(term)
+                    parts[f"express/L{i}"] = term.detach()
                 if cfg.beta:
                     term = compress_loss(x, k, temperature=cfg.kl_temperature)
                     compress = compress + w * term
-                    parts[f"compress/L{i}"] = _f(term)
+                    parts[f"compress/L{i}"] = term.detach()
             total = total + cfg.alpha * express + cfg.beta * compress
-            parts["express"] = _f(express)
-            parts["compress"] = _f(compress)
-        parts["total"] = _f(total)
-        return total, parts
+            parts["express"] = express.detach()
+            parts["compress"] = compress.detach()
+        parts["total"] = total.detach()
+        # one device-to-host copy for every logged value: a float() per term would wait on the device each time
+        values = torch.stack([v.float().reshape(()) for v in parts.values()]).tolist()
+        return total, dict(zip(parts, values))
 
     def pooled(self, batch: EseBatch) -> dict[int, torch.Tensor]:
         """Forward ``batch``'s texts through the checkpoint (one pass): ``{i: (len(batch.texts), d)}`` for the used layers."""
-        from espresso_export.model.embed import pooled_layer_states, tokenize
+        from espresso_export.model.embed import model_device, model_inputs, pooled_layer_states, to_device, tokenize
 
         if self.ckpt is None:
             raise ValueError("EseObjective.loss needs a checkpoint; use EseObjective.from_checkpoint")
         inputs = tokenize(self.ckpt, batch.texts, self.max_length)
-        device = next(self.ckpt.model.parameters()).device
-        inputs = {k: v.to(device) for k, v in inputs.items()}
+        inputs = to_device(inputs, model_inputs(self.ckpt.model), model_device(self.ckpt.model))
         return pooled_layer_states(self.ckpt, inputs, self.uses_layers)
 
     def loss(self, batch: EseBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """Forward ``batch`` through the checkpoint (one pass, all hidden states) and return the loss."""
         return self.compute(self.pooled(batch), batch)
-
-
-def _f(t: torch.Tensor) -> float:
-    return float(t.detach())

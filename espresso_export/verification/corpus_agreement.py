@@ -1,0 +1,131 @@
+"""Agreement on the user's own documents (``verify --corpus``): no labels, the source's ranking is the reference.
+
+Each corpus is searched with the user's queries (``--queries``) or pseudo-queries made from the corpus
+(:mod:`espresso_export.data.pseudo_queries`; ``auto``: titles where the passages have them, else a sentence
+of a passage, the title being the better predictor of labelled retention where both exist). The source's top
+10 at float32 is searched once; the candidate's vectors are searched in every stored form
+(:class:`~espresso_export.verification.vectors.Variant`) and scored by :mod:`.agreement`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from espresso_export.verification.agreement import (
+    DEPTH,
+    Agreement,
+    K,
+    agreement,
+    ranked_ids,
+)
+from espresso_export.verification.embedders import EncodeCache
+from espresso_export.verification.gate import interval_list
+from espresso_export.verification.latency_report import rounded
+from espresso_export.verification.vectors import Variant, VectorForms, unit
+
+
+@dataclass(frozen=True)
+class CorpusSet:
+    """A corpus and the queries it is searched with."""
+
+    spec: str
+    name: str
+    passages: list[str]
+    queries: list[str]
+    exclude: list[int] | None  # per query, the passage left out of its results (a pseudo-query's own)
+    queries_from: str  # "queries.txt" or "pseudo-queries (title)"
+
+
+def load_corpus(spec: str, queries: str | None, *, method: str, limit: int, seed: int) -> CorpusSet:
+    """Read ``spec`` (:func:`~espresso_export.data.pseudo_queries.read_passages`) and its queries: at most
+    ``limit``, a seeded sample of the given ones, or pseudo-queries by ``method`` (``auto``: title, else
+    sentence)."""
+    from pathlib import Path
+
+    from espresso_export.data.corpus import read_corpus
+    from espresso_export.data.pseudo_queries import pseudo_queries, read_passages
+
+    passages = read_passages(spec)
+    if queries is not None:
+        texts = read_corpus(queries).sentences
+        if len(texts) > limit:
+            texts = [texts[i] for i in sorted(random.Random(seed).sample(range(len(texts)), limit))]
+        return CorpusSet(spec, passages.name, passages.texts, texts, None, Path(queries).name)
+    chosen = ("title" if passages.titles else "sentence") if method == "auto" else method
+    made = pseudo_queries(passages, chosen, limit=limit, seed=seed)
+    shown = f"pseudo-queries ({chosen}, auto)" if method == "auto" else f"pseudo-queries ({chosen})"
+    return CorpusSet(spec, passages.name, passages.texts, made.texts, made.exclude, shown)
+
+
+@dataclass(frozen=True)
+class VariantAgreement:
+    variant: Variant
+    agreement: Agreement
+    index_bytes: int
+
+    def to_dict(self) -> dict:
+        return {**self.variant.to_dict(), "index_bytes": self.index_bytes, **self.agreement.to_dict()}
+
+
+@dataclass(frozen=True)
+class AgreementRow:
+    """One corpus: the candidate's agreement with the source's ranking, its float32 vectors first."""
+
+    name: str
+    spec: str
+    passages: int
+    queries: int
+    queries_from: str
+    results: list[VariantAgreement]
+    finite: bool = True  # False: a model's vectors hold NaN or inf, and no agreement is defined
+
+    @property
+    def agreement_at_10(self) -> float:
+        """The candidate's float32 agreement@10 (the gate's value); NaN when a model's vectors are not finite."""
+        return self.results[0].agreement.means()[f"agreement_at_{K}"] if self.finite else math.nan
+
+    @cached_property
+    def agreement_ci95(self) -> tuple[float, float] | None:
+        return self.results[0].agreement.intervals()[f"agreement_at_{K}"] if self.finite else None
+
+    def to_dict(self) -> dict:
+        main = self.results[0].agreement
+        means = main.means() if self.finite else {n: math.nan for n in main.names()}
+        intervals = main.intervals() if self.finite else {n: None for n in main.names()}
+        return {"name": self.name, "spec": self.spec, "passages": self.passages, "queries": self.queries,
+                "queries_from": self.queries_from, **{n: rounded(v) for n, v in means.items()},
+                "ci95": {n: interval_list(iv) for n, iv in intervals.items()},
+                "variants": [r.to_dict() for r in self.results] if self.finite else []}
+
+
+def _finite(*arrays: np.ndarray) -> bool:
+    return all(bool(np.isfinite(a).all()) for a in arrays)
+
+
+def measure_corpus(data: CorpusSet, caches: dict[str, EncodeCache], forms: VectorForms,
+                   wanted: list[Variant]) -> AgreementRow:
+    """The source's top 10 once (float32), then the candidate's ranking in every ``wanted`` form, scored."""
+    source, candidate = caches["source"], caches["candidate"]
+    s_sim, c_sim = source.embedder.usage.similarity, candidate.embedder.usage.similarity
+    sq = unit(source.encode(data.queries, role="query"), s_sim)
+    sd = unit(source.encode(data.passages, role="document"), s_sim)
+    cq = unit(candidate.encode(data.queries, role="query"), c_sim)
+    cd = unit(candidate.encode(data.passages, role="document"), c_sim)
+    shape = {"name": data.name, "spec": data.spec, "passages": len(data.passages), "queries": len(data.queries),
+             "queries_from": data.queries_from}
+    if not _finite(sq, sd, cq, cd):
+        nan = Agreement(K, DEPTH, np.full((len(data.queries), 3), np.nan))
+        return AgreementRow(**shape, results=[VariantAgreement(wanted[0], nan, 0)], finite=False)
+    source_top = ranked_ids(sq, sd, K, exclude=data.exclude)
+    del sq, sd
+    results = []
+    for variant in wanted:
+        found = forms.search(cq, cd, max(K, DEPTH), variant, exclude=data.exclude)
+        results.append(VariantAgreement(variant, agreement(source_top, found.ranked, k=K, depth=DEPTH),
+                                        found.index_bytes))
+    return AgreementRow(**shape, results=results)
