@@ -438,6 +438,18 @@ def _two_distills(fx, tmp):
     return second.rc == 2 and first.returncode == 0, f"first exit {first.returncode}, second exit {second.rc}"
 
 
+@case("two-distills-one-cache", "two distills of one teacher and corpus at once, other widths and outputs: both finish")
+def _two_distills_one_cache(fx, tmp):
+    def args(dim):
+        return [sys.executable, "-m", "espresso_export", "distill", "--teacher", fx.tiny, "--student-layers", "2",
+                "--dim", str(dim), "--corpus", fx.calibration, "--epochs", "1", "--batch-size", "16", "--heldout", "0",
+                "--cache-dir", tmp / "cache", "-o", tmp / f"out{dim}"]
+    procs = [subprocess.Popen(list(map(str, args(dim))), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for dim in (8, 16)]
+    codes = [p.wait(timeout=300) for p in procs]
+    return codes == [0, 0], f"exits {codes}"
+
+
 # --- signals -------------------------------------------------------------------------------------------------------
 
 @case("sigterm-distill", "SIGTERM during distill: exit 143, a resumable checkpoint, no temp file left")
@@ -447,7 +459,7 @@ def _sigterm_distill(fx, tmp):
             "--checkpoint-every", "5", "-o", tmp / "out"]
     proc = subprocess.Popen(list(map(str, args)), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    deadline = time.time() + 120
+    deadline = time.time() + 240  # a distill of another case may hold the shared teacher cache meanwhile
     while time.time() < deadline and not list(tmp.glob("out.run/checkpoint*")):
         time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)

@@ -87,6 +87,17 @@ def minilm_export(tmp_path_factory, minilm_path, calibration_file):
     return shrunk, out, result
 
 
+@pytest.fixture(scope="session")
+def tiny_cut(tiny_bert, tmp_path_factory) -> Path:
+    """The tiny BERT shrunk to 2 layers with an 8-d PCA head (a sentence-transformers folder with a Dense module).
+    Read-only: copy it before changing it."""
+    from espresso_export import shrink
+
+    out = tmp_path_factory.mktemp("tiny-cut") / "cut"
+    shrink(tiny_bert, out, layers=2, dim=8)
+    return out
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """torch on one thread for the module: on a shared, busy machine two OpenMP threads stall each other."""

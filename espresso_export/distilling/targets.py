@@ -36,6 +36,7 @@ from espresso_export.model.post import renormalized
 from espresso_export.shrinking.heads import PCAFit, fit_pca
 from espresso_export.training import distributed
 from espresso_export.distilling.teacher_cache import (
+    cache_lock,
     CACHE_FORMAT,
     atomic_file,
     load_pca,
@@ -189,9 +190,6 @@ def _cache_folder(teacher: Checkpoint, teacher_sha: str, corpus_sha: str, cache_
     folder = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     folder = folder / f"teacher-{key}"
     folder.mkdir(parents=True, exist_ok=True)
-    if distributed.current().main:  # temp files of killed runs (their owner process is gone)
-        clean_stale(folder)
-        clean_stale(folder / PARTS_DIR)
     distributed.current().check_shared(folder, purpose="the teacher cache (--cache-dir)")
     return folder
 
@@ -234,6 +232,18 @@ def teacher_targets(
     teacher_sha = teacher_sha or teacher.weights_sha256()
     corpus_sha = sentences_sha256(list(sentences))
     folder = _cache_folder(teacher, teacher_sha, corpus_sha, cache_dir, precision)
+    with cache_lock(folder):
+        return _fill(teacher, sentences, folder, dim=dim, m=m, seed=seed, layers=layers, teacher_sha=teacher_sha,
+                     corpus_sha=corpus_sha, batch_size=batch_size, progress=progress, precision=precision,
+                     start=start)
+
+
+def _fill(teacher, sentences, folder: Path, *, dim, m, seed, layers, teacher_sha, corpus_sha, batch_size, progress,
+          precision, start) -> TeacherTargets:
+    """What :func:`teacher_targets` does under the cache lock: reuse what is there, compute what is missing."""
+    if distributed.current().main:  # temp files of killed runs (their owner process is gone)
+        clean_stale(folder)
+        clean_stale(folder / PARTS_DIR)
     pca_key = cache_key(dim, m, seed)
     targets_file, pca_file = folder / f"targets-{pca_key}.npy", folder / f"pca-{pca_key}.safetensors"
     dist = distributed.current()

@@ -21,6 +21,32 @@ from espresso_export.shrinking.heads import PCAFit
 from espresso_export.training import distributed
 
 CACHE_FORMAT = 1
+LOCK = ".lock"
+
+
+@contextmanager
+def cache_lock(folder: Path):
+    """Hold ``folder``'s lock while a teacher pass or a PCA fit fills it: a second process with the same teacher
+    and corpus (another ``--dim``, another output) waits, then reuses what the first wrote, instead of the two
+    writing the same chunks at once. ``flock``: the kernel releases it however its holder ends. Under
+    ``torchrun`` only rank 0 locks; the other ranks follow it step by step."""
+    if not distributed.current().main:
+        yield
+        return
+    import fcntl
+
+    from espresso_export.core.console import err_console
+
+    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            err_console().print(f"waiting for another process's teacher pass on the same teacher and corpus ({folder})")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock; the empty lock file stays for the next run
 
 
 @contextmanager

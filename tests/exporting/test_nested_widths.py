@@ -24,14 +24,7 @@ TEXTS = ["a", "The cat sits on the mat.", "A man is playing a guitar on the stre
 FAST = {"validate": False, "timing_batches": "none"}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -221,6 +221,6 @@ def test_torchrun_nccl_distill_on_cuda(tiny_bert, data, tmp_path):
          "espresso_export", "distill", "--teacher", str(tiny_bert), "--student-layers", "2", "--dim", "8", "--corpus",
          str(data["corpus"]), "--batch-size", "16", "--max-steps", "4", "--heldout", "0", "--device", "cuda",
          "--cache-dir", str(tmp_path / "cache"), "-o", str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=300)
+        capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     _check_output(tmp_path / "out")

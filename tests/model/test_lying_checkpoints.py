@@ -21,14 +21,10 @@ def cli(capsys, *args):
     return code, out, err
 
 
-@pytest.fixture(scope="module")
-def shrunk(tiny_bert, tmp_path_factory) -> Path:
+@pytest.fixture
+def shrunk(tiny_cut) -> Path:
     """A model with a Dense head (3_Dense), read-only."""
-    from espresso_export import shrink
-
-    out = tmp_path_factory.mktemp("lies") / "cut"
-    shrink(tiny_bert, out, layers=2, dim=8)
-    return out
+    return tiny_cut
 
 
 def _edit_tensors(file: Path, edit) -> None:
