@@ -88,6 +88,22 @@ def minilm_export(tmp_path_factory, minilm_path, calibration_file):
 
 
 @pytest.fixture(scope="session")
+def big_corpus(tmp_path_factory) -> Path:
+    """4200 distinct sentences of the tiny vocabulary: three chunks of distill's teacher pass (2048 each)."""
+    import random
+
+    from tiny_models import _WORDS
+
+    rng = random.Random(16)
+    sentences: set[str] = set()
+    while len(sentences) < 4200:
+        sentences.add(" ".join(rng.choice(_WORDS) for _ in range(rng.randint(4, 14))))
+    path = tmp_path_factory.mktemp("corpus") / "big.txt"
+    path.write_text("\n".join(sorted(sentences)) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
 def tiny_cut(tiny_bert, tmp_path_factory) -> Path:
     """The tiny BERT shrunk to 2 layers with an 8-d PCA head (a sentence-transformers folder with a Dense module).
     Read-only: copy it before changing it."""

@@ -26,21 +26,6 @@ from faults import TEMP_NAME, Chain, Child, newer, run_to_end, temps, tree
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 SEED = 16
-WORDS = ["the", "a", "dog", "cat", "man", "woman", "child", "car", "house", "tree", "runs", "walks", "eats", "sleeps",
-         "big", "small", "red", "blue", "green", "happy", "sad", "fast", "slow", "today", "city", "river", "music",
-         "food", "water", "book", "school", "computer", "phone", "play", "guitar", "piano", "football"]
-
-
-@pytest.fixture(scope="module")
-def big_corpus(tmp_path_factory) -> Path:
-    """4200 distinct sentences: three chunks of the teacher pass (2048 sentences each)."""
-    rng = random.Random(SEED)
-    sentences: set[str] = set()
-    while len(sentences) < 4200:
-        sentences.add(" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 14))))
-    path = tmp_path_factory.mktemp("corpus") / "big.txt"
-    path.write_text("\n".join(sorted(sentences)) + "\n", encoding="utf-8")
-    return path
 
 
 # --- temp names: owned, and removed once their owner is gone ----------------------------------------------------

@@ -4,7 +4,6 @@ training starts from step 0. Without such a stop, ``--resume`` still says there 
 from __future__ import annotations
 
 import json
-import random
 import signal
 import sys
 import threading
@@ -18,20 +17,9 @@ from espresso_export.training.run_files import STOPPED_EARLY
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-WORDS = ["the", "a", "dog", "cat", "man", "woman", "child", "car", "house", "tree", "runs", "walks", "eats", "sleeps",
-         "big", "small", "red", "blue", "green", "happy", "sad", "fast", "slow", "today", "city", "river", "music"]
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    """4200 distinct sentences: three chunks of the teacher pass (2048 sentences each)."""
-    rng = random.Random(7)
-    sentences: set[str] = set()
-    while len(sentences) < 4200:
-        sentences.add(" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 14))))
-    path = tmp_path_factory.mktemp("corpus") / "big.txt"
-    path.write_text("\n".join(sorted(sentences)) + "\n", encoding="utf-8")
-    return path
+@pytest.fixture
+def corpus(big_corpus) -> Path:
+    return big_corpus
 
 
 def _stopped_in_the_teacher_pass(argv: list[str], cache: Path, capsys) -> tuple[int, str] | None:
