@@ -59,9 +59,10 @@ def _speed(f: dict, mark: str) -> str:
 export_command = app.command(
     name="export",
     epilog="Examples:\n\n"
-    "  espresso-export export minilm-L3-d128/ -o minilm-onnx --quantize int8 --optimize O2\n\n"
+    "  espresso-export export out/minilm-L3-d128 -o out/onnx --quantize int8 --optimize O2\n\n"
     "  espresso-export export model/ -o out/ --format onnx,safetensors --max-seq-len 128\n\n"
-    "  espresso-export export minilm-L3-d128/ -o minilm-onnx --dims 64,32   (nested widths of a PCA head)\n\n"
+    "  espresso-export export out/minilm-L3-d128 -o out/onnx --dims 64,32    (nested widths of a PCA "
+    "head)\n\n"
     "  python -c \"from espresso_export.runtime import OnnxEncoder; print(OnnxEncoder('out').encode(['hi']).shape)\"",
 )(settings_command(ExportSettings, [
     param("model", Annotated[str, typer.Argument(help="Model folder (what `shrink` writes, or a sentence-transformers "

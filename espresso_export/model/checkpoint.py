@@ -177,8 +177,8 @@ def _download(hub_id: str, revision: str | None) -> Path:
     )
 
     offline_msg = (
-        f"cannot download {hub_id!r}: the Hugging Face Hub is unreachable (offline?) and it is not cached; "
-        "pass a local model folder instead"
+        f"cannot download {hub_id!r}: no local folder of that name exists, the Hugging Face Hub is unreachable "
+        "(offline?) and it is not cached; check the path, or pass a local model folder"
     )
     if _hub_unreachable():
         raise OfflineError(offline_msg)
