@@ -62,7 +62,7 @@ class DistillSettings(TrainerSettings):
     loss: Optional[Loss] = setting(None, help="mse (HPD), cosine+mse, or rank+mse (+ each text's similarities to "
                                               "the batch's other texts, softmax-matched to the teacher's); with "
                                               "--pairs: pair or pair+mse. Default: pair with --pairs, else mse "
-                                              "(benchmarks/README.md compares them).")
+                                              "(docs/methods/shrink-then-heal.md says when to use which).")
     layer_targets: Optional[bool] = setting(None, help="Also match each student layer to its teacher layer (a cut "
                                                        "teacher only; off by default).")
     layer_weight: float = setting(1.0, min=0.0, help="Weight of the layer targets.")

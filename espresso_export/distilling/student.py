@@ -27,7 +27,7 @@ from espresso_export.distilling.targets import pca_size
 STUDENT_PCA_SAMPLES = 4096  # at most this many sentences for the student's own PCA (>= 10 x a 384-d width)
 
 # Default peak learning rates (AdamW) when ``lr`` is not given: healing a cut teacher; a separate student (the HPD
-# paper's rate); the pair loss on an already trained student. benchmarks/README.md compares them.
+# paper's rate: a fresh projection needs a lower one); the pair loss on an already trained student.
 HEAL_LR = 1e-3
 HPD_LR = 1e-4
 PAIR_LR = 5e-5

@@ -35,14 +35,14 @@ from espresso_export.shrinking.shrink_settings import ShrinkSettings
 
 log = logging.getLogger(__name__)
 
-# hints name no figures (they would go stale): the measured cuts are on the benchmark page
+# hints say what to do and where it is explained, never a figure (figures belong to benchmarks/ and go stale)
 SPREAD_HINT = (
     "hint: this model is not ESE-trained, and keeping its first layers usually scores lower than --select spread "
-    "(measured cuts: benchmarks/README.md)"
+    "(docs/methods/heads-and-layers.md)"
 )
 ESE_CUT_HINT = (
     "hint: this model is ESE-trained, so its first {layers} layers{dims} were kept, as ESE trains them to stand "
-    "alone; after a short ESE training, spread layers with a PCA head can score higher (benchmarks/README.md): "
+    "alone; after a short ESE training, spread layers with a PCA head can score higher (docs/methods/heads-and-layers.md): "
     "measure both on your data (`espresso-export sweep` once with --select first --head truncate, once with "
     "--select spread --head pca) before you pick"
 )

@@ -57,7 +57,7 @@ def resolve_device(name: str):
 def cpu_auto_amp(amp: str, device_name: str, cpuinfo: str | Path = "/proc/cpuinfo") -> str:
     """``amp`` with ``auto`` made ``bf16`` on a CPU that multiplies bf16 in hardware (:func:`espresso_export.core.cpu.bf16_isa`).
 
-    Used by ``distill``, where it is faster at the same retention (``benchmarks/README.md``). Elsewhere ``auto``
+    Used by ``distill``, whose regression targets keep their accuracy in bf16. Elsewhere ``auto``
     stays full precision on CPU: without the instructions bf16 products are converted in software."""
     if (amp or "auto").lower() != "auto" or (device_name or "cpu").lower() != "cpu":
         return amp

@@ -11,7 +11,6 @@ import re
 import tokenize
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "espresso_export"
@@ -77,5 +76,4 @@ def test_the_scan_finds_references_and_the_resolver_tells_old_paths_from_current
 
 def test_every_dotted_module_path_in_docstrings_comments_and_docs_resolves():
     stale = sorted({f"{where}: {dotted}" for where, dotted in _references() if not resolves(dotted)})
-    if stale:
-        pytest.fail(f"{len(stale)} references to modules or names that do not exist:\n" + "\n".join(stale))
+    assert stale == [], f"{len(stale)} references to modules or names that do not exist:\n" + "\n".join(stale)
