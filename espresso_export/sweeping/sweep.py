@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from espresso_export.core.renamed import old_names
 from espresso_export.core.cpu import int8_isa
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.extras import require
@@ -47,13 +48,7 @@ from espresso_export.verification.embedders import Embedder
 __all__ = ["SWEEP_HEADS", "SweepPoint", "SweepResult", "SweepSettings", "pareto_front", "sweep"]
 
 
-def __getattr__(name: str) -> Any:
-    """``SweepOptions``, the settings' earlier name, still imports (with a DeprecationWarning)."""
-    if name == "SweepOptions":
-        warnings.warn("SweepOptions is now SweepSettings; the old name will be removed in 1.0", DeprecationWarning,
-                      stacklevel=2)
-        return SweepSettings
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = old_names(__name__, {"SweepOptions": ("SweepSettings", lambda: SweepSettings)})
 
 
 def _layer_params(ckpt: Checkpoint) -> tuple[int, list[int]]:

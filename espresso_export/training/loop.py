@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from espresso_export.core.renamed import old_names
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.progress import Bar
 from espresso_export.training import distributed
@@ -280,12 +281,7 @@ class Trainer:
             remove_run_files(self.run_dir)
 
 
-def __getattr__(name: str):
-    if name == "TrainConfig":  # the name of earlier releases, with its DeprecationWarning
-        from espresso_export.training import task
-
-        return task.__getattr__(name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = old_names(__name__, {"TrainConfig": ("LoopSettings", lambda: LoopSettings)})
 
 
 def train(task: TrainingTask, config: LoopSettings, run_dir: str | Path, *, resume: bool = False,

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from espresso_export.core.renamed import old_names
 from espresso_export.core.settings import field_of
 from espresso_export.training.trainer_settings import TrainerSettings, bucket_setting
 
@@ -96,14 +97,7 @@ class LoopSettings:
         return d
 
 
-def __getattr__(name: str):
-    if name == "TrainConfig":  # the name of earlier releases
-        import warnings
-
-        warnings.warn("TrainConfig is now LoopSettings; the old name will be removed in 1.0", DeprecationWarning,
-                      stacklevel=2)
-        return LoopSettings
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = old_names(__name__, {"TrainConfig": ("LoopSettings", lambda: LoopSettings)})
 
 
 @dataclass

@@ -137,7 +137,7 @@ class VerifySettings:
     dims: list[int] = setting(default_factory=list, cli_type=str, parse=lambda text: _int_list(text, "--dims"),
                               help="Also measure the candidate's vectors truncated to these widths (the leading "
                                    "dimensions, renormalised), comma-separated: retention of every metric at each.")
-    relevant_score: float = setting(4.0, help="STS-built retrieval: pairs scored at least this are relevant.")
+    relevant_score: float = setting(4.0, renamed_from=("retrieval_min_score",), help="STS-built retrieval: pairs scored at least this are relevant.")
     index: IndexKind = setting(IndexKind.FLAT, help="faiss index: flat (exact inner product) or ivf.")
     nlist: int = setting(100, min=1, help="IVF: number of k-means cells.")
     nprobe: int = setting(10, min=1, help="IVF: cells searched per query.")
@@ -167,7 +167,7 @@ class VerifySettings:
                                 "too small to decide): value (decide on the measured value), pass (fail only when "
                                 "the whole interval is below: a CI gate that does not flap) or fail (pass only when "
                                 "the whole interval is at or above: a strict release gate).")
-    batch_size: int = setting(64, min=1, help="Sentences per forward pass.")
+    batch_size: int = setting(64, min=1, renamed_from=("encode_batch_size",), help="Sentences per forward pass.")
     cache: bool = setting(True, help="Keep the source's embeddings under $ESPRESSO_CACHE (default "
                                      "~/.cache/espresso-export), keyed by its files, the texts and the batch size, "
                                      "and reuse them on the next run.")
@@ -213,23 +213,17 @@ def declared_default(name: str) -> Any:
     return field_of(VerifySettings, name).default
 
 
-RENAMED = {"retrieval_min_score": "relevant_score", "encode_batch_size": "batch_size"}  # the old API's names
-
-
 def _deprecated(old: str, new: str) -> None:
     warnings.warn(f"verify(): {old} is now {new} (a VerifySettings field); the old name will be removed in 1.0",
                   DeprecationWarning, stacklevel=4)
 
 
 def legacy_keywords(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """``kwargs`` with the old API's spellings turned into settings, each with a DeprecationWarning naming the new
-    one: the two renamed fields, ``index=IndexOptions(...)`` and a ``thresholds=`` object (its fields are settings
-    now)."""
+    """``kwargs`` with the old API's objects turned into settings, each with a DeprecationWarning naming the new
+    ones: ``index=IndexOptions(...)`` and a ``thresholds=`` object (its fields are settings now). The two renamed
+    fields are declared ``renamed_from`` on their settings, which :func:`~espresso_export.core.settings.resolve`
+    honours."""
     out = dict(kwargs)
-    for old, new in RENAMED.items():
-        if old in out:
-            _deprecated(old, new)
-            out[new] = out.pop(old)
     index = out.get("index")
     if index is not None and hasattr(index, "nprobe"):  # an IndexOptions: three settings now
         _deprecated("index=IndexOptions(...)", "index, nlist and nprobe")

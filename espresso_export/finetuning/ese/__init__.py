@@ -13,6 +13,7 @@ The modules: :mod:`.config` (the objective's settings, torch-free), :mod:`.losse
 
 from __future__ import annotations
 
+from espresso_export.core.renamed import old_names
 from espresso_export.finetuning.ese.compress import align_loss, compress_loss, pca_target
 from espresso_export.finetuning.ese.config import (
     DEFAULT_SCALE, AngleWeights, EseObjectiveSettings, LayerWeighting, SentenceLoss, log_layer_weights,
@@ -31,9 +32,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    if name == "EseConfig":  # the name of earlier releases, with its DeprecationWarning
-        from espresso_export.finetuning.ese import config
-
-        return config.__getattr__(name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = old_names(__name__, {"EseConfig": ("EseObjectiveSettings", lambda: EseObjectiveSettings)})

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from enum import Enum
 
+from espresso_export.core.renamed import old_names
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.settings import field_of
 from espresso_export.finetuning.train_settings import TrainSettings
@@ -74,11 +75,4 @@ class EseObjectiveSettings:
         }
 
 
-def __getattr__(name: str):
-    if name == "EseConfig":  # the name of earlier releases
-        import warnings
-
-        warnings.warn("EseConfig is now EseObjectiveSettings; the old name will be removed in 1.0",
-                      DeprecationWarning, stacklevel=2)
-        return EseObjectiveSettings
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = old_names(__name__, {"EseConfig": ("EseObjectiveSettings", lambda: EseObjectiveSettings)})
