@@ -12,12 +12,10 @@ whenever and wherever they are encoded (``OnnxEncoder.encode(..., precision="int
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.files import write_json
-from espresso_export.data import read_sentences
 from espresso_export.model.checkpoint import Checkpoint
 
 VECTOR_CALIBRATION_SAMPLES = 1000  # sentences of the shipped calibration corpus the ranges are fitted on
@@ -28,9 +26,10 @@ VERIFY_WIDTHS_HINT = ("the model's head is not a PCA fitted by `shrink`, so its 
 
 def calibration_sentences(limit: int, seed: int = 0) -> list[str]:
     """A seeded sample of at most ``limit`` sentences of the shipped calibration corpus (the int8 graph's
-    activation ranges and the vectors' int8 ranges are both measured on it)."""
-    sentences = read_sentences("builtin")
-    return random.Random(seed).sample(sentences, limit) if len(sentences) > limit else sentences
+    activation ranges and the vectors' int8 ranges are both measured on it), sampled as ``shrink`` samples its own."""
+    from espresso_export.shrinking.shrink import load_calibration
+
+    return load_calibration(None, limit, seed)[0]
 
 
 def nested_widths(full: int, dims: list[int]) -> list[int]:
