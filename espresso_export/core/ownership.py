@@ -48,6 +48,9 @@ KINDS: dict[str, tuple[Callable[[object], bool], frozenset[str], tuple[str, ...]
                   and isinstance(_dict(d).get("card"), dict), frozenset(), ()),
     "trainer.json": (lambda d: "format" in _dict(d) and "run_hash" in _dict(d),  # a training checkpoint
                      frozenset({"model.safetensors", "optimizer.safetensors", "rng.safetensors"}), ()),
+    "auto.json": (lambda d: _versioned(d, "objective", "candidates"),
+                  frozenset({"auto.csv", "auto.png", "model", "export", "verify.json", "README.md", "recipe.yaml",
+                             "healing-texts.txt"}), ()),
     "best.json": (lambda d: set(_dict(d)) == {"score", "step", "epoch"}, frozenset({"model.safetensors"}), ()),
 }
 RECORDS = tuple(KINDS)

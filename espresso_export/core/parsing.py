@@ -43,3 +43,23 @@ def parse_int_list(text: str, option: str, *, positive: bool = True) -> list[int
 def parse_name_list(text: str) -> list[str]:
     """``"a, b,c"`` -> ``["a", "b", "c"]``."""
     return [p.strip() for p in text.split(",") if p.strip()]
+
+
+_DURATION = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600, "hours": 3600}
+
+
+def parse_duration(text: str | float | int, option: str) -> float:
+    """Seconds in ``90``, ``90s``, ``45m``, ``45min``, ``2h`` or ``1h30m``; a bare number is seconds."""
+    import re
+
+    if isinstance(text, (int, float)):
+        seconds = float(text)
+    else:
+        raw = str(text).strip().lower().replace(" ", "")
+        parts = re.findall(r"(\d+(?:\.\d+)?)([a-z]*)", raw)
+        if not raw or "".join(n + u for n, u in parts) != raw or any(u and u not in _DURATION for _, u in parts):
+            raise ValidationError(f"{option} {text!r}: give a duration such as 90s, 45m, 2h or 1h30m")
+        seconds = sum(float(n) * _DURATION[u or "s"] for n, u in parts)
+    if seconds <= 0:
+        raise ValidationError(f"{option} must be longer than 0 seconds, got {text!r}")
+    return seconds

@@ -98,3 +98,11 @@ class SweepMetric(str, Enum):
     STS = "sts"  # Spearman x100 on the STS sets
     RETRIEVAL = "retrieval"  # nDCG@10 x100 on the retrieval sets
     AGREEMENT = "agreement"  # agreement@10 x100 with the source's ranking on a corpus
+
+
+class AutoObjective(str, Enum):
+    """What ``auto`` makes as small as it can, once the quality target is met."""
+
+    LATENCY = "latency"  # time per batch of the exported model (fewer layers)
+    SIZE = "size"  # bytes of the exported weights (fewer layers, int8)
+    BYTES_PER_VECTOR = "bytes-per-vector"  # what the index stores per document (narrower vectors, int8, binary)

@@ -6,6 +6,9 @@ Three ways, each drawing its passages at random (seeded) up to a cap:
 * ``title``: the passage's title (BEIR ``corpus.jsonl`` and other jsonl records with a ``title``);
 * ``passage``: the passage itself, for passage-to-passage neighbours.
 
+:func:`cloze_queries` makes known-item queries from titles or sentences (the query cut out of its passage)
+for the label-free retention estimate of :mod:`espresso_export.verification.known_item`.
+
 The index is the corpus as it is, one index for every query (the sentence is not cut out of its passage, so
 the corpus' encodings are the ones the labelled evaluation and every other query use), and by default the
 passage a query came from is left out of the results (:attr:`PseudoQueries.exclude`): otherwise every model
@@ -146,3 +149,36 @@ def pseudo_queries(passages: Passages, method: str, *, limit: int = LIMIT, seed:
         raise ValidationError(f"{passages.name}: no {method} pseudo-query could be made "
                               f"(sentences need {MIN_WORDS}+ words in passages of two or more sentences)")
     return PseudoQueries(method, texts, origins, keep_origin)
+
+
+@dataclass(frozen=True)
+class ClozeQueries:
+    """Known-item pseudo-queries: each query's one relevant document is its own passage with the query cut out
+    of it (``targets[i]`` replaces passage ``origins[i]`` in the index), so finding it takes meaning, not the
+    query's words (the inverse cloze task of Lee et al., 2019, ORQA)."""
+
+    method: str
+    texts: list[str]
+    origins: list[int]
+    targets: list[str]
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def _cut_out(text: str, query: str) -> str:
+    at = text.find(query)
+    return " ".join((text[:at] + " " + text[at + len(query):]).split()) if at >= 0 else text
+
+
+def cloze_queries(passages: Passages, method: str = "auto", *, limit: int = LIMIT, seed: int = 0) -> ClozeQueries:
+    """:func:`pseudo_queries` by ``method`` (``title`` or ``sentence``; ``auto``: titles where the records have
+    them), each with its cloze target: for a title, the passage's body; for a sentence, the passage without it."""
+    if method == "auto":
+        method = "title" if passages.titles else "sentence"
+    if method not in ("title", "sentence"):
+        raise ValidationError(f"known-item pseudo-queries are made from titles or sentences, not {method!r}")
+    made = pseudo_queries(passages, method, limit=limit, seed=seed)
+    targets = [_body(passages, i) if method == "title" else _cut_out(passages.texts[i], q)
+               for q, i in zip(made.texts, made.origins)]
+    return ClozeQueries(method, made.texts, made.origins, targets)

@@ -1,0 +1,67 @@
+"""``espresso-export auto``: the smallest model that keeps what the user asks, searched within a time budget on
+their documents and verified there; its options are derived from
+:class:`~espresso_export.searching.auto_settings.AutoSettings`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from espresso_export.cli.app import app
+from espresso_export.cli.common_options import JsonOpt, OutputOpt, OverwriteOpt
+from espresso_export.core.settings import param, settings_command
+from espresso_export.searching.auto_settings import AutoSettings
+
+
+def _auto(settings: AutoSettings, *, model: str, output: Path, overwrite: bool, json_out: bool) -> None:
+    """Search depth, healing, width and vector precision for the smallest model keeping --min-retention of the
+    source on your documents (no labels needed), within --time-budget; export, verify and document the winner."""
+    from espresso_export.cli.render import print_hints, print_json
+    from espresso_export.core.errors import GateFailedError
+    from espresso_export.searching.search import auto
+
+    result = auto(model, output, settings, overwrite=overwrite, progress=not json_out)
+    if json_out:
+        print_json(result.to_dict())
+    else:
+        _print(result)
+        print_hints(result.hints)
+    if not result.passed:
+        failed = "; ".join(result.verify["failed"]) if result.verify and result.verify["failed"] else \
+            f"no candidate kept {result.target:g} of the source"
+        raise GateFailedError(f"auto: {failed} (record: {result.output}/auto.json)")
+
+
+def _print(result) -> None:
+    from espresso_export.cli.tables import grid, show
+    from espresso_export.core.console import out_console
+
+    console = out_console()
+    headers = ["model", "stage", "texts", "retention", "agr@10", "time", "bytes/vec"]
+    rows = [[r["candidate"], r["stage"], f"{r['texts']:,}", f"{r['retention']:.3f}", f"{r['agreement_at_10']:.3f}",
+             f"x{r['latency_ratio']:.2f}", str(r["bytes_per_vector"])] for r in result.rows()]
+    show(grid(f"candidates (known-item retention on your documents; target {result.target:g})", headers, rows,
+              console.width, right=headers[2:], whole=headers))
+    w = result.winner
+    if w is not None:
+        v = w.variant
+        verdict = "winner" if result.met else "best reached (target not met)"
+        weights = f", {result.export['weights']} weights" if result.export else ""
+        console.print(f"{verdict}: {w.name} ({w.stage_name}), retention {w.stage['retention']:.3f}; vectors "
+                      f"{v['dim']}-d {v['precision']} ({v['bytes_per_vector']} bytes){weights}", highlight=False)
+    console.print(f"model, export, verify.json, card, recipe.yaml, auto.{{json,csv,png}}: {result.output} "
+                  f"({result.seconds / 60:.1f} min)", highlight=False)
+
+
+auto = app.command(
+    name="auto",
+    epilog="Examples:\n\n"
+    "  espresso-export auto minilm --corpus docs.jsonl --objective bytes-per-vector --time-budget 30m -o auto-minilm\n\n"
+    "  espresso-export auto mpnet --corpus docs.jsonl --sentences sentences.txt --min-retention 0.97 "
+    "--time-budget 2h -o auto-mpnet",
+)(settings_command(AutoSettings, [
+    param("model", Annotated[str, typer.Argument(help="Source model folder, Hub id, or alias.")]),
+    param("output", OutputOpt), param("overwrite", OverwriteOpt, False), param("json_out", JsonOpt, False),
+], _auto))

@@ -1,0 +1,103 @@
+"""What ``auto`` returns and writes: every candidate's measured stages (``auto.json``, ``auto.csv``), the plot of
+quality against the objective (``auto.png``), and the winner."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from espresso_export.core.files import write_text_atomic
+
+CSV_FIELDS = ("candidate", "stage", "texts", "retention", "ci95_low", "ci95_high", "agreement_at_10",
+              "latency_ratio", "params", "dim", "bytes_per_vector", "dropped")
+
+
+@dataclass(frozen=True)
+class Pick:
+    name: str
+    stage_name: str
+    stage: dict
+    variant: dict  # the stored form chosen: dim, precision, retention, bytes_per_vector
+
+    def to_dict(self) -> dict:
+        return {"candidate": self.name, "stage": self.stage_name, "retention": self.stage["retention"],
+                "agreement_at_10": self.stage["agreement_at_10"], "texts": self.stage.get("texts", 0),
+                "vectors": {k: self.variant[k] for k in ("dim", "precision", "bytes_per_vector", "retention")}}
+
+
+@dataclass
+class AutoResult:
+    source: str
+    objective: str
+    target: float
+    met: bool  # a candidate kept the target
+    winner: Pick | None  # the answer when met; else the best the search reached
+    candidates: list[dict]
+    source_info: dict
+    budget_seconds: float
+    seconds: float
+    log: list[str] = field(default_factory=list)
+    export: dict | None = None
+    verify: dict | None = None
+    output: Path | None = None
+    hints: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.met and (self.verify is None or self.verify["passed"])
+
+    @classmethod
+    def of(cls, ctx, cands, winner: Pick | None, *, met: bool) -> AutoResult:
+        import time
+
+        s = ctx.settings
+        result = cls(source=ctx.source, objective=s.objective.value, target=s.min_retention, met=met, winner=winner,
+                     candidates=[c.to_dict() for c in cands], source_info=ctx.work.done("source"),
+                     budget_seconds=s.budget_seconds, seconds=time.perf_counter() - ctx.start, log=list(ctx.log))
+        if not met:
+            reached = f"{winner.stage['retention']:.3f} ({winner.name}, {winner.stage_name})" if winner else "nothing"
+            result.hints.append(f"no candidate kept {s.min_retention:g} of the source: the best reached {reached}. "
+                                "A longer --time-budget heals on more text; deeper cuts (--layers) keep more")
+        return result
+
+    def rows(self) -> list[dict]:
+        out = []
+        for c in self.candidates:
+            for stage, sc in c["scores"].items():
+                ci = sc.get("ci95") or [None, None]
+                out.append({"candidate": c["name"], "stage": stage, "texts": sc.get("texts", 0),
+                            "retention": sc["retention"], "ci95_low": ci[0], "ci95_high": ci[1],
+                            "agreement_at_10": sc["agreement_at_10"], "latency_ratio": round(c["latency_ratio"], 4),
+                            "params": c["params"], "dim": sc["dim"], "bytes_per_vector": sc["bytes_per_vector"],
+                            "dropped": c["dropped"] or ""})
+        return out
+
+    def to_dict(self) -> dict:
+        from espresso_export import __version__
+
+        return {"espresso_version": __version__, "source": self.source, "objective": self.objective, "target_retention": self.target,
+                "met": self.met, "passed": self.passed, "winner": self.winner.to_dict() if self.winner else None,
+                "export": self.export, "verify": self.verify, "source_info": self.source_info,
+                "budget_seconds": self.budget_seconds, "seconds": round(self.seconds, 1),
+                "candidates": self.candidates, "log": self.log, "hints": self.hints,
+                "output": str(self.output) if self.output else None}
+
+    def to_csv(self) -> str:
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(self.rows())
+        return buf.getvalue()
+
+    def write(self, folder: Path) -> None:
+        from espresso_export.searching.plots import plot_auto
+
+        try:  # the measurements are the result; a plot that cannot be drawn must not take them down
+            plot_auto(self, folder / "auto.png")
+        except Exception as e:  # matplotlib raises assorted errors (backends, fonts, a broken install)
+            self.hints.append(f"auto.png not written ({e.__class__.__name__}: {e}); the data is in auto.json")
+        write_text_atomic(folder / "auto.csv", self.to_csv())
+        write_text_atomic(folder / "auto.json", json.dumps(self.to_dict(), indent=2, default=str) + "\n")

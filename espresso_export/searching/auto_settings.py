@@ -1,0 +1,113 @@
+"""The settings of ``auto``, declared once: the API (:func:`espresso_export.searching.search.auto`), the ``auto``
+command and the recipe's ``auto`` keys derive from this class. Settings that are verify's or distill's (the
+labelled sets, the latency gate, the training length, threads) are their declarations, taken whole.
+Torch-free, so ``--help`` stays instant."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+from espresso_export.core.common_settings import seed_setting
+from espresso_export.core.errors import ValidationError
+from espresso_export.core.parsing import parse_duration, parse_int_list, parse_name_list
+from espresso_export.core.settings import check_choices, setting
+from espresso_export.core.types import AutoObjective
+from espresso_export.training.trainer_settings import TrainerSettings
+from espresso_export.verification.verify_settings import VerifySettings, check_retention_gate
+
+OUTPUT_PRECISIONS = ("float32", "int8", "binary")  # what the index may store; binary searched with rescoring
+
+
+def _as_in(cls: type, name: str) -> Any:
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    return dataclasses.field(default=f.default, default_factory=f.default_factory, metadata=f.metadata)
+
+
+@dataclass
+class AutoSettings:
+    """:func:`espresso_export.searching.search.auto`: what the model must keep, what it minimises, and the
+    budget the search spends."""
+
+    corpus: list[str] = setting(
+        default_factory=list, path="data", flags=("--corpus", "-c"),
+        help="Your documents, repeatable: .jsonl (a record's title goes in front of its text), .txt, .csv or a BEIR "
+             "folder. The candidates heal on them and are scored on them, no labels needed.")
+    queries: list[str] = setting(
+        default_factory=list, path="data",
+        help="Your queries (.txt one a line, .jsonl), repeatable: the final check also reports the agreement of the "
+             "winner's search with the source's for them. Default: pseudo-queries made from the documents.")
+    sentences: list[str] = setting(
+        default_factory=list, path="data",
+        help="General sentences mixed into the healing texts (as distill's --corpus takes them), repeatable. "
+             "Default: the documents alone.")
+    doc_share: float = setting(0.5, min=0.05, max=1.0, help="With --sentences: the share of the healing texts "
+                                                            "taken from the documents.")
+    retrieval: list[str] = _as_in(VerifySettings, "retrieval")
+    sts: list[str] = setting(default_factory=list, path="data",
+                             help="Labelled STS sets the winner is also judged (and gated) on, repeatable "
+                                  "(verify's --sts forms). Never used to choose.")
+    min_retention: float = setting(0.97, help="Keep at least this fraction of the source's quality: the known-item "
+                                              "retention on the documents, and every labelled set given.")
+    objective: AutoObjective = setting(AutoObjective.LATENCY,
+                                       help="What to make smallest: latency, size (bytes of weights) or "
+                                            "bytes-per-vector (what the index stores per document).")
+    max_latency_ratio: Optional[float] = _as_in(VerifySettings, "max_latency_ratio")
+    time_budget: str = setting("1h", help="Wall time the search may spend (90s, 45m, 2h, 1h30m), planned from "
+                                          "this machine's measured speed; the final export and check come on top.")
+    device: str = _as_in(TrainerSettings, "device")
+    student: Optional[str] = setting(None, path="model", help="Also try this smaller pretrained model as an HPD "
+                                                              "student (a folder, Hub id or alias), beside the cuts.")
+    layers: list[int] = setting(default_factory=list, cli_type=Optional[str],
+                                parse=lambda t: parse_int_list(t, "--layers"),
+                                help="Depths to consider, comma-separated (2,3,4). Default: every depth below "
+                                     "the source's.")
+    dim: Optional[int] = setting(None, min=8, help="Width the candidates are healed at (a PCA head). Default: the "
+                                                   "source's width, at most 384.")
+    precision: Union[str, list[str]] = setting(
+        default_factory=lambda: list(OUTPUT_PRECISIONS), cli_type=str, parse=parse_name_list,
+        help="Output precisions the index may store (float32,int8,binary; binary is searched with rescoring).")
+    eval_passages: int = setting(2000, min=20, help="Documents the candidates are searched over (a seeded "
+                                                    "sample; every query's own passage is kept).")
+    eval_queries: int = setting(200, min=10, help="Known-item pseudo-queries the candidates are scored on.")
+    max_texts: Optional[int] = setting(None, min=100, help="Healing texts at most. Default: what the budget "
+                                                           "allows, up to 20,000.")
+    max_seq_len: Optional[int] = setting(None, min=8, help="Truncate healing texts to this many tokens. Default: "
+                                                           "distill's choice from the healing texts' lengths.")
+    batch_size: int = setting(32, min=1, help="Healing batch size.")
+    threads: Optional[int] = _as_in(VerifySettings, "threads")
+    seed: int = seed_setting()
+    keep_work: bool = setting(False, flags=("--keep-work/--no-keep-work",),
+                              help="Keep the work folder (every candidate) after a finished search.")
+
+    def __post_init__(self) -> None:
+        for name in ("corpus", "queries", "sentences", "retrieval", "sts"):
+            if isinstance(getattr(self, name), (str, os.PathLike)):
+                setattr(self, name, [os.fspath(getattr(self, name))])
+        if isinstance(self.precision, str):
+            self.precision = parse_name_list(self.precision)
+        if isinstance(self.layers, int):
+            self.layers = [self.layers]
+        self.objective = AutoObjective(self.objective)
+        check_choices(self)
+        self._check()
+
+    @property
+    def budget_seconds(self) -> float:
+        return parse_duration(self.time_budget, "--time-budget")
+
+    def _check(self) -> None:
+        if not self.corpus:
+            raise ValidationError("auto needs your documents: --corpus docs.jsonl (no labels needed)")
+        check_retention_gate("--min-retention", self.min_retention)
+        self.budget_seconds  # noqa: B018 - refuses a bad duration before any work
+        bad = [p for p in self.precision if p not in OUTPUT_PRECISIONS]
+        if bad or not self.precision:
+            raise ValidationError(f"--precision {','.join(bad) or '(none)'}: choose from {','.join(OUTPUT_PRECISIONS)}")
+        self.precision = list(dict.fromkeys(self.precision))
+        if self.objective is not AutoObjective.BYTES_PER_VECTOR and "float32" not in self.precision:
+            self.precision.insert(0, "float32")
+        if any(d < 1 for d in self.layers):
+            raise ValidationError(f"--layers {self.layers}: depths are counts of layers, 1 or more")

@@ -1,0 +1,151 @@
+"""The models ``auto`` tries: cuts of the source (a depth, a PCA head) and, when given, a smaller pretrained
+student; how each is built plain (rung 0, no training), healed (distill on the healing texts, the teacher's
+targets shared through one cache) and scored on the evaluation set."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from espresso_export.searching.evaluation import EvalSet, Scorer, Vectors
+from espresso_export.verification.known_item import unit
+
+ENCODE_BATCH = 64
+CALIBRATION = 2000  # texts a plain cut's PCA head is fitted on (as many give the same head within noise)
+
+
+@dataclass
+class Candidate:
+    """One point of the search space and what was measured of it."""
+
+    name: str  # "L3" (the source cut to 3 layers) or "student"
+    depth: int
+    layers: list[int] | None = None  # the source's layers a cut keeps
+    student: str | None = None
+    params: int = 0
+    latency_ratio: float = 1.0  # seconds per text against the source's, encoded here side by side
+    scores: dict[str, dict] = field(default_factory=dict)  # "plain" or "r1".. -> Score.to_dict() (+ texts)
+    dropped: str | None = None  # why the search stopped healing it
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Candidate:
+        return cls(**d)
+
+    def last(self) -> tuple[str, dict] | None:
+        """The latest measured stage and its score (the longest heal)."""
+        return next(((k, self.scores[k]) for k in reversed(list(self.scores))), None)
+
+
+def _timed_vectors(ckpt, ev: EvalSet) -> tuple[Vectors, float]:
+    """The model's vectors of the evaluation set and its seconds per text (the passages' encoding)."""
+    from espresso_export.model.embed import encode
+
+    start = time.perf_counter()
+    passages = encode(ckpt, ev.passages, batch_size=ENCODE_BATCH)
+    per_text = (time.perf_counter() - start) / max(len(ev.passages), 1)
+    queries, targets = (encode(ckpt, t, batch_size=ENCODE_BATCH) for t in (ev.cloze.texts, ev.cloze.targets))
+    return Vectors(unit(queries), unit(passages), unit(targets)), per_text
+
+
+def time_ratio(source_ckpt, ckpt, texts: list[str], rounds: int = 3) -> float:
+    """Seconds per batch of ``ckpt`` over ``source_ckpt``'s on the same texts: one warm-up batch each, then
+    ``rounds`` rounds taking turns; the ratio of the medians (a shared machine's noise hits both alike)."""
+    import statistics
+
+    from espresso_export.model.embed import encode
+
+    sample = texts[:32]
+    times: dict[int, list[float]] = {0: [], 1: []}
+    for r in range(rounds + 1):
+        for i, model in enumerate((source_ckpt, ckpt)):
+            start = time.perf_counter()
+            encode(model, sample, batch_size=len(sample))
+            if r > 0:
+                times[i].append(time.perf_counter() - start)
+    return statistics.median(times[1]) / max(statistics.median(times[0]), 1e-9)
+
+
+def plain_cut(source, cand: Candidate, ev: EvalSet, *, dim: int, calibration: Path, seed: int,
+              source_ckpt) -> Vectors:
+    """Rung 0: the source cut to ``cand.depth`` layers with a PCA head, untrained (a student as it comes);
+    fills in its layers, parameters and speed."""
+    from espresso_export.model.checkpoint import load
+    from espresso_export.shrinking.shrink import shrink
+
+    if cand.student is not None:
+        ckpt = load(cand.student)
+        cand.depth = ckpt.depth
+    else:
+        cut = shrink(source, None, layers=cand.depth, dim=dim, calibration=str(calibration), seed=seed,
+                     calibration_samples=CALIBRATION, progress=False)
+        ckpt, cand.layers = cut.checkpoint, list(cut.layers)
+    cand.params = int(ckpt.n_params)
+    cand.latency_ratio = time_ratio(source_ckpt, ckpt, ev.passages)
+    return _timed_vectors(ckpt, ev)[0]
+
+
+def heal_settings(cand: Candidate, *, texts: int, heal_texts: int, heal_file: Path, dim: int, settings,
+                  cache_dir: Path) -> dict[str, Any]:
+    """distill's settings for healing ``cand`` on ``texts`` training texts (steps x batch size) of the
+    ``heal_texts`` in ``heal_file``: what the search runs and what the recipe it writes rebuilds."""
+    kw: dict[str, Any] = {"dim": dim, "corpus": [str(heal_file)], "batch_size": settings.batch_size,
+                          "epochs": max(1, math.ceil(texts / max(heal_texts, 1))),
+                          "max_steps": max(1, texts // settings.batch_size), "seed": settings.seed,
+                          "heldout": 0, "device": settings.device, "cache_dir": str(cache_dir)}
+    if settings.max_seq_len is not None:
+        kw["max_seq_len"] = settings.max_seq_len
+    if cand.student is not None:
+        kw["student"] = cand.student
+    else:
+        kw["student_layers"] = list(cand.layers or [])
+    return kw
+
+
+def heal(source, cand: Candidate, folder: Path, run_dir: Path, kwargs: dict, *, progress: bool):
+    """distill ``cand`` into ``folder`` (a stopped heal of the same settings resumes from its run folder)."""
+    from espresso_export.distilling.run import distill
+    from espresso_export.training.resume import read_checkpoint_meta
+    from espresso_export.training.run_files import stopped_early
+
+    resume = run_dir.is_dir() and (read_checkpoint_meta(run_dir) is not None or stopped_early(run_dir))
+    return distill(source, folder, resume=resume, run_dir=run_dir, overwrite=True, progress=progress, **kwargs)
+
+
+def healed_vectors(folder: Path, ev: EvalSet) -> Vectors:
+    from espresso_export.model.checkpoint import load
+
+    return _timed_vectors(load(folder), ev)[0]
+
+
+def variants(scorer: Scorer, vectors: Vectors, dims: list[int], precisions: list[str]) -> list[dict]:
+    """Every (width, precision) the index could store, scored: the nested widths of a PCA head and each
+    output precision."""
+    width = vectors.queries.shape[1]
+    out = []
+    for k in sorted({d for d in dims if d < width} | {width}):
+        for p in precisions:
+            out.append(scorer.score(vectors, dim=k, precision=p).to_dict())
+    return out
+
+
+def cheapest_variant(found: list[dict], target: float) -> dict | None:
+    ok = [v for v in found if v["retention"] >= target]
+    return min(ok, key=lambda v: (v["bytes_per_vector"], -v["retention"])) if ok else None
+
+
+def cost(cand: Candidate, objective: str, stage: dict | None, target: float) -> float:
+    """What the objective minimises, for ranking: the measured time ratio, the parameters, or the bytes per
+    vector of the narrowest stored form that keeps the target (infinite when none does yet)."""
+    if objective == "latency":
+        return cand.latency_ratio
+    if objective == "size":
+        return float(cand.params)
+    best = cheapest_variant((stage or {}).get("variants", []), target)
+    return float(best["bytes_per_vector"]) if best else math.inf
+

@@ -1,0 +1,137 @@
+"""The end of ``auto``: pick the winner, build it into the output folder (model, int8 export where int8 keeps the
+target, verification against the source on the user's data, card, a recipe ``run`` rebuilds it from) and write
+the search's record.
+
+Output folder::
+
+    model/            the winner, a sentence-transformers folder
+    export/           its ONNX export (int8 where it keeps the target)
+    verify.json       verify's report: the user's corpus, queries and labelled sets against the source
+    README.md         the model card
+    recipe.yaml       `espresso-export run recipe.yaml` rebuilds the model (healing-texts.txt beside it)
+    auto.json/.csv    every candidate's measured numbers; auto.png the trade-off
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from espresso_export.core.files import atomic_output, write_text_atomic
+from espresso_export.searching import candidates as C
+from espresso_export.searching.auto_result import AutoResult, Pick
+from espresso_export.searching.evaluation import Vectors
+from espresso_export.verification.known_item import unit
+
+
+def _stages(cand: C.Candidate):
+    return [(k, v) for k, v in cand.scores.items()]
+
+
+def pick(cands: list[C.Candidate], settings) -> Pick | None:
+    """The cheapest measured stage of any candidate that keeps the target (and the latency gate), by the
+    objective; ties go to the better score."""
+    target, objective = settings.min_retention, settings.objective.value
+    found = []
+    for cand in cands:
+        if settings.max_latency_ratio is not None and cand.latency_ratio > settings.max_latency_ratio:
+            continue
+        for stage, score in _stages(cand):
+            variant = C.cheapest_variant(score.get("variants", []), target) if objective == "bytes-per-vector" \
+                else (score if score["retention"] >= target else None)
+            if variant is None:
+                continue
+            found.append((C.cost(cand, objective, score, target), -score["retention"], cand.name, stage, variant))
+    if not found:
+        return None
+    _, _, name, stage, variant = min(found, key=lambda f: (f[0], f[1]))
+    cand = next(c for c in cands if c.name == name)
+    return Pick(cand.name, stage, cand.scores[stage], variant)
+
+
+def _best_effort(cands: list[C.Candidate]) -> Pick | None:
+    """Nothing kept the target: the best scored stage, shown as what the search reached."""
+    stages = [(score["retention"], c, k) for c in cands for k, score in _stages(c)]
+    if not stages:
+        return None
+    _, cand, stage = max(stages, key=lambda s: s[0])
+    return Pick(cand.name, stage, cand.scores[stage], cand.scores[stage])
+
+
+def _build_model(ctx, cand: C.Candidate, stage: dict, folder: Path) -> None:
+    if "folder" in stage:
+        shutil.copytree(stage["folder"], folder)
+        return
+    from espresso_export.shrinking.shrink import shrink
+
+    if cand.student is not None:
+        shutil.copytree(Path(cand.student), folder)  # the student as it comes (a local folder)
+        return
+    shrink(ctx.source, folder, layers=cand.layers, dim=ctx.dim, calibration=str(ctx.heal_file),
+           calibration_samples=C.CALIBRATION, seed=ctx.settings.seed, progress=False)
+
+
+def _export(ctx, model: Path, folder: Path) -> dict:
+    """Export with int8 weights; keep int8 when its known-item retention keeps the target, else float32."""
+    from espresso_export.exporting.export import export
+    from espresso_export.runtime import OnnxEncoder
+
+    export(model, folder, quantize="int8")
+    measured = {}
+    for name, file in (("int8", None), ("float32", "onnx/model.onnx")):
+        enc = OnnxEncoder(folder, file=file)
+        ev = ctx.scorer.ev
+        v = Vectors(*(unit(enc.encode(t)) for t in (ev.cloze.texts, ev.passages, ev.cloze.targets)))
+        measured[name] = ctx.scorer.score(v).to_dict()
+    weights = "int8" if measured["int8"]["retention"] >= ctx.settings.min_retention else "float32"
+    if weights == "float32":
+        shutil.rmtree(folder)
+        export(model, folder)
+    return {"weights": weights, "measured": measured}
+
+
+def _verify(ctx, export_dir: Path, chosen: dict):
+    from espresso_export.verification.verify import verify
+
+    s = ctx.settings
+    dims = [chosen["dim"]] if chosen["dim"] < ctx.dim else []
+    precision = list(dict.fromkeys(["float32", chosen["precision"]]))
+    return verify(str(export_dir), ctx.source, corpus=list(s.corpus), queries=list(s.queries),
+                  retrieval=list(s.retrieval), sts=list(s.sts) or ["builtin"], dims=dims, precision=precision,
+                  rescore=4 if chosen["precision"] == "binary" else 0,
+                  min_retention=s.min_retention if s.sts else None,
+                  min_retrieval_retention=s.min_retention if s.retrieval else None,
+                  max_latency_ratio=s.max_latency_ratio, threads=s.threads, latency_budget=5.0,
+                  progress=ctx.progress)
+
+
+def _card(model: Path, export_dir: Path, report: Path, tmp: Path, name: str) -> None:
+    from espresso_export.publishing.push import push
+
+    stage = tmp / ".card"
+    push(model, f"your-name/{name}", onnx=export_dir, verify_report=report, dry_run=stage)
+    shutil.move(str(stage / "README.md"), tmp / "README.md")
+    shutil.rmtree(stage)
+
+
+def finish(ctx, cands: list[C.Candidate], out: Path, *, overwrite: bool) -> AutoResult:
+    from espresso_export.searching.recipe_file import write_recipe
+
+    s = ctx.settings
+    winner = pick(cands, s)
+    result = AutoResult.of(ctx, cands, winner or _best_effort(cands), met=winner is not None)
+    with atomic_output(out, overwrite=overwrite, inputs=[ctx.source]) as tmp:
+        if winner is not None:
+            cand = next(c for c in cands if c.name == winner.name)
+            _build_model(ctx, cand, winner.stage, tmp / "model")
+            result.export = _export(ctx, tmp / "model", tmp / "export")
+            report = _verify(ctx, tmp / "export", winner.variant)
+            write_text_atomic(tmp / "verify.json", json.dumps(report.to_dict(), indent=2) + "\n")
+            result.verify = {"passed": report.passed, "failed": [c.describe() for c in report.failed]}
+            _card(tmp / "model", tmp / "export", tmp / "verify.json", tmp, f"{Path(ctx.source).name}-auto")
+            write_recipe(ctx, cand, winner, result.export["weights"], tmp)
+        result.output = out
+        result.write(tmp)
+    return result
+

@@ -1,0 +1,64 @@
+"""``recipe.yaml`` in ``auto``'s output: the winner's steps as a recipe, so that ``espresso-export run recipe.yaml``
+rebuilds it (its healing texts beside it as ``healing-texts.txt``; paths in a recipe are relative to its file)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from espresso_export.core.files import write_text_atomic
+from espresso_export.searching import candidates as C
+
+HEAL_FILE = "healing-texts.txt"
+NOT_IN_RECIPE = ("cache_dir",)  # the search's private teacher cache: a rebuild uses the default one
+
+
+def _source(spec: str) -> str:
+    p = Path(spec).expanduser()
+    return str(p.resolve()) if p.exists() else spec
+
+
+def _paths(specs) -> list[str]:
+    return [_source(os.fspath(s)) for s in specs]
+
+
+def steps_of(ctx, cand, pick, weights: str) -> list[dict] | None:
+    """The recipe's steps: the heal (distill) or the plain cut (shrink), the export, and the check."""
+    s = ctx.settings
+    stage = pick.stage
+    if "settings" in stage:
+        distill = {k: v for k, v in stage["settings"].items() if k not in NOT_IN_RECIPE}
+        distill["corpus"] = [HEAL_FILE]
+        model_step = {"distill": distill}
+    elif cand.student is None:
+        model_step = {"shrink": {"layers": list(cand.layers or []), "dim": ctx.dim, "calibration": HEAL_FILE,
+                                 "calibration_samples": C.CALIBRATION, "seed": s.seed}}
+    else:
+        return None  # the student as it comes: nothing to rebuild
+    export = {"quantize": "int8"} if weights == "int8" else {}
+    verify = {"corpus": _paths(s.corpus), "queries": _paths(s.queries), "retrieval": _paths(s.retrieval),
+              "sts": _paths(s.sts) or ["builtin"]}
+    if s.sts:
+        verify["min_retention"] = s.min_retention
+    if s.retrieval:
+        verify["min_retrieval_retention"] = s.min_retention
+    if s.max_latency_ratio is not None:
+        verify["max_latency_ratio"] = s.max_latency_ratio
+    return [model_step, {"export": export}, {"verify": {k: v for k, v in verify.items() if v != []}}]
+
+
+def write_recipe(ctx, cand, pick, weights: str, folder: Path) -> Path | None:
+    import yaml
+
+    steps = steps_of(ctx, cand, pick, weights)
+    if steps is None:
+        return None
+    shutil.copyfile(ctx.heal_file, folder / HEAL_FILE)
+    recipe = {"name": f"auto-{cand.name}", "description": f"found by espresso-export auto ({ctx.settings.objective.value}, "
+                                                          f"min retention {ctx.settings.min_retention:g})",
+              "source": _source(ctx.source), "steps": steps}
+    header = ("# Written by `espresso-export auto`: rebuilds its winner. Run from anywhere:\n"
+              "#   espresso-export run recipe.yaml -o rebuilt/\n")
+    text = header + yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True)
+    return write_text_atomic(folder / "recipe.yaml", text)

@@ -1,0 +1,68 @@
+"""One rung of ``auto``'s successive halving: heal each active candidate on the rung's texts (or reuse the heal a
+stopped or earlier search finished), score it, and record both; stop when the next heal would not fit."""
+
+from __future__ import annotations
+
+import time
+
+from espresso_export.searching import candidates as C
+from espresso_export.searching.evaluation import Vectors
+
+
+def stage_key(cand: C.Candidate, texts: int) -> str:
+    return f"heal-{cand.name}-{texts}"
+
+
+def run_rung(ctx, active: list[C.Candidate], rung) -> dict[str, float]:
+    """Known-item retention of each candidate healed at this rung (those the budget reached)."""
+    found: dict[str, float] = {}
+    n_eval = len(ctx.scorer.ev.passages) + 2 * len(ctx.scorer.ev.cloze)
+    for cand in active:
+        key = stage_key(cand, rung.texts)
+        done = ctx.work.done(key)
+        if done is None:
+            need = ctx.speed.train(rung.texts, cand.depth) + ctx.speed.encode(n_eval, cand.depth)
+            if need > ctx.left():
+                cand.dropped = cand.dropped or f"rung {rung.index}: not healed, the budget ran out"
+                ctx.say(f"rung {rung.index}: {cand.name} needs ~{need / 60:.1f} min, {max(ctx.left(), 0) / 60:.1f} "
+                        "left: stopping the search here")
+                return found
+            ctx.say(f"rung {rung.index}: healing {cand.name} on {rung.texts:,} texts (~{need / 60:.1f} min)")
+            done = ctx.work.put(key, _heal_and_score(ctx, cand, rung))
+            ctx.work.state["train_cost"] = ctx.speed.train_cost
+            ctx.work.save()
+        cand.scores[f"r{rung.index}"] = done
+        found[cand.name] = done["retention"]
+        ctx.say(f"rung {rung.index}: {cand.name} known-item retention {done['retention']:.3f}, agreement@10 "
+                f"{done['agreement_at_10']:.3f}")
+    return found
+
+
+def _heal_and_score(ctx, cand: C.Candidate, rung) -> dict:
+    s = ctx.settings
+    kwargs = C.heal_settings(cand, texts=rung.texts, heal_texts=ctx.heal_texts, heal_file=ctx.heal_file,
+                             dim=ctx.dim, settings=s, cache_dir=ctx.work.path("teacher-cache"))
+    folder = ctx.work.path("heals", f"{cand.name}-{rung.texts}")
+    start = time.perf_counter()
+    result = C.heal(ctx.source, cand, folder, ctx.work.path("runs", f"{cand.name}-{rung.texts}"), kwargs,
+                    progress=ctx.progress)
+    seconds = time.perf_counter() - start
+    ctx.work.put("teacher", {"seconds": result.teacher_seconds})
+    # the whole heal but the teacher pass (shared): the student's PCA sample and the writing count too
+    ctx.speed.observe(result.train.get("steps", rung.steps(s.batch_size)) * s.batch_size, cand.depth,
+                      max(seconds - result.teacher_seconds, 1e-3))
+    vectors = C.healed_vectors(folder, ctx.scorer.ev)
+    stage = f"r{rung.index}"
+    score = score_stage(ctx, cand, stage, vectors, {"texts": rung.texts, "folder": str(folder),
+                                                     "settings": kwargs, "seconds": round(seconds, 1)})
+    return score
+
+
+def score_stage(ctx, cand: C.Candidate, stage: str, vectors: Vectors, extra: dict) -> dict:
+    s = ctx.settings
+    main = ctx.scorer.score(vectors).to_dict()
+    if s.objective.value == "bytes-per-vector":
+        dims = [d for d in (32, 48, 64, 96, 128, 192, 256, 384, 512, 768) if d <= ctx.dim]
+        main["variants"] = C.variants(ctx.scorer, vectors, dims, s.precision)
+    cand.scores[stage] = {**main, **extra}
+    return cand.scores[stage]

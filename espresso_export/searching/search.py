@@ -1,0 +1,251 @@
+"""``auto``: the smallest model that keeps what the user asks, searched within a time budget on their documents
+and verified there.
+
+The phases, each recorded in the work folder (:mod:`.work`) as it finishes, so a stopped search continues:
+
+1. **Prepare**: a seeded evaluation sample of the documents with known-item pseudo-queries
+   (:mod:`.evaluation`), the source's vectors of it (timed: this machine's speed), and the healing texts (the
+   documents not queried, mixed with ``--sentences``), written once.
+2. **Rung 0, the proxy**: every plain cut (and the student as it comes) scored without training; hopeless ones
+   dropped (:func:`.plan.hopeless`).
+3. **Successive halving** (:mod:`.plan`): heal the survivors on more text at each rung, score, keep the
+   cheapest that may still reach the target; the teacher's targets are computed once and shared.
+4. **Finish** (:mod:`.finish`): the winner exported, int8 where it keeps the target, verified against the source
+   on the user's data, with a card, a recipe that rebuilds it, ``auto.json``/``auto.csv`` and a plot.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from espresso_export.core.console import err_console
+from espresso_export.core.errors import ValidationError
+from espresso_export.core.extras import require
+from espresso_export.core.files import check_output
+from espresso_export.core.settings import resolve
+from espresso_export.searching import candidates as C
+from espresso_export.searching.auto_settings import AutoSettings
+from espresso_export.searching.evaluation import Scorer, Vectors, eval_set, read_documents
+from espresso_export.searching.plan import Speed, hopeless, plan_rungs, slack, survivors
+from espresso_export.searching.rungs import run_rung, score_stage
+from espresso_export.searching.work import Work, fingerprint
+
+DEFAULT_TEXTS = 20_000  # healing texts at most by default
+TEACHER_SHARE = 0.25  # of the budget, at most, for the teacher's pass over the healing texts
+
+
+@dataclass
+class Context:
+    source: str
+    settings: AutoSettings
+    work: Work
+    scorer: Scorer
+    speed: Speed
+    dim: int
+    width: int  # the source's output width
+    heal_file: Path
+    heal_texts: int
+    progress: bool
+    start: float = field(default_factory=time.perf_counter)
+    log: list[str] = field(default_factory=list)
+
+    def left(self) -> float:
+        return self.settings.budget_seconds - (time.perf_counter() - self.start)
+
+    def say(self, line: str) -> None:
+        self.log.append(line)
+        if self.progress:
+            err_console().print(line, highlight=False)
+
+
+def _source_step(source: str, work: Work, ev) -> dict:
+    """The source's vectors of the evaluation set (saved), its speed, depth and width."""
+    found = work.done("source")
+    if found is None:
+        from espresso_export.model.checkpoint import load
+
+        ckpt = load(source)
+        vectors, per_text = C._timed_vectors(ckpt, ev)
+        vectors.save(work.path("source-vectors.npz"))
+        found = work.put("source", {"seconds_per_text": per_text, "depth": ckpt.depth, "width": ckpt.output_dim,
+                                    "params": int(ckpt.n_params)})
+    return found
+
+
+def _healing_texts(docs, ev, s: AutoSettings, seconds_per_text: float, work: Work) -> dict:
+    """The texts every heal trains on (chosen once): the documents no query was made from, shuffled, mixed with
+    ``--sentences`` in ``--doc-share``; as many as a quarter of the budget's teacher pass allows, at most
+    ``--max-texts`` (default 20,000)."""
+    found = work.done("healing_texts")
+    if found is not None:
+        return found
+    from espresso_export.data.corpus import read_corpus
+
+    rng = random.Random(s.seed)
+    own = [" ".join(t.split()) for i, t in enumerate(docs.texts) if i not in ev.held_out]
+    rng.shuffle(own)
+    affordable = int(TEACHER_SHARE * s.budget_seconds / max(seconds_per_text, 1e-6))
+    total = max(100, min(s.max_texts or DEFAULT_TEXTS, affordable))
+    general: list[str] = []
+    if s.sentences:
+        general = [" ".join(t.split()) for t in read_corpus(s.sentences).sentences]
+        rng.shuffle(general)
+        n_doc = min(len(own), round(total * s.doc_share))
+        texts = own[:n_doc] + general[:total - n_doc]
+    else:
+        texts = own[:total]
+    texts = [t for t in dict.fromkeys(texts) if t]
+    if len(texts) < 20:
+        raise ValidationError(f"only {len(texts)} healing texts: give more documents (--corpus) or --sentences")
+    path = work.path("healing-texts.txt")
+    path.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    return work.put("healing_texts", {"file": str(path), "texts": len(texts), "documents": min(len(own), len(texts)),
+                                      "sentences": max(0, len(texts) - len(own))})
+
+
+def _prepare(source: str, s: AutoSettings, work: Work, progress: bool) -> Context:
+    docs = read_documents(s.corpus)
+    ev = eval_set(docs, passages=s.eval_passages, queries=s.eval_queries, seed=s.seed)
+    src = _source_step(source, work, ev)
+    dim = s.dim or min(src["width"], 384)
+    if dim > src["width"]:
+        raise ValidationError(f"--dim {dim} exceeds the source's width {src['width']}")
+    heal = _healing_texts(docs, ev, s, src["seconds_per_text"], work)
+    scorer = Scorer(ev, Vectors.load(work.path("source-vectors.npz")))
+    speed = Speed(src["seconds_per_text"], src["depth"], work.state.get("train_cost", 3.0))
+    ctx = Context(source, s, work, scorer, speed, dim, src["width"], Path(heal["file"]), heal["texts"], progress)
+    ctx.say(f"documents: {len(docs.texts):,} ({len(ev.passages):,} searched, {len(ev.cloze)} known-item queries "
+            f"by {ev.cloze.method}); healing texts: {heal['texts']:,}; source: {src['depth']} layers, "
+            f"{src['width']} dims, {1 / src['seconds_per_text']:.0f} texts/s here")
+    return ctx
+
+
+def _rung0(ctx: Context) -> list[C.Candidate]:
+    """Every plain cut (and the student as it comes) scored without training."""
+    s, work = ctx.settings, ctx.work
+    depth = ctx.speed.depth
+    depths = sorted(d for d in (s.layers or range(1, depth)) if d < depth)
+    if not depths and s.student is None:
+        raise ValidationError(f"--layers {s.layers}: the source has {depth} layers; give depths below it")
+    wanted = [C.Candidate(f"L{d}", d) for d in depths]
+    if s.student is not None:
+        wanted.append(C.Candidate("student", 0, student=s.student))
+    out, source_ckpt = [], None
+    for cand in wanted:
+        found = work.done(f"plain-{cand.name}")
+        if found is None:
+            if source_ckpt is None:
+                from espresso_export.model.checkpoint import load
+
+                source_ckpt = load(ctx.source)
+            vectors = C.plain_cut(ctx.source, cand, ctx.scorer.ev, dim=ctx.dim, calibration=ctx.heal_file,
+                                  seed=s.seed, source_ckpt=source_ckpt)
+            score_stage(ctx, cand, "plain", vectors, {"texts": 0})
+            found = work.put(f"plain-{cand.name}", cand.to_dict())
+        cand = C.Candidate.from_dict(found)
+        ctx.say(f"rung 0 (plain, no training): {cand.name} known-item retention {cand.scores['plain']['retention']:.3f}"
+                f", agreement@10 {cand.scores['plain']['agreement_at_10']:.3f}, time x{cand.latency_ratio:.2f}")
+        out.append(cand)
+    return out
+
+
+def auto(source: str | os.PathLike, output: str | os.PathLike, settings: AutoSettings | None = None, /, *,
+         overwrite: bool = False, progress: bool = False, **kwargs):
+    """Search the smallest model of ``source`` that keeps ``min_retention`` on the user's documents, within
+    ``time_budget``; write it, its export, its verification, card, recipe and the search's record to ``output``.
+    ``settings`` or its fields as keywords (``auto("minilm", "out", corpus=["docs.jsonl"], time_budget="30m")``).
+    The result's ``passed`` is False when nothing met the target (the command exits 3)."""
+    from espresso_export.searching.finish import finish
+    from espresso_export.verification.latency import default_threads, fixed_threads
+
+    s = resolve(AutoSettings, settings, kwargs, call="auto")
+    source = os.fspath(source)
+    out = check_output(output, overwrite=overwrite, inputs=[source, s.corpus, s.queries, s.sentences, s.retrieval,
+                                                            s.sts, s.student])
+    require("retrieval", "plot")
+    work = Work.open(out, fingerprint(source, s), overwrite=overwrite)
+    with fixed_threads(s.threads or default_threads()):
+        ctx = _prepare(source, s, work, progress)
+        cands = _rung0(ctx)
+        _search(ctx, cands)
+        result = finish(ctx, cands, out, overwrite=overwrite)
+    if not s.keep_work:
+        work.remove()
+    return result
+
+
+def _search(ctx: Context, cands: list[C.Candidate]) -> None:
+    """Drop the hopeless, plan the rungs within the budget left, and halve."""
+    s = ctx.settings
+    target = s.min_retention
+    viable = []
+    for c in cands:
+        if hopeless(c.scores["plain"]["retention"], target):
+            c.dropped = "rung 0: too far from the target for a heal to close"
+        elif c.scores["plain"]["retention"] >= target and c.student is None:
+            c.dropped = "meets the target untrained"
+        else:
+            viable.append(c)
+    viable.sort(key=lambda c: C.cost(c, s.objective.value, c.scores["plain"], target))
+    teacher = ctx.speed.encode(ctx.heal_texts, ctx.speed.depth) if ctx.work.done("teacher") is None else 0.0
+    rungs = _fit_rungs(ctx, viable, ctx.left() - teacher)
+    if not rungs:
+        ctx.say("no heal fits the budget: answering from the plain cuts")
+        return
+    chosen = _spread(viable, rungs[0].candidates)
+    for c in viable:
+        if c not in chosen:
+            c.dropped = "not healed: the budget allows fewer candidates"
+    plan = ", ".join(f"{r.candidates} x {r.texts:,} texts" for r in rungs)
+    ctx.say(f"plan: rungs {plan}; estimated {(_estimate(ctx, rungs, chosen) + teacher) / 60:.1f} min of "
+            f"{ctx.left() / 60:.1f} left")
+    _halve(ctx, chosen, rungs)
+
+
+def _fit_rungs(ctx: Context, viable: list[C.Candidate], seconds: float):
+    if not viable or seconds <= 0:
+        return []
+    depth = sum(c.depth for c in viable) / len(viable)
+    n_eval = len(ctx.scorer.ev.passages) + 2 * len(ctx.scorer.ev.cloze)
+    return plan_rungs(len(viable), depth, seconds, ctx.speed, batch_size=ctx.settings.batch_size,
+                      max_texts=2 * ctx.heal_texts, score_texts=n_eval)
+
+
+def _spread(ordered: list[C.Candidate], n: int) -> list[C.Candidate]:
+    """``n`` of the candidates (ordered cheapest first) spread from the cheapest to the best."""
+    if n >= len(ordered):
+        return list(ordered)
+    if n == 1:
+        return [max(ordered, key=lambda c: c.scores["plain"]["retention"])]
+    picks = sorted({round(i * (len(ordered) - 1) / (n - 1)) for i in range(n)})
+    return [ordered[i] for i in picks]
+
+
+def _estimate(ctx: Context, rungs, chosen: list[C.Candidate]) -> float:
+    depth = sum(c.depth for c in chosen) / max(len(chosen), 1)
+    n_eval = len(ctx.scorer.ev.passages) + 2 * len(ctx.scorer.ev.cloze)
+    return sum(r.candidates * (ctx.speed.train(r.texts, round(depth)) + ctx.speed.encode(n_eval, round(depth)))
+               for r in rungs)
+
+
+def _halve(ctx: Context, active: list[C.Candidate], rungs) -> None:
+    s, target = ctx.settings, ctx.settings.min_retention
+    before = {c.name: c.scores["plain"]["retention"] for c in active}
+    for i, rung in enumerate(rungs):
+        after = run_rung(ctx, active, rung)
+        if not after:
+            return
+        if i + 1 == len(rungs):
+            return
+        margin = slack(before, after)
+        costs = {c.name: C.cost(c, s.objective.value, c.scores.get(f"r{rung.index}"), target) for c in active}
+        keep = survivors(after, costs, target, rungs[i + 1].candidates, margin)
+        for c in active:
+            if c.name not in keep and c.dropped is None:
+                c.dropped = f"rung {rung.index}: halved (score {after.get(c.name, 0):.3f}, margin {margin:.3f})"
+        active = [c for c in active if c.name in keep]
+        before = after

@@ -1,0 +1,126 @@
+"""``auto`` end to end on the tiny BERT: the proxy prunes, the rungs halve, a stopped search resumes without
+recomputing, the budget holds, the outputs are complete, and the recipe it writes rebuilds the same model."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+
+import numpy as np
+import pytest
+
+from espresso_export.searching.search import auto
+from espresso_export.searching.work import STATE
+
+pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[retrieval]')")
+
+SMALL = dict(eval_passages=80, eval_queries=24, max_texts=400, batch_size=16, threads=1, keep_work=True)
+
+
+@pytest.fixture(scope="module")
+def docs(tmp_path_factory):
+    from tiny_models import _WORDS
+
+    rng = random.Random(7)
+    path = tmp_path_factory.mktemp("auto-docs") / "docs.jsonl"
+    with path.open("w", encoding="utf-8") as f:
+        for i in range(240):
+            title = " ".join(rng.choice(_WORDS) for _ in range(3))
+            body = ". ".join(" ".join(rng.choice(_WORDS) for _ in range(rng.randint(6, 10))).capitalize()
+                             for _ in range(3)) + "."
+            f.write(json.dumps({"_id": str(i), "title": title, "text": body}) + "\n")
+    return path
+
+
+def _target(result) -> float:
+    """A target the weakest plain cut misses but a heal may reach (a random tiny model's cuts score anywhere)."""
+    low = min(c["scores"]["plain"]["retention"] for c in result.candidates)
+    if low >= 0.99:
+        pytest.skip(f"every plain cut of the tiny model keeps {low:.3f}: nothing to heal")
+    return round(low + 0.5 * (1 - low), 4)
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory, tiny_bert, docs):
+    """One search that heals: rung 0 alone first (no budget for heals), then a target only a heal reaches, with
+    a budget for a few short heals; the second run continues the first's work folder."""
+    out = tmp_path_factory.mktemp("auto") / "out"
+    first = auto(tiny_bert, out, corpus=[str(docs)], min_retention=0.5, time_budget="1s", **SMALL)
+    start = time.perf_counter()
+    result = auto(tiny_bert, out, corpus=[str(docs)], min_retention=_target(first), time_budget="90s",
+                  objective="bytes-per-vector", overwrite=True, **SMALL)
+    return out, result, time.perf_counter() - start
+
+
+def test_outputs_are_complete(searched):
+    out, result, _ = searched
+    record = json.loads((out / "auto.json").read_text())
+    assert record["candidates"] and record["objective"] == "bytes-per-vector"
+    header = (out / "auto.csv").read_text().splitlines()[0]
+    assert header.startswith("candidate,stage,texts,retention")
+    assert (out / "auto.png").stat().st_size > 0
+    if result.met:
+        for name in ("model/config.json", "export/export.json", "verify.json", "README.md", "recipe.yaml"):
+            assert (out / name).is_file(), name
+
+
+def test_rung_zero_scores_every_plain_cut_and_heals_some(searched):
+    _, result, _ = searched
+    names = {c["name"] for c in result.candidates}
+    assert names == {"L1", "L2", "L3"}  # every depth below the tiny model's 4
+    assert all("plain" in c["scores"] for c in result.candidates)
+    healed = [c for c in result.candidates if any(k.startswith("r") for k in c["scores"])]
+    assert healed, result.log
+    for c in healed:
+        heal = next(v for k, v in c["scores"].items() if k.startswith("r"))
+        assert heal["texts"] > 0 and heal["settings"]["max_steps"] >= 1
+
+
+def test_the_budget_holds(searched):
+    _, result, seconds = searched
+    # the budget bounds the search; the final export and verification come on top (small for the tiny model)
+    assert result.seconds <= seconds
+    searched_for = [line for line in result.log if line.startswith("plan:")]
+    assert searched_for, result.log
+
+
+def test_resume_recomputes_nothing(searched, tiny_bert, docs):
+    out, first, _ = searched
+    work = out.with_name(out.name + ".auto-work")
+    before = json.loads((work / STATE).read_text())["steps"]
+    # the same command on the same output resumes from its work folder
+    result = auto(tiny_bert, out, corpus=[str(docs)], min_retention=first.target, time_budget="90s",
+                  objective="bytes-per-vector", overwrite=True, **SMALL)
+    after = json.loads((work / STATE).read_text())["steps"]
+    for key, value in before.items():
+        assert after[key] == value, key  # nothing finished was measured again
+    assert {c["name"] for c in result.candidates} == {c["name"] for c in first.candidates}
+
+
+def test_a_budget_too_small_for_any_heal_answers_from_plain_cuts(tmp_path, tiny_bert, docs):
+    result = auto(tiny_bert, tmp_path / "out", corpus=[str(docs)], min_retention=0.5, time_budget="1s", **SMALL)
+    assert any("no heal fits the budget" in line for line in result.log)
+    assert all(set(c["scores"]) == {"plain"} for c in result.candidates)
+    assert result.met and result.winner.stage_name == "plain"
+
+
+def test_the_recipe_rebuilds_the_winner(tmp_path, tiny_bert, docs):
+    from espresso_export.model.checkpoint import load
+    from espresso_export.model.embed import encode
+    from dataclasses import replace
+
+    from espresso_export.pipeline.recipe_runner import run_recipe
+    from espresso_export.pipeline.recipes import load_recipe
+
+    out = tmp_path / "out"
+    result = auto(tiny_bert, out, corpus=[str(docs)], min_retention=0.5, time_budget="60s", layers=[2], **SMALL)
+    assert result.winner is not None
+    if not result.met:
+        pytest.skip("the tiny model met no target here: nothing was built to rebuild")
+    recipe = replace(load_recipe(out / "recipe.yaml"), output=tmp_path / "rebuilt")
+    rebuilt = run_recipe(recipe)
+    assert rebuilt.passed and rebuilt.steps[0].kind in ("distill", "shrink")
+    texts = ["the dog runs", "a red car in the house"]
+    a, b = (encode(load(d), texts) for d in (out / "model", rebuilt.steps[0].folder))
+    np.testing.assert_allclose(a, b, atol=1e-5)

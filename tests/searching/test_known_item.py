@@ -1,0 +1,63 @@
+"""Known-item retention (verification/known_item.py) and the cloze pseudo-queries it searches with."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from espresso_export.data.pseudo_queries import Passages, cloze_queries
+from espresso_export.verification.known_item import cloze_index, known_item, known_item_ndcg
+
+
+def _basis(n: int, width: int = 8) -> np.ndarray:
+    return np.eye(width, dtype=np.float32)[:n]
+
+
+def test_known_item_ndcg_by_hand():
+    docs = _basis(4)
+    # query 0 points at doc 0 (rank 1); query 1 leans to doc 2 first, its own doc 1 second; query 2's doc 3 unseen
+    queries = np.array([[1, 0, 0, 0, 0, 0, 0, 0], [0, 0.6, 0.8, 0, 0, 0, 0, 0], [0, 0, 0, 0, 1, 0, 0, 0]],
+                       dtype=np.float32)
+    got = known_item_ndcg(queries, docs, [0, 1, 3], k=2)
+    assert got[0] == pytest.approx(1.0)
+    assert got[1] == pytest.approx(1 / np.log2(3))  # second place: 1 / log2(2 + 1)
+    assert got[2] == 0.0  # not in the top 2
+
+
+def test_retention_is_candidate_over_source():
+    docs, origins = _basis(4), [0, 1]
+    perfect = (docs[:2].copy(), docs, docs[:2].copy())
+    lean = 0.9 * docs[[1, 0]] + 0.1 * docs[[0, 1]]  # each query finds the other's document first, its own second
+    swapped = (lean, docs, docs[:2].copy())
+    same = known_item(perfect, perfect, origins)
+    assert same.retention == pytest.approx(1.0)
+    worse = known_item(perfect, swapped, origins)
+    assert worse.retention == pytest.approx(1 / np.log2(3))
+    assert worse.to_dict()["queries"] == 2
+
+
+def test_cloze_index_replaces_each_origin_by_its_target():
+    docs = _basis(3)
+    targets = np.full((1, 8), 0.5, dtype=np.float32)
+    index = cloze_index(docs, [2], targets)
+    assert np.array_equal(index[:2], docs[:2]) and np.allclose(index[2], 0.5)
+    assert docs[2, 2] == 1.0  # the corpus' own vectors are untouched
+
+
+def test_cloze_queries_cut_the_query_out_of_its_passage():
+    passages = Passages("p", ["Paris is the capital of France. It lies on the Seine river today.",
+                              "Berlin is a large city in Germany. Its wall fell in the year 1989 for good."])
+    made = cloze_queries(passages, "sentence", limit=5, seed=0)
+    assert made.method == "sentence" and len(made) == 2
+    for query, origin, target in zip(made.texts, made.origins, made.targets):
+        assert query in passages.texts[origin] and query not in target
+        assert target and len(target) < len(passages.texts[origin])
+
+
+def test_cloze_queries_by_title_target_the_body():
+    passages = Passages("p", ["Paris Paris is the capital of France.", "Berlin Berlin is in Germany."],
+                        titles=["Paris", "Berlin"])
+    made = cloze_queries(passages, "auto", limit=5, seed=0)
+    assert made.method == "title"
+    bodies = {"Paris": "Paris is the capital of France.", "Berlin": "Berlin is in Germany."}
+    assert {q: t for q, t in zip(made.texts, made.targets)} == bodies  # the title taken off the front
