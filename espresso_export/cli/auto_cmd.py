@@ -16,8 +16,11 @@ from espresso_export.searching.auto_settings import AutoSettings
 
 
 def _auto(settings: AutoSettings, *, model: str, output: Path, overwrite: bool, json_out: bool) -> None:
-    """Search depth, healing, width and vector precision for the smallest model keeping --min-retention of the
-    source on your documents (no labels needed), within --time-budget; export, verify and document the winner."""
+    """Search the smallest model keeping a target on your documents.
+
+    Searches depth, healing, width and vector precision for the smallest model keeping --min-retention of the
+    source on your documents (no labels needed), within --time-budget; exports, verifies and documents the
+    winner, with a recipe that rebuilds it."""
     from espresso_export.cli.render import print_hints, print_json
     from espresso_export.core.errors import GateFailedError
     from espresso_export.searching.search import auto
@@ -58,7 +61,7 @@ def _print(result) -> None:
 auto = app.command(
     name="auto",
     epilog="Examples:\n\n"
-    "  espresso-export auto minilm --corpus docs.jsonl --objective bytes-per-vector --time-budget 30m -o auto-minilm\n\n"
+    "  espresso-export auto minilm -c docs.jsonl --objective bytes-per-vector --time-budget 30m -o auto-minilm\n\n"
     "  espresso-export auto mpnet --corpus docs.jsonl --sentences sentences.txt --min-retention 0.97 "
     "--time-budget 2h -o auto-mpnet",
 )(settings_command(AutoSettings, [

@@ -171,13 +171,42 @@ def _cut_out(text: str, query: str) -> str:
     return " ".join((text[:at] + " " + text[at + len(query):]).split()) if at >= 0 else text
 
 
+def _halves(passages: Passages, limit: int, seed: int) -> ClozeQueries:
+    """Passages of one sentence each (short texts): the first half of a passage's words is the query, the second
+    half its target (``2 x MIN_WORDS`` words at least)."""
+    rng = np.random.default_rng(seed)
+    texts, origins, targets = [], [], []
+    for i in rng.permutation(len(passages.texts)).tolist():
+        words = passages.texts[i].split()
+        if len(words) < 2 * MIN_WORDS:
+            continue
+        cut = len(words) // 2
+        texts.append(" ".join(words[:cut]))
+        origins.append(i)
+        targets.append(" ".join(words[cut:]))
+        if len(texts) == limit:
+            break
+    if not texts:
+        raise ValidationError(f"{passages.name}: no known-item query could be made (no title, no passage of two "
+                              f"sentences, no text of {2 * MIN_WORDS}+ words)")
+    return ClozeQueries("half", texts, origins, targets)
+
+
+def _sentence_share(passages: Passages, sample: int = 200) -> float:
+    n = min(sample, len(passages.texts))
+    return sum(len(split_sentences(t)) >= 2 for t in passages.texts[:n]) / max(n, 1)
+
+
 def cloze_queries(passages: Passages, method: str = "auto", *, limit: int = LIMIT, seed: int = 0) -> ClozeQueries:
-    """:func:`pseudo_queries` by ``method`` (``title`` or ``sentence``; ``auto``: titles where the records have
-    them), each with its cloze target: for a title, the passage's body; for a sentence, the passage without it."""
+    """:func:`pseudo_queries` by ``method`` (``title``, ``sentence`` or ``half``; ``auto``: titles where the records
+    have them, else sentences where most passages have two or more, else halves), each with its cloze target:
+    for a title, the passage's body; for a sentence, the passage without it; for a half, the other half."""
     if method == "auto":
-        method = "title" if passages.titles else "sentence"
+        method = "title" if passages.titles else "sentence" if _sentence_share(passages) >= 0.5 else "half"
+    if method == "half":
+        return _halves(passages, limit, seed)
     if method not in ("title", "sentence"):
-        raise ValidationError(f"known-item pseudo-queries are made from titles or sentences, not {method!r}")
+        raise ValidationError(f"known-item pseudo-queries are made from titles, sentences or halves, not {method!r}")
     made = pseudo_queries(passages, method, limit=limit, seed=seed)
     targets = [_body(passages, i) if method == "title" else _cut_out(passages.texts[i], q)
                for q, i in zip(made.texts, made.origins)]

@@ -209,6 +209,9 @@ def _complete(step: Step, folder: Path) -> bool:
 
 
 def _advance(step: Step, folder: Path, flow: _Flow) -> None:
+    if step.kind == "auto":  # the winner and its export, as a model step and an export step would leave them
+        flow.model, flow.export, flow.report = str(folder / "model"), folder / "export", folder / "verify.json"
+        return
     if step.kind == "shrink":
         flow.shrink_input, flow.shrink_folder = flow.model, folder
     if step.kind in MODEL_STEPS:
@@ -342,12 +345,26 @@ def _run_push(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite:
     return data, f"pushed {len(r.files)} files to {r.repo_id}: {r.pr_url or r.commit_url}"
 
 
+def _run_auto(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):
+    from espresso_export.searching.search import auto
+
+    c = step.config
+    r = auto(flow.model, folder, replace(c, threads=c.threads or flow.threads), overwrite=overwrite,
+             progress=progress)
+    data = r.to_dict()
+    if not r.passed:
+        raise GateFailedError(f"auto: no candidate kept {r.target:g} of the source (record: {folder}/auto.json)")
+    w = r.winner
+    return data, (f"{w.name} ({w.stage_name}): known-item retention {w.stage['retention']:.3f}, vectors "
+                  f"{w.variant['dim']}-d {w.variant['precision']}, {r.export['weights']} weights")
+
+
 def _settings_only(step_config, cls: type):
     """The library's settings object from a recipe step (the step class adds the recipe's own keys)."""
     return cls(**{f.name: getattr(step_config, f.name) for f in fields(cls)})
 
 
 _RUNNERS = {"shrink": _run_shrink, "distill": _run_distill, "train": _run_train, "export": _run_export,
-            "verify": _run_verify, "push": _run_push}
+            "verify": _run_verify, "push": _run_push, "auto": _run_auto}
 
 __all__ = ["RunResult", "StepOutcome", "plan", "print_step", "run_recipe", "selection_warnings", "step_line"]

@@ -14,6 +14,7 @@ from espresso_export.distilling.distill_settings import DistillSettings
 from espresso_export.exporting.export_settings import ExportSettings
 from espresso_export.finetuning.train_settings import TrainSettings
 from espresso_export.publishing.push_settings import PushSettings
+from espresso_export.searching.auto_settings import AutoSettings
 from espresso_export.shrinking.shrink_settings import ShrinkSettings
 from espresso_export.verification.verify_settings import VerifySettings
 
@@ -24,6 +25,7 @@ from espresso_export.verification.verify_settings import VerifySettings
 
 ShrinkStep = ShrinkSettings
 ExportStep = ExportSettings
+AutoStep = AutoSettings  # searches from the source (or the previous model); its model and export feed the next steps
 
 
 RUNS_FOLDER = "runs"  # the default run folder is runs/NAME: never a folder another command wrote
@@ -71,7 +73,7 @@ def step_fields(cls: type) -> list:
 
 STEP_TYPES: dict[str, type] = {
     "shrink": ShrinkStep, "distill": DistillStep, "train": TrainStep, "export": ExportStep, "verify": VerifyStep,
-    "push": PushStep,
+    "push": PushStep, "auto": AutoStep,
 }
 MODEL_STEPS = ("shrink", "distill", "train")  # steps that write a model folder
 REMOTE_CODE_KEY = "trust_remote_code"  # only the command line turns it on (`run --trust-remote-code`)

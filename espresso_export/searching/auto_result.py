@@ -15,6 +15,24 @@ CSV_FIELDS = ("candidate", "stage", "texts", "retention", "ci95_low", "ci95_high
               "latency_ratio", "params", "dim", "bytes_per_vector", "dropped")
 
 
+def _missed(s, cands, best: Pick | None) -> str:
+    """What the search reached, and what more time would likely give: the best candidate's last heal gained
+    ``g`` over its previous stage; a heal three times as long gains about half as much again (:func:`.plan.slack`)."""
+    if best is None:
+        return f"no candidate kept {s.min_retention:g} of the source and none was measured"
+    line = (f"no candidate kept {s.min_retention:g} of the source: the best reached {best.stage['retention']:.3f} "
+            f"({best.name}, {best.stage_name})")
+    cand = next(c for c in cands if c.name == best.name)
+    stages = [v["retention"] for v in cand.scores.values()]
+    if len(stages) >= 2 and stages[-1] > stages[-2]:
+        likely = stages[-1] + 0.5 * (stages[-1] - stages[-2])
+        line += f"; a heal 3x as long would likely reach about {likely:.3f} (a larger --time-budget continues this search)"
+    deeper = [c.depth for c in cands if c.depth > cand.depth and c.student is None]
+    if not deeper:
+        line += "; no deeper cut was tried: widen --layers or lower --min-retention"
+    return line
+
+
 @dataclass(frozen=True)
 class Pick:
     name: str
@@ -58,9 +76,7 @@ class AutoResult:
                      candidates=[c.to_dict() for c in cands], source_info=ctx.work.done("source"),
                      budget_seconds=s.budget_seconds, seconds=time.perf_counter() - ctx.start, log=list(ctx.log))
         if not met:
-            reached = f"{winner.stage['retention']:.3f} ({winner.name}, {winner.stage_name})" if winner else "nothing"
-            result.hints.append(f"no candidate kept {s.min_retention:g} of the source: the best reached {reached}. "
-                                "A longer --time-budget heals on more text; deeper cuts (--layers) keep more")
+            result.hints.append(_missed(s, cands, winner))
         return result
 
     def rows(self) -> list[dict]:

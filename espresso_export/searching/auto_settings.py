@@ -45,7 +45,9 @@ class AutoSettings:
              "Default: the documents alone.")
     doc_share: float = setting(0.5, min=0.05, max=1.0, help="With --sentences: the share of the healing texts "
                                                             "taken from the documents.")
-    retrieval: list[str] = _as_in(VerifySettings, "retrieval")
+    retrieval: list[str] = setting(default_factory=list, path="data",
+                                   help="Labelled retrieval sets (BEIR folders) the winner is also judged (and "
+                                        "gated) on, repeatable. Never used to choose.")
     sts: list[str] = setting(default_factory=list, path="data",
                              help="Labelled STS sets the winner is also judged (and gated) on, repeatable "
                                   "(verify's --sts forms). Never used to choose.")

@@ -128,7 +128,10 @@ def _rung0(ctx: Context) -> list[C.Candidate]:
     """Every plain cut (and the student as it comes) scored without training."""
     s, work = ctx.settings, ctx.work
     depth = ctx.speed.depth
-    depths = sorted(d for d in (s.layers or range(1, depth)) if d < depth)
+    # every depth has fewer layers than the source; for bytes per vector the source's own depth competes too (its
+    # head narrowed, its vectors stored smaller)
+    deepest = depth + 1 if s.objective.value == "bytes-per-vector" else depth
+    depths = sorted(d for d in (s.layers or range(1, deepest)) if d < deepest)
     if not depths and s.student is None:
         raise ValidationError(f"--layers {s.layers}: the source has {depth} layers; give depths below it")
     wanted = [C.Candidate(f"L{d}", d) for d in depths]
@@ -172,10 +175,21 @@ def auto(source: str | os.PathLike, output: str | os.PathLike, settings: AutoSet
         ctx = _prepare(source, s, work, progress)
         cands = _rung0(ctx)
         _search(ctx, cands)
+        _earlier_heals(ctx, cands)
         result = finish(ctx, cands, out, overwrite=overwrite)
     if not s.keep_work:
         work.remove()
     return result
+
+
+def _earlier_heals(ctx: Context, cands: list[C.Candidate]) -> None:
+    """Heals an earlier search of the same work folder finished (another budget planned other lengths) join the
+    candidates' stages: a longer budget answers at least as well as a shorter one did."""
+    measured = {(c.name, sc.get("texts")) for c in cands for sc in c.scores.values()}
+    for c in cands:
+        for key, score in sorted(ctx.work.state["steps"].items()):
+            if key.startswith(f"heal-{c.name}-") and (c.name, score.get("texts")) not in measured:
+                c.scores[f"t{score['texts']}"] = score
 
 
 def _search(ctx: Context, cands: list[C.Candidate]) -> None:

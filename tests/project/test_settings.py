@@ -25,10 +25,11 @@ from espresso_export.pipeline import recipes
 from espresso_export.publishing.push_settings import PushSettings
 from espresso_export.shrinking.shrink_settings import ShrinkSettings
 from espresso_export.sweeping.sweep_settings import SweepSettings
+from espresso_export.searching.auto_settings import AutoSettings
 from espresso_export.verification.verify_settings import VerifySettings
 
 VERBS = {"shrink": ShrinkSettings, "distill": DistillSettings, "train": TrainSettings, "export": ExportSettings,
-         "verify": VerifySettings, "sweep": SweepSettings, "push": PushSettings}
+         "verify": VerifySettings, "sweep": SweepSettings, "push": PushSettings, "auto": AutoSettings}
 RECIPE_STEPS = [verb for verb in VERBS if verb in recipes.STEP_TYPES]  # sweep explores; it is no pipeline step
 # each library function, and the positional inputs it takes before its settings
 CALLS = {
@@ -39,6 +40,7 @@ CALLS = {
     "verify": ("espresso_export.verification.verify:verify", ("candidate", "source")),
     "sweep": ("espresso_export.sweeping.sweep:sweep", ("model",)),
     "push": ("espresso_export.publishing.push:push", ("folder", "owner/name")),
+    "auto": ("espresso_export.searching.search:auto", ("model", "out")),
 }
 # command parameters that are not settings: the inputs, where the result goes, and how it is shown
 NOT_SETTINGS = {"model", "teacher", "candidate", "against", "folder", "repo_id", "data", "output", "overwrite",

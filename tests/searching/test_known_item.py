@@ -61,3 +61,12 @@ def test_cloze_queries_by_title_target_the_body():
     assert made.method == "title"
     bodies = {"Paris": "Paris is the capital of France.", "Berlin": "Berlin is in Germany."}
     assert {q: t for q, t in zip(made.texts, made.targets)} == bodies  # the title taken off the front
+
+
+def test_short_texts_are_cut_in_halves():
+    passages = Passages("p", ["a man is playing a large flute on the stage tonight",
+                              "two dogs run across the green field after a red ball"])
+    made = cloze_queries(passages, "auto", limit=5, seed=0)
+    assert made.method == "half" and len(made) == 2
+    for query, origin, target in zip(made.texts, made.origins, made.targets):
+        assert f"{query} {target}" == passages.texts[origin]
