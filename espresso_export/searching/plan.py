@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from espresso_export.distilling.student import STUDENT_PCA_SAMPLES  # distill encodes these before training
+
 ETA = 3  # keep a third at each rung
 MAX_GAP_CLOSED = 0.95  # rung 0: a heal closes at most this share of a plain cut's gap to the source
 TRAIN_COST = 3.0  # a training step on a text costs about 3 forward passes (forward, backward), until measured
@@ -34,12 +36,26 @@ class Speed:
         return texts * self.seconds_per_text * max(depth, 1) / self.depth
 
     def train(self, texts: int, depth: int) -> float:
-        return self.train_cost * self.encode(texts, depth)
+        """A heal: the student's own PCA sample encoded once (distill's projection start), then the training."""
+        return self.encode(min(texts, STUDENT_PCA_SAMPLES), depth) + self.train_cost * self.encode(texts, depth)
 
     def observe(self, texts: int, depth: int, seconds: float) -> None:
-        """A heal of ``texts`` texts at ``depth`` layers took ``seconds`` of training."""
-        if texts > 0 and seconds > 0:
-            self.train_cost = seconds / self.encode(texts, depth)
+        """A heal of ``texts`` texts at ``depth`` layers took ``seconds`` (the teacher pass aside)."""
+        rest = seconds - self.encode(min(texts, STUDENT_PCA_SAMPLES), depth)
+        if texts > 0 and rest > 0:
+            self.train_cost = max(1.0, rest / self.encode(texts, depth))
+
+
+LADDER = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)  # heal lengths are rounded down to these x 10^k texts
+
+
+def on_ladder(texts: float) -> int:
+    """``texts`` rounded down to :data:`LADDER`: searches with other budgets plan the same heal lengths, so a
+    rerun with more time reuses the heals a shorter one finished."""
+    if texts < 1:
+        return 0
+    power = 10 ** math.floor(math.log10(texts))
+    return int(max(step * power for step in LADDER if step * power <= texts + 1e-9))
 
 
 @dataclass(frozen=True)
@@ -68,7 +84,7 @@ def plan_rungs(n: int, depth: float, seconds: float, speed: Speed, *, batch_size
         if first >= MIN_STEPS * batch_size:
             rungs: list[Rung] = []
             for r, c in enumerate(sizes):
-                texts = int(min(first * ETA**r, max_texts))
+                texts = on_ladder(min(first * ETA**r, max_texts))
                 if rungs and texts <= rungs[-1].texts:  # capped: a longer heal is not possible, stop halving here
                     break
                 rungs.append(Rung(r + 1, c, texts))

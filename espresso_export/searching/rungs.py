@@ -26,6 +26,7 @@ def run_rung(ctx, active: list[C.Candidate], rung) -> dict[str, float]:
                 cand.dropped = cand.dropped or f"rung {rung.index}: not healed, the budget ran out"
                 ctx.say(f"rung {rung.index}: {cand.name} needs ~{need / 60:.1f} min, {max(ctx.left(), 0) / 60:.1f} "
                         "left: stopping the search here")
+                ctx.stopped = True
                 return found
             ctx.say(f"rung {rung.index}: healing {cand.name} on {rung.texts:,} texts (~{need / 60:.1f} min)")
             done = ctx.work.put(key, _heal_and_score(ctx, cand, rung))

@@ -52,6 +52,7 @@ class Context:
     progress: bool
     start: float = field(default_factory=time.perf_counter)
     log: list[str] = field(default_factory=list)
+    stopped: bool = False  # the budget ran out
 
     def left(self) -> float:
         return self.settings.budget_seconds - (time.perf_counter() - self.start)
@@ -211,6 +212,7 @@ def _search(ctx: Context, cands: list[C.Candidate]) -> None:
         ctx.say("no heal fits the budget: answering from the plain cuts")
         return
     chosen = _spread(viable, rungs[0].candidates)
+    rungs = _fit_rungs(ctx, chosen, ctx.left() - teacher) or rungs  # planned again for the depths chosen
     for c in viable:
         if c not in chosen:
             c.dropped = "not healed: the budget allows fewer candidates"
@@ -251,9 +253,7 @@ def _halve(ctx: Context, active: list[C.Candidate], rungs) -> None:
     before = {c.name: c.scores["plain"]["retention"] for c in active}
     for i, rung in enumerate(rungs):
         after = run_rung(ctx, active, rung)
-        if not after:
-            return
-        if i + 1 == len(rungs):
+        if not after or ctx.stopped or i + 1 == len(rungs):
             return
         margin = slack(before, after)
         costs = {c.name: C.cost(c, s.objective.value, c.scores.get(f"r{rung.index}"), target) for c in active}

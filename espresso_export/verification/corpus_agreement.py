@@ -39,6 +39,7 @@ class CorpusSet:
     queries: list[str]
     exclude: list[int] | None  # per query, the passage left out of its results (a pseudo-query's own)
     queries_from: str  # "queries.txt" or "pseudo-queries (title)"
+    cloze: object = None  # ClozeQueries for the known-item retention (None when none could be made)
 
 
 def load_corpus(spec: str, queries: str | None, *, method: str, limit: int, seed: int) -> CorpusSet:
@@ -51,15 +52,28 @@ def load_corpus(spec: str, queries: str | None, *, method: str, limit: int, seed
     from espresso_export.data.pseudo_queries import pseudo_queries, read_passages
 
     passages = read_passages(spec)
+    cloze = _cloze(passages, limit, seed)
     if queries is not None:
         texts = read_corpus(queries).sentences
         if len(texts) > limit:
             texts = [texts[i] for i in sorted(random.Random(seed).sample(range(len(texts)), limit))]
-        return CorpusSet(spec, passages.name, passages.texts, texts, None, Path(queries).name)
+        return CorpusSet(spec, passages.name, passages.texts, texts, None, Path(queries).name, cloze)
     chosen = ("title" if passages.titles else "sentence") if method == "auto" else method
     made = pseudo_queries(passages, chosen, limit=limit, seed=seed)
     shown = f"pseudo-queries ({chosen}, auto)" if method == "auto" else f"pseudo-queries ({chosen})"
-    return CorpusSet(spec, passages.name, passages.texts, made.texts, made.exclude, shown)
+    return CorpusSet(spec, passages.name, passages.texts, made.texts, made.exclude, shown, cloze)
+
+
+def _cloze(passages, limit: int, seed: int):
+    """Known-item queries (:func:`~espresso_export.data.pseudo_queries.cloze_queries`), or None for a corpus
+    that gives none."""
+    from espresso_export.core.errors import ValidationError
+    from espresso_export.data.pseudo_queries import cloze_queries
+
+    try:
+        return cloze_queries(passages, "auto", limit=limit, seed=seed)
+    except ValidationError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -83,6 +97,7 @@ class AgreementRow:
     queries_from: str
     results: list[VariantAgreement]
     finite: bool = True  # False: a model's vectors hold NaN or inf, and no agreement is defined
+    known_item: dict | None = None  # KnownItem.to_dict() and the query method: the retention-scale estimate
 
     @property
     def agreement_at_10(self) -> float:
@@ -100,7 +115,8 @@ class AgreementRow:
         return {"name": self.name, "spec": self.spec, "passages": self.passages, "queries": self.queries,
                 "queries_from": self.queries_from, **{n: rounded(v) for n, v in means.items()},
                 "ci95": {n: interval_list(iv) for n, iv in intervals.items()},
-                "variants": [r.to_dict() for r in self.results] if self.finite else []}
+                "variants": [r.to_dict() for r in self.results] if self.finite else [],
+                "known_item": self.known_item}
 
 
 def _finite(*arrays: np.ndarray) -> bool:
@@ -122,6 +138,7 @@ def measure_corpus(data: CorpusSet, caches: dict[str, EncodeCache], forms: Vecto
         nan = Agreement(K, DEPTH, np.full((len(data.queries), 3), np.nan))
         return AgreementRow(**shape, results=[VariantAgreement(wanted[0], nan, 0)], finite=False)
     source_top = ranked_ids(sq, sd, K, exclude=data.exclude)
+    shape["known_item"] = _known_item(data, source, candidate, sd, cd, s_sim, c_sim)
     del sq, sd
     results = []
     for variant in wanted:
@@ -129,3 +146,21 @@ def measure_corpus(data: CorpusSet, caches: dict[str, EncodeCache], forms: Vecto
         results.append(VariantAgreement(variant, agreement(source_top, found.ranked, k=K, depth=DEPTH),
                                         found.index_bytes))
     return AgreementRow(**shape, results=results)
+
+
+def _known_item(data: CorpusSet, source: EncodeCache, candidate: EncodeCache, sd, cd, s_sim, c_sim) -> dict | None:
+    """The candidate's known-item retention on the corpus (:mod:`.known_item`), its float32 vectors at full width."""
+    from espresso_export.verification.known_item import known_item
+
+    c = data.cloze
+    if c is None:
+        return None
+    triples = []
+    for cache, sim, docs in ((source, s_sim, sd), (candidate, c_sim, cd)):
+        q = unit(cache.encode(c.texts, role="query"), sim)
+        t = unit(cache.encode(c.targets, role="document"), sim)
+        triples.append((q, docs, t))
+    if not _finite(*triples[0], *triples[1]):
+        return None
+    found = known_item(triples[0], triples[1], c.origins)
+    return {**found.to_dict(), "method": f"cloze by {c.method}"}

@@ -55,6 +55,11 @@ def _agreement_section(row: AgreementRow, ranges: dict[str, str]):
           if iv is not None]
     notes = [f"95% interval over the {row.queries} queries (bootstrap), {main.variant.label}: " + ", ".join(ci)] \
         if ci else []
+    if row.known_item is not None:
+        k, iv = row.known_item, row.known_item.get("ci95")
+        notes.insert(0, f"known-item retention ({k['method']}, {k['queries']} queries): {k['retention']:.3f}"
+                        + (f" [{iv[0]:.3f}-{iv[1]:.3f}]" if iv else "") + ": the estimate of labelled nDCG@10 "
+                        "retention on these documents (auto's score)")
     return Section(title, headers, rows, [*notes, AGREEMENT_LEGEND,
                                           *_ranges_note(ranges, [r.variant.precision for r in row.results])])
 

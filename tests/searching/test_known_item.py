@@ -70,3 +70,26 @@ def test_short_texts_are_cut_in_halves():
     assert made.method == "half" and len(made) == 2
     for query, origin, target in zip(made.texts, made.origins, made.targets):
         assert f"{query} {target}" == passages.texts[origin]
+
+
+def test_verify_reports_the_known_item_retention_of_a_corpus(tmp_path, tiny_bert, tiny_cut):
+    import json
+    import random
+
+    from tiny_models import _WORDS
+
+    from espresso_export import verify
+
+    pytest.importorskip("faiss", reason="corpus searches use faiss")
+    rng = random.Random(1)
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps({"_id": str(i), "title": " ".join(rng.sample(_WORDS, 3)),
+                                        "text": " ".join(rng.choice(_WORDS) for _ in range(12))}) + "\n"
+                            for i in range(60)), encoding="utf-8")
+    report = verify(tiny_cut, tiny_bert, corpus=[str(docs)], sts="builtin", sts_limit=20, batch_sizes="none",
+                    agreement_queries=30)
+    known = report.agreement[0].known_item
+    assert known["method"] == "cloze by title" and known["queries"] == 30
+    assert 0 <= known["retention"] and known["source_ndcg_at_10"] > 0
+    assert report.to_dict()["agreement"][0]["known_item"] == known
+    assert "known-item retention" in report.to_markdown()
