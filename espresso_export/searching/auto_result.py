@@ -73,7 +73,8 @@ class AutoResult:
 
         s = ctx.settings
         result = cls(source=ctx.source, objective=s.objective.value, target=s.min_retention, met=met, winner=winner,
-                     candidates=[c.to_dict() for c in cands], source_info=ctx.work.done("source"),
+                     candidates=[c.to_dict() for c in cands],
+                     source_info={**ctx.work.done("source"), "evaluation": ctx.scorer.ev.to_dict()},
                      budget_seconds=s.budget_seconds, seconds=time.perf_counter() - ctx.start, log=list(ctx.log))
         if not met:
             result.hints.append(_missed(s, cands, winner))

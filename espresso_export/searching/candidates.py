@@ -42,7 +42,7 @@ class Candidate:
         return next(((k, self.scores[k]) for k in reversed(list(self.scores))), None)
 
 
-def _timed_vectors(ckpt, ev: EvalSet) -> tuple[Vectors, float]:
+def timed_vectors(ckpt, ev: EvalSet) -> tuple[Vectors, float]:
     """The model's vectors of the evaluation set and its seconds per text (the passages' encoding)."""
     from espresso_export.model.embed import encode
 
@@ -87,7 +87,7 @@ def plain_cut(source, cand: Candidate, ev: EvalSet, *, dim: int, calibration: Pa
         ckpt, cand.layers = cut.checkpoint, list(cut.layers)
     cand.params = int(ckpt.n_params)
     cand.latency_ratio = time_ratio(source_ckpt, ckpt, ev.passages)
-    return _timed_vectors(ckpt, ev)[0]
+    return timed_vectors(ckpt, ev)[0]
 
 
 def heal_settings(cand: Candidate, *, texts: int, heal_texts: int, heal_file: Path, dim: int, settings,
@@ -120,7 +120,7 @@ def heal(source, cand: Candidate, folder: Path, run_dir: Path, kwargs: dict, *, 
 def healed_vectors(folder: Path, ev: EvalSet) -> Vectors:
     from espresso_export.model.checkpoint import load
 
-    return _timed_vectors(load(folder), ev)[0]
+    return timed_vectors(load(folder), ev)[0]
 
 
 def variants(scorer: Scorer, vectors: Vectors, dims: list[int], precisions: list[str]) -> list[dict]:

@@ -35,9 +35,6 @@ class EvalSet:
     cloze: ClozeQueries  # origins index ``passages``
     held_out: frozenset[int]  # positions in the whole corpus of the queries' passages: never healed on
 
-    def texts(self) -> dict[str, list[str]]:
-        return {"queries": self.cloze.texts, "passages": self.passages, "targets": self.cloze.targets}
-
     def to_dict(self) -> dict:
         return {"passages": len(self.passages), "queries": len(self.cloze), "query_method": self.cloze.method}
 
@@ -59,10 +56,6 @@ class Vectors:
     queries: np.ndarray
     passages: np.ndarray
     targets: np.ndarray
-
-    @classmethod
-    def encode(cls, encode_fn, ev: EvalSet) -> Vectors:
-        return cls(**{k: unit(encode_fn(v)) for k, v in ev.texts().items()})
 
     def narrowed(self, dim: int) -> Vectors:
         return Vectors(*(truncate(x, dim) for x in (self.queries, self.passages, self.targets)))

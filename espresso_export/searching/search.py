@@ -70,7 +70,7 @@ def _source_step(source: str, work: Work, ev) -> dict:
         from espresso_export.model.checkpoint import load
 
         ckpt = load(source)
-        vectors, per_text = C._timed_vectors(ckpt, ev)
+        vectors, per_text = C.timed_vectors(ckpt, ev)
         vectors.save(work.path("source-vectors.npz"))
         found = work.put("source", {"seconds_per_text": per_text, "depth": ckpt.depth, "width": ckpt.output_dim,
                                     "params": int(ckpt.n_params)})

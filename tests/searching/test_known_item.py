@@ -58,7 +58,7 @@ def test_cloze_queries_by_title_target_the_body():
     passages = Passages("p", ["Paris Paris is the capital of France.", "Berlin Berlin is in Germany."],
                         titles=["Paris", "Berlin"])
     made = cloze_queries(passages, "auto", limit=5, seed=0)
-    assert made.method == "title"
+    assert made.method == "title"  # one sentence each: titles
     bodies = {"Paris": "Paris is the capital of France.", "Berlin": "Berlin is in Germany."}
     assert {q: t for q, t in zip(made.texts, made.targets)} == bodies  # the title taken off the front
 
