@@ -62,6 +62,13 @@ def setting(default: Any = MISSING, *, help: str, default_factory: Any = MISSING
                              metadata={SPEC_KEY: Spec(help=help, **spec)})
 
 
+def declared_as(cls: type, name: str) -> Any:
+    """The declaration of ``cls``'s setting ``name`` (default, bounds, help), for a command that takes the same
+    setting: one declaration, so name, default and help cannot drift apart."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    return dataclasses.field(default=f.default, default_factory=f.default_factory, metadata=f.metadata)
+
+
 @dataclass(frozen=True)
 class Field:
     """One resolved setting: the dataclass field, its real type and its spec."""

@@ -5,25 +5,19 @@ Torch-free, so ``--help`` stays instant."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 from espresso_export.core.common_settings import seed_setting
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.parsing import parse_duration, parse_int_list, parse_name_list
-from espresso_export.core.settings import check_choices, setting
+from espresso_export.core.settings import check_choices, declared_as, setting
 from espresso_export.core.types import AutoObjective
 from espresso_export.training.trainer_settings import TrainerSettings
 from espresso_export.verification.verify_settings import VerifySettings, check_retention_gate
 
 OUTPUT_PRECISIONS = ("float32", "int8", "binary")  # what the index may store; binary searched with rescoring
-
-
-def _as_in(cls: type, name: str) -> Any:
-    f = next(f for f in dataclasses.fields(cls) if f.name == name)
-    return dataclasses.field(default=f.default, default_factory=f.default_factory, metadata=f.metadata)
 
 
 @dataclass
@@ -56,10 +50,10 @@ class AutoSettings:
     objective: AutoObjective = setting(AutoObjective.LATENCY,
                                        help="What to make smallest: latency, size (bytes of weights) or "
                                             "bytes-per-vector (what the index stores per document).")
-    max_latency_ratio: Optional[float] = _as_in(VerifySettings, "max_latency_ratio")
+    max_latency_ratio: Optional[float] = declared_as(VerifySettings, "max_latency_ratio")
     time_budget: str = setting("1h", help="Wall time the search may spend (90s, 45m, 2h, 1h30m), planned from "
                                           "this machine's measured speed; the final export and check come on top.")
-    device: str = _as_in(TrainerSettings, "device")
+    device: str = declared_as(TrainerSettings, "device")
     student: Optional[str] = setting(None, path="model", help="Also try this smaller pretrained model as an HPD "
                                                               "student (a folder, Hub id or alias), beside the cuts.")
     layers: list[int] = setting(default_factory=list, cli_type=Optional[str],
@@ -79,7 +73,7 @@ class AutoSettings:
     max_seq_len: Optional[int] = setting(None, min=8, help="Truncate healing texts to this many tokens. Default: "
                                                            "distill's choice from the healing texts' lengths.")
     batch_size: int = setting(32, min=1, help="Healing batch size.")
-    threads: Optional[int] = _as_in(VerifySettings, "threads")
+    threads: Optional[int] = declared_as(VerifySettings, "threads")
     seed: int = seed_setting()
     keep_work: bool = setting(False, flags=("--keep-work/--no-keep-work",),
                               help="Keep the work folder (every candidate) after a finished search.")

@@ -13,7 +13,7 @@ import numpy as np
 from espresso_export.data.pseudo_queries import ClozeQueries, Passages, cloze_queries, read_passages
 from espresso_export.runtime.precision import bytes_per_vector, truncate
 from espresso_export.verification.agreement import DEPTH, K, agreement, ranked_ids
-from espresso_export.verification.known_item import cloze_index, known_item, unit
+from espresso_export.verification.known_item import cloze_index, known_item
 
 RESCORE = 4  # binary: 4 x top-k by Hamming distance, re-ranked (sentence-transformers' semantic_search_faiss default)
 

@@ -5,26 +5,20 @@ whole, so its name, default and help cannot drift apart. Torch-free, so ``--help
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 from espresso_export.core.common_settings import seed_setting, select_setting
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.parsing import parse_int_list, parse_name_list
-from espresso_export.core.settings import check_choices, setting
+from espresso_export.core.settings import check_choices, declared_as, setting
 from espresso_export.core.types import Head, Select, SweepMetric
 from espresso_export.shrinking.shrink_settings import ShrinkSettings
 from espresso_export.verification.verify_settings import VerifySettings, check_retention_gate
 
 SWEEP_HEADS = (Head.PCA, Head.TRUNCATE)
 
-
-def _as_in(cls: type, name: str) -> Any:
-    """The declaration of ``cls``'s setting ``name`` (default, bounds, help) for the same setting here."""
-    f = next(f for f in dataclasses.fields(cls) if f.name == name)
-    return dataclasses.field(default=f.default, default_factory=f.default_factory, metadata=f.metadata)
 
 
 def _depths(text: str) -> list[int]:
@@ -45,33 +39,33 @@ class SweepSettings:
                                           flags=("--dims", "-d"), cli_type=str, parse=_widths)
     head: Head = setting(Head.PCA, help="pca (fitted on the calibration corpus) or truncate (first-k).")
     select: Select = select_setting()
-    sts: list[str] = _as_in(VerifySettings, "sts")
-    sts_columns: Optional[list[str]] = _as_in(VerifySettings, "sts_columns")
-    sts_limit: Optional[int] = _as_in(VerifySettings, "sts_limit")
+    sts: list[str] = declared_as(VerifySettings, "sts")
+    sts_columns: Optional[list[str]] = declared_as(VerifySettings, "sts_columns")
+    sts_limit: Optional[int] = declared_as(VerifySettings, "sts_limit")
     metric: SweepMetric = setting(
         SweepMetric.STS, help="What the points are scored, plotted and recommended on: sts (Spearman on --sts), "
                               "retrieval (nDCG@10 on --retrieval) or agreement (agreement@10 with the source's "
                               "ranking of --corpus, no labels needed).")
-    retrieval: list[str] = _as_in(VerifySettings, "retrieval")
-    relevant_score: float = _as_in(VerifySettings, "relevant_score")
-    corpus: list[str] = _as_in(VerifySettings, "corpus")
-    queries: list[str] = _as_in(VerifySettings, "queries")
-    pseudo_queries: str = _as_in(VerifySettings, "pseudo_queries")
-    agreement_queries: int = _as_in(VerifySettings, "agreement_queries")
-    precision: list[str] = _as_in(VerifySettings, "precision")
+    retrieval: list[str] = declared_as(VerifySettings, "retrieval")
+    relevant_score: float = declared_as(VerifySettings, "relevant_score")
+    corpus: list[str] = declared_as(VerifySettings, "corpus")
+    queries: list[str] = declared_as(VerifySettings, "queries")
+    pseudo_queries: str = declared_as(VerifySettings, "pseudo_queries")
+    agreement_queries: int = declared_as(VerifySettings, "agreement_queries")
+    precision: list[str] = declared_as(VerifySettings, "precision")
     target_retention: float = setting(
         0.95, help="Recommend the smallest and the fastest point keeping this fraction of the source's score (STS "
                    "Spearman, nDCG@10 with --metric retrieval, agreement@10 with --metric agreement: the source "
                    "agrees with itself, so this is the agreement the point must reach).")
-    calibration: Optional[str] = _as_in(ShrinkSettings, "calibration")
-    calibration_samples: int = _as_in(ShrinkSettings, "calibration_samples")
-    threads: Optional[int] = _as_in(VerifySettings, "threads")
+    calibration: Optional[str] = declared_as(ShrinkSettings, "calibration")
+    calibration_samples: int = declared_as(ShrinkSettings, "calibration_samples")
+    threads: Optional[int] = declared_as(VerifySettings, "threads")
     latency_batch_size: int = setting(32, min=1, help="Batch size of the throughput measurement.")
     latency_texts: int = setting(128, min=1, help="Texts timed per depth and round (a fixed sample of the STS "
                                                   "sentences).")
     latency_rounds: int = setting(3, min=1, help="Timed rounds, alternating the depths (fewer than 3: the timing is "
                                                  "reported as not reliable).")
-    batch_size: int = _as_in(VerifySettings, "batch_size")
+    batch_size: int = declared_as(VerifySettings, "batch_size")
     seed: int = seed_setting("Random seed (calibration sampling, which texts the latency is timed on).")
 
     def __post_init__(self) -> None:
