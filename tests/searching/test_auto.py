@@ -124,3 +124,28 @@ def test_the_recipe_rebuilds_the_winner(tmp_path, tiny_bert, docs):
     texts = ["the dog runs", "a red car in the house"]
     a, b = (encode(load(d), texts) for d in (out / "model", rebuilt.steps[0].folder))
     np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_a_recipe_step_takes_the_same_settings(tmp_path, docs):
+    from espresso_export.pipeline.recipes import parse_recipe
+
+    text = (f"source: minilm\nsteps:\n  - auto:\n      corpus: [{docs}]\n      objective: bytes-per-vector\n"
+            f"      time_budget: 45m\n      min_retention: 0.95\n  - push: {{repo_id: me/x, dry_run: true}}\n")
+    recipe = parse_recipe(text, base=tmp_path)
+    step = recipe.steps[0]
+    assert step.kind == "auto" and step.config.objective.value == "bytes-per-vector"
+    assert step.config.budget_seconds == 45 * 60 and step.config.corpus == [str(docs)]
+
+
+def test_nothing_meets_the_target_exit_3_with_the_best_reached(tmp_path, tiny_bert, docs, capsys):
+    from espresso_export.cli.app import main
+
+    out = tmp_path / "out"
+    code = main(["auto", str(tiny_bert), "--corpus", str(docs), "--min-retention", "1.4", "--time-budget", "1s",
+                 "--eval-passages", "80", "--eval-queries", "24", "--threads", "1", "--layers", "1,2", "-o", str(out)])
+    assert code == 3
+    err = capsys.readouterr()
+    assert "no candidate kept 1.4" in err.err
+    record = json.loads((out / "auto.json").read_text())
+    assert record["met"] is False and record["winner"]["stage"] == "plain" and "best reached" in err.out
+    assert not (out / "model").exists() and not out.with_name("out.auto-work").exists()
