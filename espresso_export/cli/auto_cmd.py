@@ -42,9 +42,17 @@ def _print(result) -> None:
     from espresso_export.core.console import out_console
 
     console = out_console()
-    headers = ["model", "stage", "texts", "retention", "agr@10", "time", "bytes/vec"]
+    bytes_objective = result.objective == "bytes-per-vector"
+    headers = ["model", "stage", "texts", "retention", "agr@10", "time", "B/vec at target" if bytes_objective
+               else "B/vec"]
+
+    def size(r: dict) -> str:
+        if not bytes_objective:
+            return str(r["bytes_per_vector"])
+        return "-" if r["bytes_at_target"] is None else str(r["bytes_at_target"])
+
     rows = [[r["candidate"], r["stage"], f"{r['texts']:,}", f"{r['retention']:.3f}", f"{r['agreement_at_10']:.3f}",
-             f"x{r['latency_ratio']:.2f}", str(r["bytes_per_vector"])] for r in result.rows()]
+             f"x{r['latency_ratio']:.2f}", size(r)] for r in result.rows()]
     show(grid(f"candidates (known-item retention on your documents; target {result.target:g})", headers, rows,
               console.width, right=headers[2:], whole=headers))
     w = result.winner

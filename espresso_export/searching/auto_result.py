@@ -12,7 +12,7 @@ from pathlib import Path
 from espresso_export.core.files import write_text_atomic
 
 CSV_FIELDS = ("candidate", "stage", "texts", "retention", "ci95_low", "ci95_high", "agreement_at_10",
-              "latency_ratio", "params", "dim", "bytes_per_vector", "dropped")
+              "latency_ratio", "params", "dim", "bytes_per_vector", "bytes_at_target", "dropped")
 
 
 def _missed(s, cands, best: Pick | None) -> str:
@@ -31,6 +31,12 @@ def _missed(s, cands, best: Pick | None) -> str:
     if not deeper:
         line += "; no deeper cut was tried: widen --layers or lower --min-retention"
     return line
+
+
+def _at_target(stage: dict, target: float) -> int | None:
+    """The fewest bytes per vector of a stored form (width, precision) that keeps the target, if measured."""
+    ok = [v["bytes_per_vector"] for v in stage.get("variants", []) if v["retention"] >= target]
+    return min(ok) if ok else None
 
 
 @dataclass(frozen=True)
@@ -89,7 +95,7 @@ class AutoResult:
                             "retention": sc["retention"], "ci95_low": ci[0], "ci95_high": ci[1],
                             "agreement_at_10": sc["agreement_at_10"], "latency_ratio": round(c["latency_ratio"], 4),
                             "params": c["params"], "dim": sc["dim"], "bytes_per_vector": sc["bytes_per_vector"],
-                            "dropped": c["dropped"] or ""})
+                            "bytes_at_target": _at_target(sc, self.target), "dropped": c["dropped"] or ""})
         return out
 
     def to_dict(self) -> dict:

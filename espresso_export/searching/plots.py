@@ -6,7 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 COST_LABEL = {"latency": "time per text, relative to the source (torch, this machine)",
-              "size": "parameters (millions)", "bytes-per-vector": "bytes per stored vector"}
+              "size": "parameters (millions)",
+              "bytes-per-vector": "bytes per stored vector (each candidate's last stage: every width and precision)"}
+
+
+def _name(source: str) -> str:
+    p = Path(source)
+    return f"{p.parent.name}/{p.name}" if p.name == "model" else p.name
 
 
 def _cost(row: dict, objective: str) -> float:
@@ -15,6 +21,26 @@ def _cost(row: dict, objective: str) -> float:
     if objective == "size":
         return row["params"] / 1e6
     return row["bytes_per_vector"]
+
+
+def _series(result, name: str, rows: list[dict]) -> tuple[list[float], list[float]]:
+    """A candidate's points: its stages by the objective's cost; for bytes per vector, the frontier of its last
+    stage's stored forms (each width and precision), the trade-off the objective chooses on."""
+    if result.objective != "bytes-per-vector":
+        pts = [r for r in rows if r["candidate"] == name]
+        return [_cost(r, result.objective) for r in pts], [r["retention"] for r in pts]
+    cand = next(c for c in result.candidates if c["name"] == name)
+    last = list(cand["scores"].values())[-1]
+    best: dict[int, float] = {}
+    for v in last.get("variants", []):
+        best[v["bytes_per_vector"]] = max(best.get(v["bytes_per_vector"], 0.0), v["retention"])
+    xs, ys, top = [], [], -1.0
+    for x in sorted(best):  # the frontier: the best retention at this many bytes or fewer
+        if best[x] > top:
+            top = best[x]
+            xs.append(x)
+            ys.append(top)
+    return xs, ys
 
 
 def plot_auto(result, path: Path) -> Path:
@@ -28,19 +54,22 @@ def plot_auto(result, path: Path) -> Path:
     try:
         colors = plt.get_cmap("tab10").colors
         for i, name in enumerate(dict.fromkeys(r["candidate"] for r in rows)):
-            pts = [r for r in rows if r["candidate"] == name]
-            ax.plot([_cost(r, result.objective) for r in pts], [r["retention"] for r in pts], "o-",
-                    color=colors[i % 10], ms=4 + 0 * i, lw=1, label=name, alpha=0.85)
+            xs, ys = _series(result, name, rows)
+            ax.plot(xs, ys, "o-", color=colors[i % 10], ms=4, lw=1, label=name, alpha=0.85)
         ax.axhline(result.target, color="gray", ls=":", lw=1, label=f"target {result.target:g}")
         ax.axhline(1.0, color="black", ls="--", lw=0.8, label="source")
         if result.winner is not None:
-            w = next(r for r in rows if r["candidate"] == result.winner.name and r["stage"] == result.winner.stage_name)
-            ax.plot([_cost(w, result.objective)], [w["retention"]], "*", ms=16, color="crimson",
-                    label=("winner" if result.met else "best reached") + f": {w['candidate']} ({w['stage']})")
+            w, v = result.winner, result.winner.variant
+            row = next(r for r in rows if r["candidate"] == w.name and r["stage"] == w.stage_name)
+            x = v["bytes_per_vector"] if result.objective == "bytes-per-vector" else _cost(row, result.objective)
+            ax.plot([x], [v["retention"]], "*", ms=16, color="crimson",
+                    label=("winner" if result.met else "best reached") + f": {w.name} ({w.stage_name}), "
+                          f"{v['dim']}-d {v['precision']}")
+        if result.objective == "bytes-per-vector":
+            ax.set_xscale("log", base=2)
         ax.set_xlabel(COST_LABEL[result.objective])
         ax.set_ylabel("known-item retention on your documents")
-        ax.set_title(f"{Path(result.source).name}: auto search ({result.objective}); stages: plain, then heals",
-                     fontsize=10)
+        ax.set_title(f"{_name(result.source)}: auto search ({result.objective}, target {result.target:g})", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="best", framealpha=0.85)
         fig.tight_layout()
