@@ -68,6 +68,7 @@ def _record_content(name: str) -> dict:
         "push.json": {"repo_id": "me/m", "files": [], "card": {}},
         "trainer.json": {"format": 1, "run_hash": "ab", "run": {}},
         "best.json": {"score": 0.5, "step": 3, "epoch": 1},
+        "auto.json": {"espresso_version": "0.1.0", "objective": "latency", "candidates": []},
     }[name]
 
 
@@ -78,7 +79,8 @@ def test_each_record_is_recognised_by_content_and_its_layout(tmp_path, record):
     (folder / record).write_text(json.dumps(_record_content(record)))
     assert foreign_entries(folder) == []
     layout_member = {"run.json": "1-shrink", "sweep.json": "sweep.csv", "report.json": "report.md",
-                     "trainer.json": "optimizer.safetensors", "best.json": "model.safetensors"}.get(record)
+                     "trainer.json": "optimizer.safetensors", "best.json": "model.safetensors",
+                     "auto.json": "recipe.yaml"}.get(record)
     if layout_member:
         (folder / layout_member).write_text("")
         assert foreign_entries(folder) == []
