@@ -106,6 +106,16 @@ def _verify(ctx, export_dir: Path, chosen: dict):
                   progress=ctx.progress)
 
 
+def _verdict(report, target: float) -> dict:
+    """verify's gate, and the known-item retention on every document (the search scored a sample): the winner
+    must keep the target on all of them too."""
+    known = [(a.name, a.known_item) for a in report.agreement if a.known_item]
+    missed = [f"known-item retention on all of {name} = {k['retention']:.3f}, needs >= {target:g}"
+              for name, k in known if k["retention"] < target]
+    return {"passed": report.passed and not missed, "failed": [c.describe() for c in report.failed] + missed,
+            "known_item": {name: k for name, k in known}}
+
+
 def _card(model: Path, export_dir: Path, report: Path, tmp: Path, name: str) -> None:
     from espresso_export.publishing.push import push
 
@@ -128,7 +138,7 @@ def finish(ctx, cands: list[C.Candidate], out: Path, *, overwrite: bool) -> Auto
             result.export = _export(ctx, tmp / "model", tmp / "export")
             report = _verify(ctx, tmp / "export", winner.variant)
             write_text_atomic(tmp / "verify.json", json.dumps(report.to_dict(), indent=2) + "\n")
-            result.verify = {"passed": report.passed, "failed": [c.describe() for c in report.failed]}
+            result.verify = _verdict(report, s.min_retention)
             _card(tmp / "model", tmp / "export", tmp / "verify.json", tmp, f"{Path(ctx.source).name}-auto")
             write_recipe(ctx, cand, winner, result.export["weights"], tmp)
         result.output = out
