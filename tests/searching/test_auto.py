@@ -145,7 +145,10 @@ def test_nothing_meets_the_target_exit_3_with_the_best_reached(tmp_path, tiny_be
                  "--eval-passages", "80", "--eval-queries", "24", "--threads", "1", "--layers", "1,2", "-o", str(out)])
     assert code == 3
     err = capsys.readouterr()
-    assert "no candidate kept 1.4" in err.err
     record = json.loads((out / "auto.json").read_text())
-    assert record["met"] is False and record["winner"]["stage"] == "plain" and "best reached" in err.out
-    assert not (out / "model").exists() and not out.with_name("out.auto-work").exists()
+    assert record["passed"] is False and not out.with_name("out.auto-work").exists()
+    if record["met"]:  # a random tiny model's sample can pass 1.4; then all the documents must hold it too
+        assert "known-item retention on all of docs.jsonl" in err.err and "needs >= 1.4" in err.err
+        return
+    assert "no candidate kept 1.4" in err.err and "best reached" in err.out
+    assert record["winner"]["stage"] == "plain" and not (out / "model").exists()
