@@ -134,18 +134,19 @@ def variants(scorer: Scorer, vectors: Vectors, dims: list[int], precisions: list
     return out
 
 
-def cheapest_variant(found: list[dict], target: float) -> dict | None:
-    ok = [v for v in found if v["retention"] >= target]
+def cheapest_variant(found: list[dict], target: float, precisions=None) -> dict | None:
+    """The fewest bytes per vector of a stored form keeping ``target`` (among ``precisions``, default all)."""
+    ok = [v for v in found if v["retention"] >= target and (precisions is None or v["precision"] in precisions)]
     return min(ok, key=lambda v: (v["bytes_per_vector"], -v["retention"])) if ok else None
 
 
-def cost(cand: Candidate, objective: str, stage: dict | None, target: float) -> float:
+def cost(cand: Candidate, objective: str, stage: dict | None, target: float, precisions=None) -> float:
     """What the objective minimises, for ranking: the measured time ratio, the parameters, or the bytes per
     vector of the narrowest stored form that keeps the target (infinite when none does yet)."""
     if objective == "latency":
         return cand.latency_ratio
     if objective == "size":
         return float(cand.params)
-    best = cheapest_variant((stage or {}).get("variants", []), target)
+    best = cheapest_variant((stage or {}).get("variants", []), target, precisions)
     return float(best["bytes_per_vector"]) if best else math.inf
 

@@ -39,13 +39,13 @@ class EvalSet:
         return {"passages": len(self.passages), "queries": len(self.cloze), "query_method": self.cloze.method}
 
 
-def eval_set(docs: Passages, *, passages: int, queries: int, seed: int) -> EvalSet:
+def eval_set(docs: Passages, *, passages: int, queries: int, seed: int, method: str = "auto") -> EvalSet:
     """A seeded sample of ``passages`` documents and ``queries`` known-item queries made from it."""
     n = len(docs.texts)
     chosen = sorted(random.Random(seed).sample(range(n), min(passages, n)))
     sub = replace(docs, texts=[docs.texts[i] for i in chosen],
                   titles=None if docs.titles is None else [docs.titles[i] for i in chosen])
-    cloze = cloze_queries(sub, "auto", limit=queries, seed=seed)
+    cloze = cloze_queries(sub, method, limit=queries, seed=seed)
     return EvalSet(sub.texts, cloze, frozenset(chosen[i] for i in cloze.origins))
 
 

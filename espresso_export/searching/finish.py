@@ -38,11 +38,13 @@ def pick(cands: list[C.Candidate], settings) -> Pick | None:
         if settings.max_latency_ratio is not None and cand.latency_ratio > settings.max_latency_ratio:
             continue
         for stage, score in _stages(cand):
-            variant = C.cheapest_variant(score.get("variants", []), target) if objective == "bytes-per-vector" \
-                else (score if score["retention"] >= target else None)
-            if variant is None:
-                continue
-            found.append((C.cost(cand, objective, score, target), -score["retention"], cand.name, stage, variant))
+            if objective == "bytes-per-vector":
+                variant = C.cheapest_variant(score.get("variants", []), target, settings.precision)
+            else:
+                variant = score if score["retention"] >= target else None
+            if variant is not None:
+                key = C.cost(cand, objective, score, target, settings.precision)
+                found.append((key, -score["retention"], cand.name, stage, variant))
     if not found:
         return None
     _, _, name, stage, variant = min(found, key=lambda f: (f[0], f[1]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from espresso_export.searching import candidates as C
+from espresso_export.searching.auto_settings import OUTPUT_PRECISIONS
 from espresso_export.searching.evaluation import Vectors
 
 
@@ -62,8 +63,8 @@ def _heal_and_score(ctx, cand: C.Candidate, rung) -> dict:
 def score_stage(ctx, cand: C.Candidate, stage: str, vectors: Vectors, extra: dict) -> dict:
     s = ctx.settings
     main = ctx.scorer.score(vectors).to_dict()
-    if s.objective.value == "bytes-per-vector":
-        dims = [d for d in (32, 48, 64, 96, 128, 192, 256, 384, 512, 768) if d <= ctx.dim]
-        main["variants"] = C.variants(ctx.scorer, vectors, dims, s.precision)
+    # every stored form, whatever the objective: a later search of the same work folder may minimise bytes
+    dims = [d for d in (32, 48, 64, 96, 128, 192, 256, 384, 512, 768) if d <= ctx.dim]
+    main["variants"] = C.variants(ctx.scorer, vectors, dims, list(OUTPUT_PRECISIONS))
     cand.scores[stage] = {**main, **extra}
     return cand.scores[stage]

@@ -110,7 +110,7 @@ def _healing_texts(docs, ev, s: AutoSettings, seconds_per_text: float, work: Wor
 
 def _prepare(source: str, s: AutoSettings, work: Work, progress: bool) -> Context:
     docs = read_documents(s.corpus)
-    ev = eval_set(docs, passages=s.eval_passages, queries=s.eval_queries, seed=s.seed)
+    ev = eval_set(docs, passages=s.eval_passages, queries=s.eval_queries, seed=s.seed, method=s.known_items)
     src = _source_step(source, work, ev)
     dim = s.dim or min(src["width"], 384)
     if dim > src["width"]:
@@ -205,7 +205,7 @@ def _search(ctx: Context, cands: list[C.Candidate]) -> None:
             c.dropped = "meets the target untrained"
         else:
             viable.append(c)
-    viable.sort(key=lambda c: C.cost(c, s.objective.value, c.scores["plain"], target))
+    viable.sort(key=lambda c: C.cost(c, s.objective.value, c.scores["plain"], target, s.precision))
     teacher = ctx.speed.encode(ctx.heal_texts, ctx.speed.depth) if ctx.work.done("teacher") is None else 0.0
     rungs = _fit_rungs(ctx, viable, ctx.left() - teacher)
     if not rungs:
@@ -256,7 +256,8 @@ def _halve(ctx: Context, active: list[C.Candidate], rungs) -> None:
         if not after or ctx.stopped or i + 1 == len(rungs):
             return
         margin = slack(before, after)
-        costs = {c.name: C.cost(c, s.objective.value, c.scores.get(f"r{rung.index}"), target) for c in active}
+        costs = {c.name: C.cost(c, s.objective.value, c.scores.get(f"r{rung.index}"), target, s.precision)
+                 for c in active}
         keep = survivors(after, costs, target, rungs[i + 1].candidates, margin)
         for c in active:
             if c.name not in keep and c.dropped is None:
