@@ -144,13 +144,11 @@ def test_nothing_meets_the_target_exit_3_with_the_best_reached(tmp_path, tiny_be
 
     out = tmp_path / "out"
     code = main(["auto", str(tiny_bert), "--corpus", str(docs), "--min-retention", "1.4", "--time-budget", "1s",
-                 "--eval-passages", "80", "--eval-queries", "24", "--threads", "1", "--layers", "1,2", "-o", str(out)])
+                 "--eval-passages", "80", "--eval-queries", "24", "--threads", "1", "--layers", "1,2",
+                 "--known-items", "title", "-o", str(out)])
     assert code == 3
     err = capsys.readouterr()
     record = json.loads((out / "auto.json").read_text())
-    assert record["passed"] is False and not out.with_name("out.auto-work").exists()
-    if record["met"]:  # a random tiny model's sample can pass 1.4; then all the documents must hold it too
-        assert "known-item retention on all of docs.jsonl" in err.err and "needs >= 1.4" in err.err
-        return
+    assert record["passed"] is False and record["met"] is False and not out.with_name("out.auto-work").exists()
     assert "no candidate kept 1.4" in err.err and "best reached" in err.out
     assert record["winner"]["stage"] == "plain" and not (out / "model").exists()
