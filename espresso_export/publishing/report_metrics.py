@@ -66,6 +66,7 @@ class AgreementMetric:
     recall_at_100: float | None  # of the source's top 10
     agreement_ci95: tuple[float, float] | None = None
     variants: tuple[tuple[str, int | None, float | None], ...] = ()  # (precision and width, bytes/vector, agreement@10)
+    known_item: dict | None = None  # retention, ci95, candidate/source nDCG@10, method: the retention-scale estimate
 
 
 @dataclass(frozen=True)
@@ -156,13 +157,21 @@ def _variant(v: dict) -> tuple[str, int | None, float | None]:
     return label, v.get("bytes_per_vector"), _num(v.get("agreement_at_10"))
 
 
+def _known_item(k) -> dict | None:
+    if not isinstance(k, dict) or _num(k.get("retention")) is None:
+        return None
+    return {"retention": _num(k["retention"]), "ci95": _interval(k.get("ci95")), "method": str(k.get("method", "")),
+            "candidate": _num(k.get("candidate_ndcg_at_10")), "source": _num(k.get("source_ndcg_at_10"))}
+
+
 def _agreement_row(name: str, a: dict) -> AgreementMetric:
     variants = [v for v in a.get("variants") or [] if isinstance(v, dict)][1:]  # the first is float32, full width
     return AgreementMetric(name=str(a.get("name", name)), passages=a.get("passages"), queries=a.get("queries"),
                            queries_from=a.get("queries_from"), agreement_at_10=_num(a.get("agreement_at_10")),
                            ndcg_at_10=_num(a.get("ndcg_at_10")), recall_at_100=_num(a.get("recall_at_100")),
                            agreement_ci95=_interval((a.get("ci95") or {}).get("agreement_at_10")),
-                           variants=tuple(_variant(v) for v in variants))
+                           variants=tuple(_variant(v) for v in variants),
+                           known_item=_known_item(a.get("known_item")))
 
 
 def _agreement(report: dict) -> list[AgreementMetric]:
