@@ -17,7 +17,10 @@ CSV_FIELDS = ("candidate", "stage", "texts", "retention", "ci95_low", "ci95_high
 
 def _missed(s, cands, best: Pick | None) -> str:
     """What the search reached, and what more time would likely give: the best candidate's last heal gained
-    ``g`` over its previous stage; a heal three times as long gains about half as much again (:func:`.plan.slack`)."""
+    ``g`` over its previous stage; a heal :data:`.plan.ETA` times as long gains about half as much again
+    (:func:`.plan.slack`)."""
+    from espresso_export.searching.plan import ETA
+
     if best is None:
         return f"no candidate kept {s.min_retention:g} of the source and none was measured"
     line = (f"no candidate kept {s.min_retention:g} of the source: the best reached {best.stage['retention']:.3f} "
@@ -26,7 +29,8 @@ def _missed(s, cands, best: Pick | None) -> str:
     stages = [v["retention"] for v in cand.scores.values()]
     if len(stages) >= 2 and stages[-1] > stages[-2]:
         likely = stages[-1] + 0.5 * (stages[-1] - stages[-2])
-        line += f"; a heal 3x as long would likely reach about {likely:.3f} (a larger --time-budget continues this search)"
+        line += (f"; a heal {ETA}x as long would likely reach about {likely:.3f} (a larger --time-budget continues "
+                 "this search)")
     deeper = [c.depth for c in cands if c.depth > cand.depth and c.student is None]
     if not deeper:
         line += "; no deeper cut was tried: widen --layers or lower --min-retention"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from espresso_export.searching.evaluation import EvalSet, Scorer, Vectors
-from espresso_export.verification.known_item import unit
+from espresso_export.verification.retrieval import normalise
 
 ENCODE_BATCH = 64
 CALIBRATION = 2000  # texts a plain cut's PCA head is fitted on (as many give the same head within noise)
@@ -50,7 +50,7 @@ def timed_vectors(ckpt, ev: EvalSet) -> tuple[Vectors, float]:
     passages = encode(ckpt, ev.passages, batch_size=ENCODE_BATCH)
     per_text = (time.perf_counter() - start) / max(len(ev.passages), 1)
     queries, targets = (encode(ckpt, t, batch_size=ENCODE_BATCH) for t in (ev.cloze.texts, ev.cloze.targets))
-    return Vectors(unit(queries), unit(passages), unit(targets)), per_text
+    return Vectors(normalise(queries), normalise(passages), normalise(targets)), per_text
 
 
 def time_ratio(source_ckpt, ckpt, texts: list[str], rounds: int = 3) -> float:

@@ -21,12 +21,8 @@ from pathlib import Path
 from espresso_export.core.files import atomic_output, write_text_atomic
 from espresso_export.searching import candidates as C
 from espresso_export.searching.auto_result import AutoResult, Pick
-from espresso_export.searching.evaluation import Vectors
-from espresso_export.verification.known_item import unit
-
-
-def _stages(cand: C.Candidate):
-    return [(k, v) for k, v in cand.scores.items()]
+from espresso_export.searching.evaluation import RESCORE, Vectors
+from espresso_export.verification.retrieval import normalise
 
 
 def pick(cands: list[C.Candidate], settings) -> Pick | None:
@@ -37,7 +33,7 @@ def pick(cands: list[C.Candidate], settings) -> Pick | None:
     for cand in cands:
         if settings.max_latency_ratio is not None and cand.latency_ratio > settings.max_latency_ratio:
             continue
-        for stage, score in _stages(cand):
+        for stage, score in cand.scores.items():
             if objective == "bytes-per-vector":
                 variant = C.cheapest_variant(score.get("variants", []), target, settings.precision)
             else:
@@ -54,7 +50,7 @@ def pick(cands: list[C.Candidate], settings) -> Pick | None:
 
 def _best_effort(cands: list[C.Candidate]) -> Pick | None:
     """Nothing kept the target: the best scored stage, shown as what the search reached."""
-    stages = [(score["retention"], c, k) for c in cands for k, score in _stages(c)]
+    stages = [(score["retention"], c, k) for c in cands for k, score in c.scores.items()]
     if not stages:
         return None
     _, cand, stage = max(stages, key=lambda s: s[0])
@@ -84,7 +80,7 @@ def _export(ctx, model: Path, folder: Path) -> dict:
     for name, file in (("int8", None), ("float32", "onnx/model.onnx")):
         enc = OnnxEncoder(folder, file=file)
         ev = ctx.scorer.ev
-        v = Vectors(*(unit(enc.encode(t)) for t in (ev.cloze.texts, ev.passages, ev.cloze.targets)))
+        v = Vectors(*(normalise(enc.encode(t)) for t in (ev.cloze.texts, ev.passages, ev.cloze.targets)))
         measured[name] = ctx.scorer.score(v).to_dict()
     weights = "int8" if measured["int8"]["retention"] >= ctx.settings.min_retention else "float32"
     if weights == "float32":
@@ -101,7 +97,7 @@ def _verify(ctx, export_dir: Path, chosen: dict):
     precision = list(dict.fromkeys(["float32", chosen["precision"]]))
     return verify(str(export_dir), ctx.source, corpus=list(s.corpus), queries=list(s.queries),
                   retrieval=list(s.retrieval), sts=list(s.sts) or ["builtin"], dims=dims, precision=precision,
-                  rescore=4 if chosen["precision"] == "binary" else 0,
+                  rescore=RESCORE if chosen["precision"] == "binary" else 0,
                   min_retention=s.min_retention if s.sts else None,
                   min_retrieval_retention=s.min_retention if s.retrieval else None,
                   max_latency_ratio=s.max_latency_ratio, threads=s.threads, latency_budget=5.0,

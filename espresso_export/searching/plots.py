@@ -44,14 +44,10 @@ def _series(result, name: str, rows: list[dict]) -> tuple[list[float], list[floa
 
 
 def plot_auto(result, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from espresso_export.sweeping.plots import figure
 
     rows = result.rows()
-    fig, ax = plt.subplots(figsize=(8.5, 5.5), dpi=120)
-    try:
+    with figure(path) as (plt, ax):
         colors = plt.get_cmap("tab10").colors
         for i, name in enumerate(dict.fromkeys(r["candidate"] for r in rows)):
             xs, ys = _series(result, name, rows)
@@ -70,10 +66,4 @@ def plot_auto(result, path: Path) -> Path:
         ax.set_xlabel(COST_LABEL[result.objective])
         ax.set_ylabel("known-item retention on your documents")
         ax.set_title(f"{_name(result.source)}: auto search ({result.objective}, target {result.target:g})", fontsize=10)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="best", framealpha=0.85)
-        fig.tight_layout()
-        fig.savefig(path)
-    finally:
-        plt.close(fig)
     return path

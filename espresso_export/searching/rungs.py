@@ -61,7 +61,6 @@ def _heal_and_score(ctx, cand: C.Candidate, rung) -> dict:
 
 
 def score_stage(ctx, cand: C.Candidate, stage: str, vectors: Vectors, extra: dict) -> dict:
-    s = ctx.settings
     main = ctx.scorer.score(vectors).to_dict()
     # every stored form, whatever the objective: a later search of the same work folder may minimise bytes
     dims = [d for d in (32, 48, 64, 96, 128, 192, 256, 384, 512, 768) if d <= ctx.dim]

@@ -38,6 +38,24 @@ DEFAULT_TEXTS = 20_000  # healing texts at most by default
 TEACHER_SHARE = 0.25  # of the budget, at most, for the teacher's pass over the healing texts
 
 
+class SourceModel:
+    """The source checkpoint, loaded on first use and kept until :meth:`release`: the evaluation vectors and
+    rung 0's timings share one load."""
+
+    def __init__(self, spec: str) -> None:
+        self.spec, self._ckpt = spec, None
+
+    def get(self):
+        if self._ckpt is None:
+            from espresso_export.model.checkpoint import load
+
+            self._ckpt = load(self.spec)
+        return self._ckpt
+
+    def release(self) -> None:
+        self._ckpt = None  # the heals load their own teacher
+
+
 @dataclass
 class Context:
     source: str
@@ -50,6 +68,7 @@ class Context:
     heal_file: Path
     heal_texts: int
     progress: bool
+    model: SourceModel
     start: float = field(default_factory=time.perf_counter)
     log: list[str] = field(default_factory=list)
     stopped: bool = False  # the budget ran out
@@ -63,13 +82,11 @@ class Context:
             err_console().print(line, highlight=False)
 
 
-def _source_step(source: str, work: Work, ev) -> dict:
+def _source_step(model: SourceModel, work: Work, ev) -> dict:
     """The source's vectors of the evaluation set (saved), its speed, depth and width."""
     found = work.done("source")
     if found is None:
-        from espresso_export.model.checkpoint import load
-
-        ckpt = load(source)
+        ckpt = model.get()
         vectors, per_text = C.timed_vectors(ckpt, ev)
         vectors.save(work.path("source-vectors.npz"))
         found = work.put("source", {"seconds_per_text": per_text, "depth": ckpt.depth, "width": ckpt.output_dim,
@@ -111,14 +128,16 @@ def _healing_texts(docs, ev, s: AutoSettings, seconds_per_text: float, work: Wor
 def _prepare(source: str, s: AutoSettings, work: Work, progress: bool) -> Context:
     docs = read_documents(s.corpus)
     ev = eval_set(docs, passages=s.eval_passages, queries=s.eval_queries, seed=s.seed, method=s.known_items)
-    src = _source_step(source, work, ev)
+    model = SourceModel(source)
+    src = _source_step(model, work, ev)
     dim = s.dim or min(src["width"], 384)
     if dim > src["width"]:
         raise ValidationError(f"--dim {dim} exceeds the source's width {src['width']}")
     heal = _healing_texts(docs, ev, s, src["seconds_per_text"], work)
     scorer = Scorer(ev, Vectors.load(work.path("source-vectors.npz")))
     speed = Speed(src["seconds_per_text"], src["depth"], work.state.get("train_cost", 3.0))
-    ctx = Context(source, s, work, scorer, speed, dim, src["width"], Path(heal["file"]), heal["texts"], progress)
+    ctx = Context(source, s, work, scorer, speed, dim, src["width"], Path(heal["file"]), heal["texts"], progress,
+                  model)
     ctx.say(f"documents: {len(docs.texts):,} ({len(ev.passages):,} searched, {len(ev.cloze)} known-item queries "
             f"by {ev.cloze.method}); healing texts: {heal['texts']:,}; source: {src['depth']} layers, "
             f"{src['width']} dims, {1 / src['seconds_per_text']:.0f} texts/s here")
@@ -138,16 +157,12 @@ def _rung0(ctx: Context) -> list[C.Candidate]:
     wanted = [C.Candidate(f"L{d}", d) for d in depths]
     if s.student is not None:
         wanted.append(C.Candidate("student", 0, student=s.student))
-    out, source_ckpt = [], None
+    out = []
     for cand in wanted:
         found = work.done(f"plain-{cand.name}")
         if found is None:
-            if source_ckpt is None:
-                from espresso_export.model.checkpoint import load
-
-                source_ckpt = load(ctx.source)
             vectors = C.plain_cut(ctx.source, cand, ctx.scorer.ev, dim=ctx.dim, calibration=ctx.heal_file,
-                                  seed=s.seed, source_ckpt=source_ckpt)
+                                  seed=s.seed, source_ckpt=ctx.model.get())
             score_stage(ctx, cand, "plain", vectors, {"texts": 0})
             found = work.put(f"plain-{cand.name}", cand.to_dict())
         cand = C.Candidate.from_dict(found)
@@ -175,6 +190,7 @@ def auto(source: str | os.PathLike, output: str | os.PathLike, settings: AutoSet
     with fixed_threads(s.threads or default_threads()):
         ctx = _prepare(source, s, work, progress)
         cands = _rung0(ctx)
+        ctx.model.release()
         _search(ctx, cands)
         _earlier_heals(ctx, cands)
         result = finish(ctx, cands, out, overwrite=overwrite)

@@ -3,6 +3,8 @@ one line per width, Pareto frontier marked."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,16 +12,31 @@ if TYPE_CHECKING:
     from espresso_export.sweeping.sweep_result import SweepResult
 
 
-def plot_sweep(result: SweepResult, path: Path) -> Path:
-    """Draw ``result`` as a PNG at ``path``: each width's points by throughput, the source and the target lines."""
+@contextmanager
+def figure(path: Path) -> Iterator[tuple]:
+    """``(pyplot, axes)`` of one plot in the product's size, saved to ``path`` with a grid and a legend when the
+    block ends (the sweep's and auto's plots), and closed however it ends."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib import ticker
 
     fig, ax = plt.subplots(figsize=(8.5, 5.5), dpi=120)
     try:
+        yield plt, ax
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="best", framealpha=0.85)
+        fig.tight_layout()
+        fig.savefig(path)
+    finally:
+        plt.close(fig)
+
+
+def plot_sweep(result: SweepResult, path: Path) -> Path:
+    """Draw ``result`` as a PNG at ``path``: each width's points by throughput, the source and the target lines."""
+    from matplotlib import ticker
+
+    with figure(path) as (plt, ax):
         dims = sorted({p.dim for p in result.points})
         # tab10: distinct colours that all stay visible on white (a sequential map ends in a pale yellow)
         colors = plt.get_cmap("tab10").colors
@@ -51,10 +68,4 @@ def plot_sweep(result: SweepResult, path: Path) -> Path:
                                                         "\nthroughput NOT reliable (why: sweep.json, "
                                                         "latency.reasons)"))
         ax.set_ylabel(f"{result.metric_label} ({sets})")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="best", framealpha=0.85)
-        fig.tight_layout()
-        fig.savefig(path)
-    finally:
-        plt.close(fig)
     return path

@@ -20,13 +20,9 @@ import numpy as np
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.metrics import ratio_interval
 from espresso_export.runtime.precision import CalibrationRanges, search_at
+from espresso_export.verification.retrieval import normalise
 
 K = 10
-
-
-def unit(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    return np.ascontiguousarray(x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12))
 
 
 def cloze_index(docs: np.ndarray, origins, targets: np.ndarray) -> np.ndarray:
@@ -42,7 +38,7 @@ def known_item_ndcg(queries: np.ndarray, index: np.ndarray, origins, *, k: int =
     it is in the top ``k``, else 0. The documents are stored at ``precision`` (int8 ranges fitted on them;
     binary searched by Hamming distance, ``rescore`` x ``k`` candidates re-ranked with the float query), the
     queries stay float (:func:`espresso_export.runtime.precision.search_at`)."""
-    q, d = unit(queries), unit(index)
+    q, d = normalise(queries), normalise(index)
     if q.shape[1] != d.shape[1]:
         raise ValidationError(f"queries {q.shape} and documents {d.shape} are not of one width")
     ranges = CalibrationRanges.fit(d) if precision in ("int8", "uint8") else None
