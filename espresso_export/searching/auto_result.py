@@ -19,7 +19,7 @@ def _missed(s, cands, best: Pick | None) -> str:
     """What the search reached, and what more time would likely give: the best candidate's last heal gained
     ``g`` over its previous stage; a heal :data:`.plan.ETA` times as long gains about half as much again
     (:func:`.plan.slack`)."""
-    from espresso_export.searching.plan import ETA
+    from espresso_export.searching.plan import ETA, LONGER_GAIN
 
     if best is None:
         return f"no candidate kept {s.min_retention:g} of the source and none was measured"
@@ -28,7 +28,7 @@ def _missed(s, cands, best: Pick | None) -> str:
     cand = next(c for c in cands if c.name == best.name)
     stages = [v["retention"] for v in cand.scores.values()]
     if len(stages) >= 2 and stages[-1] > stages[-2]:
-        likely = stages[-1] + 0.5 * (stages[-1] - stages[-2])
+        likely = stages[-1] + LONGER_GAIN * (stages[-1] - stages[-2])
         line += (f"; a heal {ETA}x as long would likely reach about {likely:.3f} (a larger --time-budget continues "
                  "this search)")
     deeper = [c.depth for c in cands if c.depth > cand.depth and c.student is None]

@@ -100,7 +100,8 @@ def _verify(ctx, export_dir: Path, chosen: dict):
                   rescore=RESCORE if chosen["precision"] == "binary" else 0,
                   min_retention=s.min_retention if s.sts else None,
                   min_retrieval_retention=s.min_retention if s.retrieval else None,
-                  max_latency_ratio=s.max_latency_ratio, threads=s.threads, latency_budget=5.0,
+                  max_latency_ratio=s.max_latency_ratio, threads=s.threads,
+                  latency_budget=5.0,  # seconds of extra rounds per batch size: the search already spent the budget
                   progress=ctx.progress)
 
 

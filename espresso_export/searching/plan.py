@@ -20,6 +20,7 @@ ETA = 3  # keep a third at each rung
 MAX_GAP_CLOSED = 0.95  # rung 0: a heal closes at most this share of a plain cut's gap to the source
 TRAIN_COST = 3.0  # a training step on a text costs about 3 forward passes (forward, backward), until measured
 MIN_STEPS = 20  # a heal shorter than this says little
+LONGER_GAIN = 0.5  # a heal ETA times as long gains at most this share of what the last one gained
 SEARCH_SHARE = 0.85  # of the budget left after the fixed costs; the rest absorbs estimation error
 
 
@@ -102,7 +103,7 @@ def slack(before: dict[str, float], after: dict[str, float]) -> float:
     """How much more a candidate may still gain from a longer heal: half the largest gain the last rung
     measured (longer heals gain less), at least 0.005."""
     gains = [after[k] - before[k] for k in after if k in before]
-    return max(0.005, 0.5 * max(gains, default=0.0))
+    return max(0.005, LONGER_GAIN * max(gains, default=0.0))
 
 
 def survivors(scores: dict[str, float], costs: dict[str, float], target: float, keep: int, margin: float) -> list[str]:

@@ -30,7 +30,7 @@ from espresso_export.core.settings import resolve
 from espresso_export.searching import candidates as C
 from espresso_export.searching.auto_settings import AutoSettings
 from espresso_export.searching.evaluation import Scorer, Vectors, eval_set, read_documents
-from espresso_export.searching.plan import Speed, hopeless, plan_rungs, slack, survivors
+from espresso_export.searching.plan import TRAIN_COST, Speed, hopeless, plan_rungs, slack, survivors
 from espresso_export.searching.rungs import run_rung, score_stage
 from espresso_export.searching.work import Work, fingerprint
 
@@ -135,7 +135,7 @@ def _prepare(source: str, s: AutoSettings, work: Work, progress: bool) -> Contex
         raise ValidationError(f"--dim {dim} exceeds the source's width {src['width']}")
     heal = _healing_texts(docs, ev, s, src["seconds_per_text"], work)
     scorer = Scorer(ev, Vectors.load(work.path("source-vectors.npz")))
-    speed = Speed(src["seconds_per_text"], src["depth"], work.state.get("train_cost", 3.0))
+    speed = Speed(src["seconds_per_text"], src["depth"], work.state.get("train_cost", TRAIN_COST))
     ctx = Context(source, s, work, scorer, speed, dim, src["width"], Path(heal["file"]), heal["texts"], progress,
                   model)
     ctx.say(f"documents: {len(docs.texts):,} ({len(ev.passages):,} searched, {len(ev.cloze)} known-item queries "
