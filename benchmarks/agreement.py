@@ -14,11 +14,12 @@ all-mpnet-base-v2, ``_models.mpnet()``); the candidates are its plain cuts
 dbpedia-5k (shared data); its judgements are used only to compute the labelled retention the agreement is
 judged against. Pseudo-queries (``espresso_export.data.pseudo_queries``): sentence, title, passage, each with the
 query's own passage left out of the results (the default) and kept in (``+origin``); the set's real queries
-(``real``) are the ``--queries`` case. ``--models`` adds prebuilt model folders (healed cuts, students; an
-export folder is encoded with its default file, the int8 ONNX) to the candidates, with their truncations to the
-narrower ``--dims``; ``--subset`` names candidates whose Spearman is also reported on its own. Encodings are
-cached in ``benchmarks/.cache/agreement/`` per model name and text list (another ``--source``: per name and the
-model's fingerprint).
+(``real``) are the ``--queries`` case. Known-item retention (``auto``'s score: a sentence or a title cut out of its
+passage, the rest of the passage the one target) is reported beside agreement. ``--models`` adds prebuilt model
+folders (healed cuts, students; an export folder is encoded with its default file, the int8 ONNX) to the
+candidates, with their truncations to the narrower ``--dims``; ``--subset`` names candidates whose Spearman is
+also reported on its own. Encodings are cached in ``benchmarks/.cache/agreement/`` per model name and text list
+(another ``--source``: per name and the model's fingerprint).
 Results: ``benchmarks/results/agreement.json`` and a markdown summary on stdout.
 """
 
@@ -46,7 +47,12 @@ from _models import CACHE, SHARED, minilm, mpnet
 from espresso_export.core.cpu import cpu_model, int8_isa, usable_cores
 from espresso_export.core.metrics import spearman
 from espresso_export.data import read_retrieval, sentences_sha256
-from espresso_export.data.pseudo_queries import METHODS, pseudo_queries, read_passages
+from espresso_export.data.pseudo_queries import (
+    METHODS,
+    cloze_queries,
+    pseudo_queries,
+    read_passages,
+)
 from espresso_export.runtime.precision import (
     CalibrationRanges,
     bytes_per_vector,
@@ -54,11 +60,13 @@ from espresso_export.runtime.precision import (
     truncate,
 )
 from espresso_export.verification.agreement import agreement, ranked_ids
+from espresso_export.verification.known_item import known_item
 from espresso_export.verification.retrieval import normalise
 
 DBPEDIA = SHARED / "retrieval" / "dbpedia-5k"
 WORK = CACHE / "agreement"
 METRICS = ("agreement_at_10", "ndcg_at_10", "recall_at_100")
+CLOZE = ("sentence", "title")  # known-item retention (what ``auto`` searches on), by the query each cuts out
 
 
 SOURCES = {"minilm": minilm, "mpnet": mpnet}
@@ -142,12 +150,15 @@ def query_sets(limit: int, seed: int, data, passages) -> dict:
     return sets
 
 
-def vectors(encode, docs: np.ndarray, sets: dict, dim: int | None) -> dict:
-    """Name -> query vectors (``dim``: truncated to that width), with ``docs`` under ``"docs"``."""
+def vectors(encode, docs: np.ndarray, sets: dict, dim: int | None, cloze: dict) -> dict:
+    """Name -> query vectors (``dim``: truncated to that width), with ``docs`` under ``"docs"`` and each known-item
+    method's cloze targets under ``"cloze:METHOD"`` (its queries are the pseudo-queries of the same method)."""
     out = {}
     for name, (texts, origins, _) in sets.items():
         base = name.split("+")[0]
         out[name] = docs[origins] if texts is None else encode(base, texts)
+    for method, made in cloze.items():
+        out[f"cloze:{method}"] = encode(f"{method}-cloze", made.targets)
     if dim is not None:
         out = {k: truncate(v, dim) for k, v in out.items()}
         docs = truncate(docs, dim)
@@ -158,8 +169,9 @@ def labelled(data, ranked: np.ndarray) -> np.ndarray:
     return data.per_query_scores(ranked, data.evaluated_queries)[:, 2]  # nDCG@10 per query
 
 
-def model_rows(names: list[str], encoded: dict, data, sets: dict) -> dict:
-    """Per model: labelled nDCG@10 and, per query set, agreement with the source (the first model)."""
+def model_rows(names: list[str], encoded: dict, data, sets: dict, cloze: dict) -> dict:
+    """Per model: labelled nDCG@10 and, per query set, agreement with the source (the first model); per cloze
+    method, the known-item retention."""
     src = encoded[names[0]]
     tops = {s: ranked_ids(src[s], src["docs"], 10, exclude=sets[s][2]) for s in sets}
     source_ndcg = labelled(data, ranked_ids(src["real"], src["docs"], 10)).mean()
@@ -171,15 +183,22 @@ def model_rows(names: list[str], encoded: dict, data, sets: dict) -> dict:
         for s in sets:
             ranked = ranked_ids(v[s], v["docs"], 100, exclude=sets[s][2])
             row["agreement"][s] = agreement(tops[s], ranked).to_dict()
+        row["known_item"] = {m: known_item((src[m], src["docs"], src[f"cloze:{m}"]),
+                                           (v[m], v["docs"], v[f"cloze:{m}"]), made.origins).to_dict()
+                             for m, made in cloze.items()}
         rows[name] = row
     return rows
 
 
 def correlations(rows: dict, names: list[str], sets: dict) -> dict:
-    """Spearman over the candidates between each agreement score and the labelled retention."""
+    """Spearman over the candidates between each agreement score (and each known-item retention, under
+    ``known_item``) and the labelled retention."""
     retention = [rows[n]["retention"] for n in names]
-    return {s: {m: round(spearman([rows[n]["agreement"][s][m] for n in names], retention), 3) for m in METRICS}
-            for s in sets}
+    out = {s: {m: round(spearman([rows[n]["agreement"][s][m] for n in names], retention), 3) for m in METRICS}
+           for s in sets}
+    out["known_item"] = {m: round(spearman([rows[n]["known_item"][m]["retention"] for n in names], retention), 3)
+                         for m in rows[names[0]]["known_item"]} if names else {}
+    return out
 
 
 def prebuilt(specs: list[str]) -> dict[str, Path]:
@@ -218,20 +237,26 @@ def precision_rows(name: str, v: dict, src: dict, data, rescore: int, exclude: n
 
 
 def markdown(result: dict) -> str:
-    names, sets = list(result["models"]), list(result["spearman"])
-    lines = ["| model | nDCG@10 | retention | " + " | ".join(f"agr@10 {s}" for s in sets) + " |",
-             "|---|---|---|" + "---|" * len(sets)]
+    names, sets = list(result["models"]), [s for s in result["spearman"] if s != "known_item"]
+    lines = ["| model | nDCG@10 | retention | " + " | ".join(f"agr@10 {s}" for s in sets)
+             + " | " + " | ".join(f"known-item {m}" for m in CLOZE) + " |",
+             "|---|---|---|" + "---|" * (len(sets) + len(CLOZE))]
     for n in names:
         r = result["models"][n]
         lines.append(f"| {n} | {r['ndcg_at_10']:.3f} | {r['retention']:.3f} | "
-                     + " | ".join(f"{r['agreement'][s]['agreement_at_10']:.3f}" for s in sets) + " |")
+                     + " | ".join(f"{r['agreement'][s]['agreement_at_10']:.3f}" for s in sets)
+                     + " | " + " | ".join(f"{r['known_item'][m]['retention']:.3f}" for m in CLOZE) + " |")
     lines += ["", "| Spearman vs retention | " + " | ".join(METRICS) + " |", "|---|---|---|---|"]
     lines += [f"| {s} | " + " | ".join(f"{result['spearman'][s][m]:.3f}" for m in METRICS) + " |" for s in sets]
+    lines += ["", "Known-item retention, Spearman vs retention: " + ", ".join(
+        f"{m} {v:.3f}" for m, v in result["spearman"]["known_item"].items())]
     if result.get("spearman_subset"):
         lines += ["", f"Spearman over the subset ({', '.join(result['subset'])}):", "",
                   "| query set | " + " | ".join(METRICS) + " |", "|---|---|---|---|"]
         lines += [f"| {s} | " + " | ".join(f"{result['spearman_subset'][s][m]:.3f}" for m in METRICS) + " |"
                   for s in sets]
+        lines += ["", "Known-item, over the subset: " + ", ".join(
+            f"{m} {v:.3f}" for m, v in result["spearman_subset"]["known_item"].items())]
     lines += ["", ("| model | precision | dim | bytes/vector (+ rescoring rows) | index bytes | nDCG@10 retention | "
               "agr@10 (sentence) |"), "|---|---|---|---|---|---|---|"]
     lines += [f"| {p['model']} | {p['precision']} | {p['dim']} | {p['bytes_per_vector']}"
@@ -270,6 +295,7 @@ def main() -> None:
     other = args.source != "minilm"  # another source: its cuts and vectors are kept apart from MiniLM's
     data, passages = subset(read_retrieval(DBPEDIA), read_passages(DBPEDIA), args.docs, args.seed)
     sets = query_sets(args.limit, args.seed, data, passages)
+    cloze = {m: cloze_queries(passages, m, limit=args.limit, seed=args.seed) for m in CLOZE}
     source = SOURCES[args.source]()
     dims = [int(d) for d in args.dims.split(",")]
     encoded = {}
@@ -280,24 +306,24 @@ def main() -> None:
     else:
         store = None
     enc = encoder(source, threads=args.threads, fingerprinted=other, store=store)
-    encoded["source"] = vectors(enc, enc("docs", data.docs), sets, None)
+    encoded["source"] = vectors(enc, enc("docs", data.docs), sets, None, cloze)
     for layers in (int(n) for n in args.layers.split(",") if n.strip()):
         enc = encoder(cut(source, layers, dims[0], args.source), threads=args.threads, fingerprinted=other)
         docs = enc("docs", data.docs)
         for dim in dims:
-            encoded[f"L{layers}-d{dim}"] = vectors(enc, docs, sets, None if dim == dims[0] else dim)
+            encoded[f"L{layers}-d{dim}"] = vectors(enc, docs, sets, None if dim == dims[0] else dim, cloze)
     for name, folder in prebuilt(args.models).items():
         enc = encoder(folder, name, threads=args.threads, fingerprinted=other)
         docs = enc("docs", data.docs)
-        encoded[name] = vectors(enc, docs, sets, None)
+        encoded[name] = vectors(enc, docs, sets, None, cloze)
         for dim in (d for d in dims[1:] if d < docs.shape[1]):  # its narrower truncations, as for the cuts
-            encoded[f"{name}-d{dim}"] = vectors(enc, docs, sets, dim)
+            encoded[f"{name}-d{dim}"] = vectors(enc, docs, sets, dim, cloze)
     names = list(encoded)
     subset_names = [n.strip() for n in args.subset.split(",") if n.strip()]
     unknown = [n for n in subset_names if n not in names]
     if unknown:
         raise SystemExit(f"--subset: no candidate named {', '.join(unknown)} (candidates: {', '.join(names[1:])})")
-    rows = model_rows(names, encoded, data, sets)
+    rows = model_rows(names, encoded, data, sets, cloze)
     precision = [r for name in ("source", *(n.strip() for n in args.precision_model.split(",") if n.strip()))
                  for r in precision_rows(name, encoded[name], encoded["source"], data, args.rescore, sets["sentence"][2])]
     result = {
