@@ -9,11 +9,14 @@ removed on the way out (``atomic_output``), and training saves a resumable check
   :class:`Terminated` (a ``KeyboardInterrupt``, so code that cleans up on Ctrl-C also cleans up on SIGTERM).
 * :func:`stop_flag` (the training loop): the first signal only sets a flag, so the loop finishes its step,
   saves and stops; a second one interrupts at once.
+* :func:`interrupt_after` (a time budget, e.g. ``auto``'s): the same stop, asked for by a timer.
 """
 
 from __future__ import annotations
 
+import _thread
 import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -107,5 +110,37 @@ def stop_flag(repeat_interrupts: bool = True) -> Iterator[dict]:
         yield flag
 
 
-__all__ = ["STOP_SIGNALS", "Terminated", "describe", "exit_code", "raise_for", "record", "signals_raise",
-           "signum_of", "stop_flag"]
+@contextmanager
+def interrupt_after(seconds: float) -> Iterator[dict]:
+    """Stop the block as Ctrl-C would, ``seconds`` from now, if it is still running: a SIGINT to the main thread
+    (a simulated one where ``pthread_kill`` is missing), so training inside saves a resumable checkpoint and raises
+    as after a real Ctrl-C; the handler in force at that moment decides, as it would for the user's. Yields
+    ``{"fired": bool}``; the caller catches the interrupt when ``fired``, and the signal is forgotten (the exit
+    code is not an interrupt's). It may arrive while the block ends: the caller's ``except`` sees it then too."""
+    state = {"fired": False, "done": False}
+    lock = threading.Lock()
+
+    def fire() -> None:
+        with lock:
+            if not state["done"]:
+                state["fired"] = True
+                if hasattr(signal, "pthread_kill"):  # a real signal: it also wakes a sleeping main thread
+                    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+                else:
+                    _thread.interrupt_main(signal.SIGINT)
+
+    timer = threading.Timer(max(float(seconds), 0.0), fire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield state
+    finally:
+        with lock:
+            state["done"] = True
+        timer.cancel()
+        if state["fired"]:
+            record(None)
+
+
+__all__ = ["STOP_SIGNALS", "Terminated", "describe", "exit_code", "interrupt_after", "raise_for", "record",
+           "signals_raise", "signum_of", "stop_flag"]

@@ -1,13 +1,16 @@
 """One rung of ``auto``'s successive halving: heal each active candidate on the rung's texts (or reuse the heal a
-stopped or earlier search finished), score it, and record both; stop when the next heal would not fit."""
+stopped or earlier search finished), score it, and record both; stop when the next heal would not fit, or when
+the budget ends inside one (its checkpoint is kept: a search with a larger budget continues it)."""
 
 from __future__ import annotations
 
 import time
 
+from espresso_export.core.signals import interrupt_after
 from espresso_export.searching import candidates as C
 from espresso_export.searching.auto_settings import OUTPUT_PRECISIONS
 from espresso_export.searching.evaluation import Vectors
+from espresso_export.training.interrupt import TrainingInterrupted
 
 
 def stage_key(cand: C.Candidate, texts: int) -> str:
@@ -30,7 +33,14 @@ def run_rung(ctx, active: list[C.Candidate], rung) -> dict[str, float]:
                 ctx.stopped = True
                 return found
             ctx.say(f"rung {rung.index}: healing {cand.name} on {rung.texts:,} texts (~{need / 60:.1f} min)")
-            done = ctx.work.put(key, _heal_and_score(ctx, cand, rung))
+            score = _heal_and_score(ctx, cand, rung)
+            if score is None:
+                cand.dropped = cand.dropped or f"rung {rung.index}: heal stopped, the budget ran out"
+                ctx.say(f"rung {rung.index}: the budget ran out while healing {cand.name}: stopping the search here "
+                        "(its checkpoint is kept: the same command with a larger budget continues it)")
+                ctx.stopped = True
+                return found
+            done = ctx.work.put(key, score)
             ctx.work.state["train_cost"] = ctx.speed.train_cost
             ctx.work.save()
         cand.scores[f"r{rung.index}"] = done
@@ -40,14 +50,21 @@ def run_rung(ctx, active: list[C.Candidate], rung) -> dict[str, float]:
     return found
 
 
-def _heal_and_score(ctx, cand: C.Candidate, rung) -> dict:
+def _heal_and_score(ctx, cand: C.Candidate, rung) -> dict | None:
+    """The heal's score, or None when the budget ended inside the heal."""
     s = ctx.settings
     kwargs = C.heal_settings(cand, texts=rung.texts, heal_texts=ctx.heal_texts, heal_file=ctx.heal_file,
                              dim=ctx.dim, settings=s, cache_dir=ctx.work.path("teacher-cache"))
     folder = ctx.work.path("heals", f"{cand.name}-{rung.texts}")
     start = time.perf_counter()
-    result = C.heal(ctx.source, cand, folder, ctx.work.path("runs", f"{cand.name}-{rung.texts}"), kwargs,
-                    progress=ctx.progress)
+    try:
+        with interrupt_after(ctx.left()) as deadline:
+            result = C.heal(ctx.source, cand, folder, ctx.work.path("runs", f"{cand.name}-{rung.texts}"), kwargs,
+                            progress=ctx.progress)
+    except (TrainingInterrupted, KeyboardInterrupt):
+        if not deadline["fired"]:
+            raise
+        return None
     seconds = time.perf_counter() - start
     ctx.work.put("teacher", {"seconds": result.teacher_seconds})
     # the whole heal but the teacher pass (shared): the student's PCA sample and the writing count too
@@ -55,9 +72,10 @@ def _heal_and_score(ctx, cand: C.Candidate, rung) -> dict:
                       max(seconds - result.teacher_seconds, 1e-3))
     vectors = C.healed_vectors(folder, ctx.scorer.ev)
     stage = f"r{rung.index}"
-    score = score_stage(ctx, cand, stage, vectors, {"texts": rung.texts, "folder": str(folder),
-                                                     "settings": kwargs, "seconds": round(seconds, 1)})
-    return score
+    extra = {"texts": rung.texts, "folder": str(folder), "settings": kwargs, "seconds": round(seconds, 1)}
+    if result.train.get("resumed_from"):  # the step a stopped heal of these settings had reached
+        extra["resumed_from"] = result.train["resumed_from"]
+    return score_stage(ctx, cand, stage, vectors, extra)
 
 
 def score_stage(ctx, cand: C.Candidate, stage: str, vectors: Vectors, extra: dict) -> dict:
