@@ -12,9 +12,8 @@ from espresso_export.core.signals import interrupt_after, stop_flag
 
 def test_a_block_still_running_at_the_deadline_is_interrupted_and_the_signal_forgotten():
     start = time.perf_counter()
-    with pytest.raises(KeyboardInterrupt):
-        with interrupt_after(0.2) as deadline:
-            time.sleep(5)
+    with pytest.raises(KeyboardInterrupt), interrupt_after(0.2) as deadline:
+        time.sleep(5)
     assert deadline["fired"] and 0.15 <= time.perf_counter() - start < 2
     assert signals.received() is None  # the command's exit code is not taken for an interrupt's
 

@@ -64,8 +64,14 @@ def test_outputs_are_complete(searched):
 def test_the_search_halves_by_score_within_its_budget(tmp_path, tiny_bert, docs):
     """The tiny random model's cuts score at or above its source, so no target asks for a heal; here their rung-0
     scores are set below the target (the only thing not measured), and the rungs heal for real."""
-    from espresso_export.searching.search import Work, _prepare, _rung0, _search, fingerprint
     from espresso_export.searching.auto_settings import AutoSettings
+    from espresso_export.searching.search import (
+        Work,
+        _prepare,
+        _rung0,
+        _search,
+        fingerprint,
+    )
 
     s = AutoSettings(corpus=[str(docs)], min_retention=0.97, time_budget="150s", layers=[1, 2, 3],
                      **{k: v for k, v in SMALL.items() if k != "keep_work"})
@@ -139,10 +145,10 @@ def test_a_budget_too_small_for_any_heal_answers_from_plain_cuts(tmp_path, tiny_
 
 
 def test_the_recipe_rebuilds_the_winner(tmp_path, tiny_bert, docs):
-    from espresso_export.model.checkpoint import load
-    from espresso_export.model.embed import encode
     from dataclasses import replace
 
+    from espresso_export.model.checkpoint import load
+    from espresso_export.model.embed import encode
     from espresso_export.pipeline.recipe_runner import run_recipe
     from espresso_export.pipeline.recipes import load_recipe
 
