@@ -15,7 +15,11 @@ from espresso_export.core.parsing import parse_duration, parse_int_list, parse_n
 from espresso_export.core.settings import check_choices, declared_as, setting
 from espresso_export.core.types import AutoObjective
 from espresso_export.training.trainer_settings import TrainerSettings
-from espresso_export.verification.verify_settings import VerifySettings, check_retention_gate
+from espresso_export.verification.verify_settings import (
+    VerifySettings,
+    check_queries_per_corpus,
+    check_retention_gate,
+)
 
 OUTPUT_PRECISIONS = ("float32", "int8", "binary")  # what the index may store; binary searched with rescoring
 
@@ -31,8 +35,9 @@ class AutoSettings:
              "folder. The candidates heal on them and are scored on them, no labels needed.")
     queries: list[str] = setting(
         default_factory=list, path="data",
-        help="Your queries (.txt one a line, .jsonl), repeatable: the final check also reports the agreement of the "
-             "winner's search with the source's for them. Default: pseudo-queries made from the documents.")
+        help="Your queries (.txt one a line, .jsonl), one file per --corpus in order: the final check also reports "
+             "the agreement of the winner's search with the source's for them. Default: pseudo-queries made from "
+             "the documents.")
     sentences: list[str] = setting(
         default_factory=list, path="data",
         help="General sentences mixed into the healing texts (as distill's --corpus takes them), repeatable. "
@@ -80,7 +85,9 @@ class AutoSettings:
     threads: Optional[int] = declared_as(VerifySettings, "threads")
     seed: int = seed_setting()
     keep_work: bool = setting(False, flags=("--keep-work/--no-keep-work",),
-                              help="Keep the work folder (every candidate) after a finished search.")
+                              help="Keep the work folder (every candidate) after a search that met the target "
+                                   "within its budget (it is always kept otherwise, for a larger budget to "
+                                   "continue).")
 
     def __post_init__(self) -> None:
         for name in ("corpus", "queries", "sentences", "retrieval", "sts"):
@@ -102,6 +109,7 @@ class AutoSettings:
         if not self.corpus:
             raise ValidationError("auto needs your documents: --corpus docs.jsonl (no labels needed)")
         check_retention_gate("--min-retention", self.min_retention)
+        check_queries_per_corpus(self.queries, self.corpus)  # before the search, not after it in the final check
         self.budget_seconds  # noqa: B018 - refuses a bad duration before any work
         bad = [p for p in self.precision if p not in OUTPUT_PRECISIONS]
         if bad or not self.precision:

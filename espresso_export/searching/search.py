@@ -194,7 +194,10 @@ def auto(source: str | os.PathLike, output: str | os.PathLike, settings: AutoSet
         _search(ctx, cands)
         _earlier_heals(ctx, cands)
         result = finish(ctx, cands, out, overwrite=overwrite)
-    if not s.keep_work:
+    if not (result.met and not ctx.stopped):  # a larger budget may do better: the work is what it continues
+        result.hints.append(f"the work folder {work.folder} is kept: the same command with a larger --time-budget "
+                            "and --overwrite continues this search")
+    elif not s.keep_work:
         work.remove()
     return result
 

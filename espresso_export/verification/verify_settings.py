@@ -44,6 +44,14 @@ def check_retention_gate(flag: str, value: float | None) -> None:
                               f"{MAX_RETENTION_GATE:g}; got {value:g}{hint}")
 
 
+def check_queries_per_corpus(queries: list[str], corpus: list[str]) -> None:
+    from espresso_export.core.errors import ValidationError
+
+    if queries and len(queries) != len(corpus):
+        raise ValidationError(f"--queries is one file per --corpus, in order: {len(queries)} given for "
+                              f"{len(corpus)} corpora")
+
+
 def check_vectors(s: VerifySettings) -> None:
     """The corpus, precision and width settings: known precisions, positive widths, one --queries per
     --corpus, and an agreement gate that has a corpus and is a share (0 to 1)."""
@@ -56,9 +64,7 @@ def check_vectors(s: VerifySettings) -> None:
         raise ValidationError("--rescore re-ranks a binary search: give --precision binary (or ubinary) with it")
     if any(d < 1 for d in s.dims):
         raise ValidationError(f"--dims must be positive widths, got {','.join(map(str, s.dims))}")
-    if s.queries and len(s.queries) != len(s.corpus):
-        raise ValidationError(f"--queries is one file per --corpus, in order: {len(s.queries)} given for "
-                              f"{len(s.corpus)} corpora")
+    check_queries_per_corpus(s.queries, s.corpus)
     if s.min_agreement is not None and not 0 < s.min_agreement <= 1:
         raise ValidationError(f"--min-agreement is a share of the source's top 10 (0.8 keeps 8 of 10), between 0 "
                               f"and 1; got {s.min_agreement:g}")
@@ -111,7 +117,8 @@ class VerifySettings:
         default_factory=list, path="data",
         help="Your documents, repeatable: a .jsonl/.txt/.csv file (FILE#FIELD for a jsonl field or csv column) or a "
              "BEIR folder. No labels needed: the source's ranking is the reference (agreement@10, nDCG@10 with the "
-             "source's ranks as grades, recall@100 of its top 10).")
+             "source's ranks as grades, recall@100 of its top 10), and the known-item retention (a sentence, title "
+             "or half cut out of its document, the rest found: the candidate's nDCG@10 over the source's).")
     queries: list[str] = setting(
         default_factory=list, path="data",
         help="Queries for the --corpus searches (.txt one a line, .jsonl), repeatable: one per --corpus, in order. "

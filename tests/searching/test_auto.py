@@ -186,6 +186,7 @@ def test_nothing_meets_the_target_exit_3_with_the_best_reached(tmp_path, tiny_be
     assert code == 3
     err = capsys.readouterr()
     record = json.loads((out / "auto.json").read_text())
-    assert record["passed"] is False and record["met"] is False and not out.with_name("out.auto-work").exists()
-    assert "no candidate kept 1.4" in err.err and "best reached" in err.out
+    assert record["passed"] is False and record["met"] is False
+    assert out.with_name("out.auto-work").is_dir()  # kept without --keep-work: a larger budget continues it
+    assert "no candidate kept 1.4" in err.err and "best reached" in err.out and "--overwrite continues" in err.err
     assert record["winner"]["stage"] == "plain" and not (out / "model").exists()
