@@ -26,7 +26,7 @@ from espresso_export.verification.agreement import (
 from espresso_export.verification.embedders import EncodeCache
 from espresso_export.verification.gate import interval_list
 from espresso_export.verification.latency_report import rounded
-from espresso_export.verification.vectors import Variant, VectorForms, unit
+from espresso_export.verification.vectors import Variant, VectorForms, at_width, unit
 
 
 @dataclass(frozen=True)
@@ -81,9 +81,11 @@ class VariantAgreement:
     variant: Variant
     agreement: Agreement
     index_bytes: int
+    known_item: dict | None = None  # the known-item retention with the documents stored in this form
 
     def to_dict(self) -> dict:
-        return {**self.variant.to_dict(), "index_bytes": self.index_bytes, **self.agreement.to_dict()}
+        out = {**self.variant.to_dict(), "index_bytes": self.index_bytes, **self.agreement.to_dict()}
+        return out if self.known_item is None else {**out, "known_item": self.known_item}
 
 
 @dataclass(frozen=True)
@@ -138,29 +140,60 @@ def measure_corpus(data: CorpusSet, caches: dict[str, EncodeCache], forms: Vecto
         nan = Agreement(K, DEPTH, np.full((len(data.queries), 3), np.nan))
         return AgreementRow(**shape, results=[VariantAgreement(wanted[0], nan, 0)], finite=False)
     source_top = ranked_ids(sq, sd, K, exclude=data.exclude)
-    shape["known_item"] = _known_item(data, source, candidate, sd, cd, s_sim, c_sim)
+    known = _KnownItems.of(data, source, candidate, sd, cd, s_sim, c_sim)
+    shape["known_item"] = known.at(None) if known else None
     del sq, sd
     results = []
     for variant in wanted:
         found = forms.search(cq, cd, max(K, DEPTH), variant, exclude=data.exclude)
         results.append(VariantAgreement(variant, agreement(source_top, found.ranked, k=K, depth=DEPTH),
-                                        found.index_bytes))
+                                        found.index_bytes, known.at(variant) if known else None))
     return AgreementRow(**shape, results=results)
 
 
-def _known_item(data: CorpusSet, source: EncodeCache, candidate: EncodeCache, sd, cd, s_sim, c_sim) -> dict | None:
-    """The candidate's known-item retention on the corpus (:mod:`.known_item`), its float32 vectors at full width."""
-    from espresso_export.verification.known_item import known_item
+@dataclass
+class _KnownItems:
+    """The candidate's known-item retention on the corpus (:mod:`.known_item`): the source's per-query scores
+    once (float32, full width), the candidate's with its documents in each stored form (int8 ranges fitted on
+    the corpus itself)."""
 
-    c = data.cloze
-    if c is None:
-        return None
-    triples = []
-    for cache, sim, docs in ((source, s_sim, sd), (candidate, c_sim, cd)):
-        q = unit(cache.encode(c.texts, role="query"), sim)
-        t = unit(cache.encode(c.targets, role="document"), sim)
-        triples.append((q, docs, t))
-    if not _finite(*triples[0], *triples[1]):
-        return None
-    found = known_item(triples[0], triples[1], c.origins)
-    return {**found.to_dict(), "method": f"cloze by {c.method}"}
+    method: str
+    origins: list[int]
+    source: np.ndarray
+    candidate: tuple[np.ndarray, np.ndarray, np.ndarray]  # its (query, corpus, cloze target) vectors
+
+    @classmethod
+    def of(cls, data: CorpusSet, source: EncodeCache, candidate: EncodeCache, sd, cd, s_sim,
+           c_sim) -> _KnownItems | None:
+        from espresso_export.verification.known_item import cloze_index, known_item_ndcg
+
+        c = data.cloze
+        if c is None:
+            return None
+        triples = []
+        for cache, sim, docs in ((source, s_sim, sd), (candidate, c_sim, cd)):
+            q = unit(cache.encode(c.texts, role="query"), sim)
+            t = unit(cache.encode(c.targets, role="document"), sim)
+            triples.append((q, docs, t))
+        if not _finite(*triples[0], *triples[1]):
+            return None
+        q, d, t = triples[0]
+        return cls(c.method, list(c.origins), known_item_ndcg(q, cloze_index(d, c.origins, t), c.origins),
+                   triples[1])
+
+    def at(self, variant: Variant | None) -> dict:
+        """For ``variant`` (None: float32 at full width)."""
+        from espresso_export.verification.known_item import (
+            KnownItem,
+            cloze_index,
+            known_item_ndcg,
+        )
+
+        q, d, t = self.candidate
+        precision, rescore = "float32", 0
+        if variant is not None:
+            q, d, t = (at_width(x, variant.dim) for x in (q, d, t))
+            precision, rescore = variant.precision, variant.rescore
+        found = known_item_ndcg(q, cloze_index(d, self.origins, t), self.origins, precision=precision,
+                                rescore=rescore)
+        return {**KnownItem(found, self.source).to_dict(), "method": f"cloze by {self.method}"}

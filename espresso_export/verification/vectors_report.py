@@ -40,7 +40,8 @@ def _agreement_section(row: AgreementRow, ranges: dict[str, str]):
 
     title = (f"agreement with the source's ranking: {row.name} ({row.passages:,} passages, {row.queries} "
              f"{row.queries_from})")
-    headers = (*HEADERS, "agree@10", "nDCG@10", "rec@100")
+    known = row.known_item is not None
+    headers = (*HEADERS, "agree@10", "nDCG@10", "rec@100", *(("known-item",) if known else ()))
     if not row.finite:
         return Section(title, headers, [(row.results[0].variant.label, "", "", "NaN", "NaN", "NaN")],
                        ["a model's vectors hold NaN or inf: no agreement is defined"])
@@ -48,7 +49,8 @@ def _agreement_section(row: AgreementRow, ranges: dict[str, str]):
     for r in row.results:
         means = r.agreement.means()
         rows.append((r.variant.label, str(r.variant.bytes_per_vector), byte_size(r.index_bytes),
-                     *(f"{v:.4f}" for v in means.values())))
+                     *(f"{v:.4f}" for v in means.values()),
+                     *((f"{r.known_item['retention']:.3f}" if r.known_item else "",) if known else ())))
     main = row.results[0]
     ci = [f"{shown} {iv[0]:.3f}-{iv[1]:.3f}" for shown, iv in zip(("agreement@10", "nDCG@10", "recall@100"),
                                                                    main.agreement.intervals().values())
@@ -59,7 +61,8 @@ def _agreement_section(row: AgreementRow, ranges: dict[str, str]):
         k, iv = row.known_item, row.known_item.get("ci95")
         notes.insert(0, f"known-item retention ({k['method']}, {k['queries']} queries): {k['retention']:.3f}"
                         + (f" [{iv[0]:.3f}-{iv[1]:.3f}]" if iv else "") + ": the estimate of labelled nDCG@10 "
-                        "retention on these documents (auto's score)")
+                        "retention on these documents (auto's score); per form in the last column (its int8 ranges "
+                        "fitted on the corpus)")
     return Section(title, headers, rows, [*notes, AGREEMENT_LEGEND,
                                           *_ranges_note(ranges, [r.variant.precision for r in row.results])])
 

@@ -87,9 +87,27 @@ def test_verify_reports_the_known_item_retention_of_a_corpus(tmp_path, tiny_bert
                                         "text": " ".join(rng.choice(_WORDS) for _ in range(12))}) + "\n"
                             for i in range(60)), encoding="utf-8")
     report = verify(tiny_cut, tiny_bert, corpus=[str(docs)], sts="builtin", sts_limit=20, batch_sizes="none",
-                    agreement_queries=30)
-    known = report.agreement[0].known_item
+                    agreement_queries=30, retrieval=["builtin"], precision=["float32", "binary"], rescore=4, dims=[8])
+    row = report.agreement[0]
+    known = row.known_item
     assert known["method"] == "cloze by title" and known["queries"] == 30
     assert 0 <= known["retention"] and known["source_ndcg_at_10"] > 0
     assert report.to_dict()["agreement"][0]["known_item"] == known
     assert "known-item retention" in report.to_markdown()
+    # per stored form too: the float32 full width is the row's own; the others are measured as stored
+    forms = {(r.variant.precision, r.variant.dim, r.variant.rescore): r.known_item for r in row.results}
+    full = row.results[0].variant.dim
+    assert forms[("float32", full, 0)] == known and set(forms) >= {("binary", 8, 0), ("binary", 8, 4)}
+    assert all(k["queries"] == 30 and k["source_ndcg_at_10"] == known["source_ndcg_at_10"] for k in forms.values())
+
+    # auto's final check judges the form it chose: a labelled set and the known-item retention, as stored
+    from espresso_export.searching.finish import _verdict
+
+    chosen = {"precision": "binary", "dim": 8}
+    stored = next(v for r in report.to_dict()["vectors"]["retrieval"] for v in r["variants"]
+                  if (v["precision"], v["dim"], v["rescore"]) == ("binary", 8, 4))
+    lowest = min(stored["ndcg_retention"], forms[("binary", 8, 4)]["retention"])
+    assert _verdict(report, lowest - 1e-3, chosen, sts_gated=False)["failed"] == [c.describe() for c in report.failed]
+    missed = _verdict(report, stored["ndcg_retention"] + 1e-3, chosen, sts_gated=False)
+    assert not missed["passed"] and any("of the vectors as stored (8-d binary, rescored 4x)" in line
+                                        for line in missed["failed"])
