@@ -123,6 +123,13 @@ def healed_vectors(folder: Path, ev: EvalSet) -> Vectors:
     return timed_vectors(load(folder), ev)[0]
 
 
+NESTED_WIDTHS = (32, 48, 64, 96, 128, 192, 256, 384, 512, 768)  # the stored widths tried, up to the head's
+
+
+def nested_widths(dim: int) -> list[int]:
+    return [d for d in NESTED_WIDTHS if d <= dim]
+
+
 def variants(scorer: Scorer, vectors: Vectors, dims: list[int], precisions: list[str]) -> list[dict]:
     """Every (width, precision) the index could store, scored: the nested widths of a PCA head and each
     output precision."""

@@ -81,7 +81,6 @@ def _heal_and_score(ctx, cand: C.Candidate, rung) -> dict | None:
 def score_stage(ctx, cand: C.Candidate, stage: str, vectors: Vectors, extra: dict) -> dict:
     main = ctx.scorer.score(vectors).to_dict()
     # every stored form, whatever the objective: a later search of the same work folder may minimise bytes
-    dims = [d for d in (32, 48, 64, 96, 128, 192, 256, 384, 512, 768) if d <= ctx.dim]
-    main["variants"] = C.variants(ctx.scorer, vectors, dims, list(OUTPUT_PRECISIONS))
+    main["variants"] = C.variants(ctx.scorer, vectors, C.nested_widths(ctx.dim), list(OUTPUT_PRECISIONS))
     cand.scores[stage] = {**main, **extra}
     return cand.scores[stage]

@@ -59,6 +59,12 @@ def test_outputs_are_complete(searched):
         assert (out / name).is_file(), name
     assert {c["name"] for c in result.candidates} == {"L1", "L2", "L3", "L4"}  # bytes: the full depth competes
     assert all("plain" in c["scores"] and c["scores"]["plain"]["variants"] for c in result.candidates)
+    # the stored form is chosen again on all the documents: the fewest bytes whose known-item retention keeps it
+    report = json.loads((out / "verify.json").read_text())
+    kept = sorted(v["bytes_per_vector"] for row in report["agreement"] for v in row["variants"]
+                  if v["known_item"]["retention"] >= 0.9 and (v["precision"] != "binary" or v["rescore"] == 4))
+    assert len({(v["precision"], v["dim"]) for v in report["agreement"][0]["variants"]}) > 2
+    assert kept and record["winner"]["vectors"]["bytes_per_vector"] == kept[0]
 
 
 def test_the_search_halves_by_score_within_its_budget(tmp_path, tiny_bert, docs):
