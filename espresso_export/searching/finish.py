@@ -90,17 +90,17 @@ def _export(ctx, model: Path, folder: Path) -> dict:
     return {"weights": weights, "measured": measured}
 
 
-def _verify(ctx, export_dir: Path, chosen: dict):
+def _verify(ctx, export_dir: Path, chosen: dict, width: int):
     """verify against the source: the chosen stored form, or for bytes per vector every form (the search scored
     them on a sample; :func:`_full_corpus_form` chooses again on all the documents, where searching is cheap)."""
     from espresso_export.verification.verify import verify
 
     s = ctx.settings
     if s.objective.value == "bytes-per-vector":
-        dims = [d for d in C.nested_widths(ctx.dim) if d < ctx.dim]
+        dims = [d for d in C.nested_widths(width) if d < width]
         precision = list(dict.fromkeys(["float32", *s.precision]))
     else:
-        dims = [chosen["dim"]] if chosen["dim"] < ctx.dim else []
+        dims = [chosen["dim"]] if chosen["dim"] < width else []
         precision = list(dict.fromkeys(["float32", chosen["precision"]]))
     return verify(str(export_dir), ctx.source, corpus=list(s.corpus), queries=list(s.queries),
                   retrieval=list(s.retrieval), sts=list(s.sts) or ["builtin"], dims=dims, precision=precision,
@@ -201,7 +201,7 @@ def finish(ctx, cands: list[C.Candidate], out: Path, *, overwrite: bool) -> Auto
             cand = next(c for c in cands if c.name == winner.name)
             _build_model(ctx, cand, winner.stage, tmp / "model")
             result.export = _export(ctx, tmp / "model", tmp / "export")
-            report = _verify(ctx, tmp / "export", winner.variant)
+            report = _verify(ctx, tmp / "export", winner.variant, winner.stage["dim"])  # the answer's own width
             write_text_atomic(tmp / "verify.json", json.dumps(report.to_dict(), indent=2) + "\n")
             if s.objective.value == "bytes-per-vector":
                 form = _full_corpus_form(report, s.min_retention, s.precision)

@@ -64,7 +64,12 @@ def test_outputs_are_complete(searched):
     kept = sorted(v["bytes_per_vector"] for row in report["agreement"] for v in row["variants"]
                   if v["known_item"]["retention"] >= 0.9 and (v["precision"] != "binary" or v["rescore"] == 4))
     assert len({(v["precision"], v["dim"]) for v in report["agreement"][0]["variants"]}) > 2
-    assert kept and record["winner"]["vectors"]["bytes_per_vector"] == kept[0]
+    moved = [h for h in result.hints if h.startswith("stored form chosen again")]
+    if kept:  # how the tiny model's heals fall depends on the machine's speed: the rule holds either way
+        assert record["winner"]["vectors"]["bytes_per_vector"] == kept[0]
+    else:  # no form keeps it on all the documents: the search's form stays, and the recheck says so
+        checked = record["verify"]["failed"] + record["verify"]["within_noise"]
+        assert not moved and any(line.startswith("known-item retention on all of") for line in checked)
 
 
 def test_the_search_halves_by_score_within_its_budget(tmp_path, tiny_bert, docs):
