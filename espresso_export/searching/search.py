@@ -30,7 +30,18 @@ from espresso_export.core.settings import resolve
 from espresso_export.searching import candidates as C
 from espresso_export.searching.auto_settings import AutoSettings
 from espresso_export.searching.evaluation import Scorer, Vectors, eval_set, read_documents
-from espresso_export.searching.plan import TRAIN_COST, Speed, hopeless, plan_rungs, slack, survivors
+from espresso_export.searching.plan import (
+    ETA,
+    SEARCH_SHARE,
+    TRAIN_COST,
+    Rung,
+    Speed,
+    hopeless,
+    on_ladder,
+    plan_rungs,
+    slack,
+    survivors,
+)
 from espresso_export.searching.rungs import run_rung, score_stage
 from espresso_export.searching.work import Work, fingerprint
 
@@ -272,7 +283,10 @@ def _halve(ctx: Context, active: list[C.Candidate], rungs) -> None:
     before = {c.name: c.scores["plain"]["retention"] for c in active}
     for i, rung in enumerate(rungs):
         after = run_rung(ctx, active, rung)
-        if not after or ctx.stopped or i + 1 == len(rungs):
+        if not after or ctx.stopped:
+            return
+        if i + 1 == len(rungs):
+            _extend(ctx, [c for c in active if c.name in after], rung)
             return
         margin = slack(before, after)
         costs = {c.name: C.cost(c, s.objective.value, c.scores.get(f"r{rung.index}"), target, s.precision)
@@ -283,3 +297,26 @@ def _halve(ctx: Context, active: list[C.Candidate], rungs) -> None:
                 c.dropped = f"rung {rung.index}: halved (score {after.get(c.name, 0):.3f}, margin {margin:.3f})"
         active = [c for c in active if c.name in keep]
         before = after
+
+
+def _extend(ctx: Context, active: list[C.Candidate], rung) -> None:
+    """The planned rungs ended with budget to spare (the heals ran faster than planned): while none of the last
+    rung's candidates keeps the target, heal the best of them again on the longest ladder length that still
+    fits, each at least :data:`.plan.ETA` times the last."""
+    target = ctx.settings.min_retention
+    n_eval = len(ctx.scorer.ev.passages) + 2 * len(ctx.scorer.ev.cloze)
+    while active and not ctx.stopped:
+        last = f"r{rung.index}"
+        if any(c.scores[last]["retention"] >= target for c in active):
+            return
+        best = max(active, key=lambda c: c.scores[last]["retention"])
+        fits = [t for t in (on_ladder(rung.texts * ETA * f) for f in (8, 4, 2, 1))
+                if rung.texts < t <= 2 * ctx.heal_texts
+                and ctx.speed.train(t, best.depth) + ctx.speed.encode(n_eval, best.depth) <= ctx.left() * SEARCH_SHARE]
+        if not fits:
+            return
+        rung = Rung(rung.index + 1, 1, max(fits))
+        ctx.say(f"budget left ({ctx.left() / 60:.1f} min): healing {best.name} longer, on {rung.texts:,} texts")
+        if not run_rung(ctx, [best], rung):
+            return
+        active = [best]

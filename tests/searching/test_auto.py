@@ -104,6 +104,26 @@ def test_the_search_halves_by_score_within_its_budget(tmp_path, tiny_bert, docs)
     assert any(line.startswith("plan:") for line in ctx.log)
 
 
+def test_budget_the_plan_left_heals_the_best_candidate_longer(tmp_path, tiny_bert, docs):
+    """The planned rungs ended early (here: a last rung of 100 texts scored below the target, the one thing not
+    measured): the time left heals its best candidate again, on a longer ladder length that fits."""
+    from espresso_export.searching.auto_settings import AutoSettings
+    from espresso_export.searching.plan import Rung
+    from espresso_export.searching.search import Work, _extend, _prepare, _rung0, fingerprint
+
+    s = AutoSettings(corpus=[str(docs)], min_retention=0.97, time_budget="120s", layers=[1, 2],
+                     **{k: v for k, v in SMALL.items() if k != "keep_work"})
+    work = Work.open(tmp_path / "out", fingerprint(str(tiny_bert), s), overwrite=False)
+    ctx = _prepare(str(tiny_bert), s, work, progress=False)
+    cands = _rung0(ctx)
+    for c, score in zip(cands, (0.5, 0.6)):
+        c.scores["r1"] = {"retention": score, "texts": 100}
+    _extend(ctx, cands, Rung(1, 2, 100))
+    longer = [line for line in ctx.log if "longer, on" in line]
+    assert longer and cands[1].name in longer[0]  # the best of the last rung
+    assert cands[1].scores["r2"]["texts"] > 100 and "r2" not in cands[0].scores
+
+
 def test_a_heal_the_budget_ends_inside_stops_there_and_a_larger_budget_continues_it(tmp_path, tiny_bert, docs):
     """The plan expects the heal to fit (its speed set optimistic: the one thing not measured); the heal runs
     past the budget, is stopped at its next step with its checkpoint kept, and a later search resumes it."""
