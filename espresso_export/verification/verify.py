@@ -235,6 +235,8 @@ def verify(
     threads = settings.threads or default_threads()
     with fixed_threads(threads):
         embedders = _open(candidate, against, settings, threads)
+        # a --dims wider than the candidate is refused now, not after the measuring
+        variants(settings.precision, settings.dims, embedders["candidate"].dim, settings.rescore)
         report = _measure(embedders, sts_sets, retrieval_sets, corpora, settings, threads, progress)
         _time_loads(embedders, candidate, against, settings, threads)
     report.candidate, report.source = embedders["candidate"].info(), embedders["source"].info()
