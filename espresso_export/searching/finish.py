@@ -121,17 +121,20 @@ def _as_stored(report, target: float, chosen: dict, sts_gated: bool) -> list[str
     labelled retrieval set (and STS set given with ``--sts``) judged again as the index will hold them."""
     precision, dim, rescore = _form(chosen)
     form = f"{dim}-d {precision}" + (f", rescored {rescore}x" if rescore else "")
-    vectors = report.to_dict().get("vectors") or {}
+    vectors = report.vectors
+    if vectors is None:
+        return []
     missed = []
-    for row in vectors.get("retrieval", []):
-        for v in row["variants"]:
-            if (v["precision"], v["dim"], v["rescore"]) == (precision, dim, rescore) and v["ndcg_retention"] < target:
-                missed.append(f"nDCG@10 retention on {row['name']} of the vectors as stored ({form}) = "
-                              f"{v['ndcg_retention']:.3f}, needs >= {target:g}")
-    for row in vectors.get("sts", []) if sts_gated else []:
-        if row["dim"] == chosen["dim"] and row["retention"] < target:
-            missed.append(f"STS retention on {row['name']} at {chosen['dim']} dims = {row['retention']:.3f}, "
-                          f"needs >= {target:g}")
+    for row in vectors.retrieval:
+        for r in row.results:
+            v = r.variant
+            if (v.precision, v.dim, v.rescore) == (precision, dim, rescore) and r.retention is not None \
+                    and r.retention < target:
+                missed.append(f"nDCG@10 retention on {row.name} of the vectors as stored ({form}) = "
+                              f"{r.retention:.3f}, needs >= {target:g}")
+    for row in vectors.sts if sts_gated else []:
+        if row.dim == dim and row.retention is not None and row.retention < target:
+            missed.append(f"STS retention on {row.name} at {dim} dims = {row.retention:.3f}, needs >= {target:g}")
     return missed
 
 

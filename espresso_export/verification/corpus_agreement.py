@@ -141,14 +141,14 @@ def measure_corpus(data: CorpusSet, caches: dict[str, EncodeCache], forms: Vecto
         return AgreementRow(**shape, results=[VariantAgreement(wanted[0], nan, 0)], finite=False)
     source_top = ranked_ids(sq, sd, K, exclude=data.exclude)
     known = _KnownItems.of(data, source, candidate, sd, cd, s_sim, c_sim)
-    shape["known_item"] = known.at(None) if known else None
     del sq, sd
     results = []
     for variant in wanted:
         found = forms.search(cq, cd, max(K, DEPTH), variant, exclude=data.exclude)
         results.append(VariantAgreement(variant, agreement(source_top, found.ranked, k=K, depth=DEPTH),
                                         found.index_bytes, known.at(variant) if known else None))
-    return AgreementRow(**shape, results=results)
+    # the row's own: the first form, float32 at full width (:func:`.vectors.variants`)
+    return AgreementRow(**shape, results=results, known_item=results[0].known_item)
 
 
 @dataclass
@@ -181,19 +181,15 @@ class _KnownItems:
         return cls(c.method, list(c.origins), known_item_ndcg(q, cloze_index(d, c.origins, t), c.origins),
                    triples[1])
 
-    def at(self, variant: Variant | None) -> dict:
-        """For ``variant`` (None: float32 at full width)."""
+    def at(self, variant: Variant) -> dict:
+        """With the candidate's documents stored as ``variant``."""
         from espresso_export.verification.known_item import (
             KnownItem,
             cloze_index,
             known_item_ndcg,
         )
 
-        q, d, t = self.candidate
-        precision, rescore = "float32", 0
-        if variant is not None:
-            q, d, t = (at_width(x, variant.dim) for x in (q, d, t))
-            precision, rescore = variant.precision, variant.rescore
-        found = known_item_ndcg(q, cloze_index(d, self.origins, t), self.origins, precision=precision,
-                                rescore=rescore)
+        q, d, t = (at_width(x, variant.dim) for x in self.candidate)
+        found = known_item_ndcg(q, cloze_index(d, self.origins, t), self.origins, precision=variant.precision,
+                                rescore=variant.rescore)
         return {**KnownItem(found, self.source).to_dict(), "method": f"cloze by {self.method}"}
