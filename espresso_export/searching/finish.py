@@ -145,14 +145,11 @@ def _full_corpus_form(report, target: float, precisions) -> dict | None:
     for row in report.agreement:
         for r in row.results:
             v = r.variant
-            if r.known_item and v.precision in precisions and (v.precision != "binary" or v.rescore == RESCORE):
-                found.setdefault((v.precision, v.dim, v.rescore, v.bytes_per_vector), []).append(
-                    r.known_item["retention"])
-    ok = [(b, -min(kept), p, d) for (p, d, _, b), kept in found.items() if min(kept) >= target]
-    if not ok:
-        return None
-    b, kept, p, d = min(ok)
-    return {"dim": d, "precision": p, "bytes_per_vector": b, "retention": -kept, "measured_on": "all documents"}
+            if r.known_item and (v.precision != "binary" or v.rescore == RESCORE):
+                found.setdefault((v.precision, v.dim, v.bytes_per_vector), []).append(r.known_item["retention"])
+    forms = [{"dim": d, "precision": p, "bytes_per_vector": b, "retention": min(kept), "measured_on": "all documents"}
+             for (p, d, b), kept in found.items()]
+    return C.cheapest_variant(forms, target, precisions)
 
 
 def _describe(form: dict) -> str:
