@@ -10,11 +10,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from espresso_export.searching.evaluation import EvalSet, Scorer, Vectors
 from espresso_export.verification.retrieval import normalise
 
 ENCODE_BATCH = 64
-CALIBRATION = 2000  # texts a plain cut's PCA head is fitted on (as many give the same head within noise)
+CALIBRATION = 2000  # healing texts a plain cut's PCA head is fitted on when the searched documents are too few
+CALIBRATION_FILE = "calibration-texts.txt"  # the searched documents, one per line: what a plain cut's head is fitted on
 
 
 @dataclass
@@ -29,6 +32,7 @@ class Candidate:
     latency_ratio: float = 1.0  # seconds per text against the source's, encoded here side by side
     scores: dict[str, dict] = field(default_factory=dict)  # "plain" or "r1".. -> Score.to_dict() (+ texts)
     dropped: str | None = None  # why the search stopped healing it
+    calibration: str | None = None  # a plain cut's PCA texts: CALIBRATION_FILE, or None for the healing texts
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -71,23 +75,54 @@ def time_ratio(source_ckpt, ckpt, texts: list[str], rounds: int = 3) -> float:
     return statistics.median(times[1]) / max(statistics.median(times[0]), 1e-9)
 
 
-def plain_cut(source, cand: Candidate, ev: EvalSet, *, dim: int, calibration: Path, seed: int,
+def calibration_texts(ev: EvalSet) -> tuple[list[str], list[int]]:
+    """The searched documents as a calibration file holds them (whitespace collapsed, each distinct text once, as
+    ``read_sentences`` reads them back) and the positions in ``ev.passages`` of those kept."""
+    seen: dict[str, int] = {}
+    for i, t in enumerate(ev.passages):
+        text = " ".join(t.split())
+        if text and text not in seen:
+            seen[text] = i
+    return list(seen), list(seen.values())
+
+
+def plain_cut(source, cand: Candidate, ev: EvalSet, *, dim: int, calibration: Path, fallback: Path, seed: int,
               source_ckpt) -> Vectors:
     """Rung 0: the source cut to ``cand.depth`` layers with a PCA head, untrained (a student as it comes);
-    fills in its layers, parameters and speed."""
+    fills in its layers, parameters and speed.
+
+    The head is fitted on the searched documents' vectors the cut has just encoded (``calibration`` holds those
+    texts, for the rebuild), so nothing is encoded twice: encoding is what rung 0 costs, and a second pass over
+    2,000 calibration texts per depth cost a third of it. With no more documents than ``dim``, shrink fits it on
+    :data:`CALIBRATION` of the healing texts (``fallback``) instead."""
     from espresso_export.model.checkpoint import load
+    from espresso_export.model.post import renormalized, with_head
+    from espresso_export.shrinking.heads import fit_pca
     from espresso_export.shrinking.shrink import shrink
 
+    texts, rows = calibration_texts(ev)
     if cand.student is not None:
         ckpt = load(cand.student)
         cand.depth = ckpt.depth
-    else:
-        cut = shrink(source, None, layers=cand.depth, dim=dim, calibration=str(calibration), seed=seed,
+        vectors = timed_vectors(ckpt, ev)[0]
+    elif len(texts) <= dim:
+        cut = shrink(source, None, layers=cand.depth, dim=dim, calibration=str(fallback), seed=seed,
                      calibration_samples=CALIBRATION, progress=False)
         ckpt, cand.layers = cut.checkpoint, list(cut.layers)
+        vectors = timed_vectors(ckpt, ev)[0]
+    else:
+        cut = shrink(source, None, layers=cand.depth, progress=False)
+        ckpt, cand.layers = cut.checkpoint, list(cut.layers)
+        base = renormalized(ckpt.post)  # unit vectors: what shrink fits a PCA head on
+        ckpt.post = base
+        unit = timed_vectors(ckpt, ev)[0]
+        pca = fit_pca(unit.passages[rows], dim)
+        ckpt.post = with_head(base, pca.as_dense())  # the model shrink builds from ``calibration``
+        vectors = Vectors(*(normalise(pca.transform(x).astype(np.float32)) for x in unit.triple()))
+        cand.calibration = calibration.name
     cand.params = int(ckpt.n_params)
     cand.latency_ratio = time_ratio(source_ckpt, ckpt, ev.passages)
-    return timed_vectors(ckpt, ev)[0]
+    return vectors
 
 
 def heal_settings(cand: Candidate, *, texts: int, heal_texts: int, heal_file: Path, dim: int, settings,

@@ -67,8 +67,11 @@ def _build_model(ctx, cand: C.Candidate, stage: dict, folder: Path) -> None:
     if cand.student is not None:
         shutil.copytree(Path(cand.student), folder)  # the student as it comes (a local folder)
         return
-    shrink(ctx.source, folder, layers=cand.layers, dim=ctx.dim, calibration=str(ctx.heal_file),
-           calibration_samples=C.CALIBRATION, seed=ctx.settings.seed, progress=False)
+    from espresso_export.searching.recipe_file import plain_calibration
+
+    calibration, samples = plain_calibration(ctx, cand)
+    shrink(ctx.source, folder, layers=cand.layers, dim=ctx.dim, calibration=str(calibration),
+           calibration_samples=samples, seed=ctx.settings.seed, progress=False)
 
 
 def _export(ctx, model: Path, folder: Path) -> dict:

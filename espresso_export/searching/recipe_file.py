@@ -1,5 +1,6 @@
 """``recipe.yaml`` in ``auto``'s output: the winner's steps as a recipe, so that ``espresso-export run recipe.yaml``
-rebuilds it (its healing texts beside it as ``healing-texts.txt``; paths in a recipe are relative to its file)."""
+rebuilds it (its healing texts beside it as ``healing-texts.txt``, a plain cut's calibration texts as
+``calibration-texts.txt``; paths in a recipe are relative to its file)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,15 @@ def _paths(specs) -> list[str]:
     return [_source(os.fspath(s)) for s in specs]
 
 
+def plain_calibration(ctx, cand) -> tuple[Path, int]:
+    """The texts a plain cut's PCA head was fitted on in rung 0, and how many: the searched documents (all of
+    them), or :data:`.candidates.CALIBRATION` of the healing texts."""
+    if cand.calibration is None:
+        return ctx.heal_file, C.CALIBRATION
+    path = ctx.work.path(cand.calibration)
+    return path, len(path.read_text(encoding="utf-8").splitlines())
+
+
 def steps_of(ctx, cand, pick, weights: str) -> list[dict] | None:
     """The recipe's steps: the heal (distill) or the plain cut (shrink), the export, and the check."""
     s = ctx.settings
@@ -32,8 +42,9 @@ def steps_of(ctx, cand, pick, weights: str) -> list[dict] | None:
         distill["corpus"] = [HEAL_FILE]
         model_step = {"distill": distill}
     elif cand.student is None:
-        model_step = {"shrink": {"layers": list(cand.layers or []), "dim": ctx.dim, "calibration": HEAL_FILE,
-                                 "calibration_samples": C.CALIBRATION, "seed": s.seed}}
+        calibration, samples = plain_calibration(ctx, cand)
+        model_step = {"shrink": {"layers": list(cand.layers or []), "dim": ctx.dim, "calibration": calibration.name,
+                                 "calibration_samples": samples, "seed": s.seed}}
     else:
         return None  # the student as it comes: nothing to rebuild
     export = {"quantize": "int8"} if weights == "int8" else {}
@@ -55,6 +66,8 @@ def write_recipe(ctx, cand, pick, weights: str, folder: Path) -> Path | None:
     if steps is None:
         return None
     shutil.copyfile(ctx.heal_file, folder / HEAL_FILE)
+    if "shrink" in steps[0] and cand.calibration is not None:
+        shutil.copyfile(ctx.work.path(cand.calibration), folder / cand.calibration)
     recipe = {"name": f"auto-{cand.name}", "description": f"found by espresso-export auto ({ctx.settings.objective.value}, "
                                                           f"min retention {ctx.settings.min_retention:g})",
               "source": _source(ctx.source), "steps": steps}

@@ -145,6 +145,9 @@ def _prepare(source: str, s: AutoSettings, work: Work, progress: bool) -> Contex
     if dim > src["width"]:
         raise ValidationError(f"--dim {dim} exceeds the source's width {src['width']}")
     heal = _healing_texts(docs, ev, s, src["seconds_per_text"], work)
+    calibration = work.path(C.CALIBRATION_FILE)
+    if not calibration.exists():
+        calibration.write_text("\n".join(C.calibration_texts(ev)[0]) + "\n", encoding="utf-8")
     scorer = Scorer(ev, Vectors.load(work.path("source-vectors.npz")))
     speed = Speed(src["seconds_per_text"], src["depth"], work.state.get("train_cost", TRAIN_COST))
     ctx = Context(source, s, work, scorer, speed, dim, src["width"], Path(heal["file"]), heal["texts"], progress,
@@ -172,8 +175,9 @@ def _rung0(ctx: Context) -> list[C.Candidate]:
     for cand in wanted:
         found = work.done(f"plain-{cand.name}")
         if found is None:
-            vectors = C.plain_cut(ctx.source, cand, ctx.scorer.ev, dim=ctx.dim, calibration=ctx.heal_file,
-                                  seed=s.seed, source_ckpt=ctx.model.get())
+            vectors = C.plain_cut(ctx.source, cand, ctx.scorer.ev, dim=ctx.dim,
+                                  calibration=work.path(C.CALIBRATION_FILE), fallback=ctx.heal_file, seed=s.seed,
+                                  source_ckpt=ctx.model.get())
             score_stage(ctx, cand, "plain", vectors, {"texts": 0})
             found = work.put(f"plain-{cand.name}", cand.to_dict())
         cand = C.Candidate.from_dict(found)
