@@ -24,12 +24,31 @@ NOT_MEASURED = ("time_budget", "threads", "keep_work", "objective", "min_retenti
                 "retrieval", "queries", "precision")  # the answer's choice, not what a step computes
 
 
+def stamp(spec: str | None) -> Any:
+    """An input's contents, cheaply: each file's size and modification time (a folder's files, all of them), as
+    make and rsync tell a changed file; None for what is not a local path (a Hub id, an alias)."""
+    if spec is None:
+        return None
+    path = Path(str(spec)).expanduser()
+    if path.is_file():
+        return [path.stat().st_size, path.stat().st_mtime_ns]
+    if path.is_dir():
+        return sorted([str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns]
+                      for f in path.rglob("*") if f.is_file())
+    return None
+
+
 def fingerprint(source: str, settings: Any) -> str:
-    """What makes two searches' steps interchangeable: the source and the settings every step depends on."""
+    """What makes two searches' steps interchangeable: the source and the settings every step depends on, and
+    the contents of the inputs they read (a corpus edited in place, or a checkpoint trained again into the same
+    folder, is another search, not stale steps reused)."""
     from dataclasses import asdict
 
     fields = {k: v for k, v in asdict(settings).items() if k not in NOT_MEASURED}
-    text = json.dumps({"source": str(source), "format": FORMAT, **fields}, sort_keys=True, default=str)
+    inputs = [str(source), *settings.corpus, *settings.sentences, settings.student]
+    text = json.dumps({"source": str(source), "format": FORMAT, **fields,
+                       "inputs": {str(spec): stamp(spec) for spec in inputs if spec is not None}},
+                      sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
