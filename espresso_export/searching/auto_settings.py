@@ -73,10 +73,7 @@ class AutoSettings:
     eval_passages: int = setting(2000, min=20, help="Documents the candidates are searched over (a seeded "
                                                     "sample; every query's own passage is kept).")
     eval_queries: int = setting(200, min=10, help="Known-item pseudo-queries the candidates are scored on.")
-    known_items: str = setting("auto", choices=("auto", "sentence", "title", "half"),
-                               help="What a known-item query is, cut out of its document: a sentence, the title, "
-                                    "or the first half of a short text; auto: sentences where most documents have "
-                                    "two or more, else titles, else halves.")
+    known_items: str = declared_as(VerifySettings, "known_items")  # the search's and the final check's, one method
     max_texts: Optional[int] = setting(None, min=100, help="Healing texts at most. Default: what the budget "
                                                            "allows, up to 20,000.")
     max_seq_len: Optional[int] = setting(None, min=8, help="Truncate healing texts to this many tokens. Default: "

@@ -42,17 +42,18 @@ class CorpusSet:
     cloze: object = None  # ClozeQueries for the known-item retention (None when none could be made)
 
 
-def load_corpus(spec: str, queries: str | None, *, method: str, limit: int, seed: int) -> CorpusSet:
+def load_corpus(spec: str, queries: str | None, *, method: str, limit: int, seed: int,
+                known_items: str) -> CorpusSet:
     """Read ``spec`` (:func:`~espresso_export.data.pseudo_queries.read_passages`) and its queries: at most
     ``limit``, a seeded sample of the given ones, or pseudo-queries by ``method`` (``auto``: title, else
-    sentence)."""
+    sentence); and its known-item queries by ``known_items``."""
     from pathlib import Path
 
     from espresso_export.data.corpus import read_corpus
     from espresso_export.data.pseudo_queries import pseudo_queries, read_passages
 
     passages = read_passages(spec)
-    cloze = _cloze(passages, limit, seed)
+    cloze = _cloze(passages, known_items, limit, seed)
     if queries is not None:
         texts = read_corpus(queries).sentences
         if len(texts) > limit:
@@ -64,14 +65,14 @@ def load_corpus(spec: str, queries: str | None, *, method: str, limit: int, seed
     return CorpusSet(spec, passages.name, passages.texts, made.texts, made.exclude, shown, cloze)
 
 
-def _cloze(passages, limit: int, seed: int):
-    """Known-item queries (:func:`~espresso_export.data.pseudo_queries.cloze_queries`), or None for a corpus
-    that gives none."""
+def _cloze(passages, method: str, limit: int, seed: int):
+    """Known-item queries by ``method`` (:func:`~espresso_export.data.pseudo_queries.cloze_queries`), or None for
+    a corpus that gives none."""
     from espresso_export.core.errors import ValidationError
     from espresso_export.data.pseudo_queries import cloze_queries
 
     try:
-        return cloze_queries(passages, "auto", limit=limit, seed=seed)
+        return cloze_queries(passages, method, limit=limit, seed=seed)
     except ValidationError:
         return None
 

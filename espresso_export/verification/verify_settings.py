@@ -129,6 +129,10 @@ class VerifySettings:
              "itself (its own passage left out of the results); auto: title when the corpus has titles, else "
              "sentence.")
     agreement_queries: int = setting(200, min=1, help="Queries searched per --corpus, at most (a seeded sample).")
+    known_items: str = setting("auto", choices=("auto", "sentence", "title", "half"),
+                               help="What a --corpus's known-item query is, cut out of its document: a sentence, "
+                                    "the title, or the first half of a short text; auto: sentences where most "
+                                    "documents have two or more, else titles, else halves.")
     precision: list[str] = setting(
         default_factory=list, cli_type=str, parse=parse_name_list,
         help="Also measure the candidate's vectors stored at these precisions, comma-separated: float32, int8, "

@@ -221,3 +221,35 @@ def test_nothing_meets_the_target_exit_3_with_the_best_reached(tmp_path, tiny_be
     assert out.with_name("out.auto-work").is_dir()  # kept without --keep-work: a larger budget continues it
     assert "no candidate kept 1.4" in err.err and "best reached" in err.out and "--overwrite continues" in err.err
     assert record["winner"]["stage"] == "plain" and not (out / "model").exists()
+
+
+def test_a_pick_the_sample_flattered_gives_way_to_the_next_cheapest(tmp_path, tiny_bert, docs):
+    """The sample's scores of the plain cuts are set to 1.0 (the one thing not measured: a sample that flatters);
+    on all the documents each keeps what it keeps, and the finish checks the smallest, then the next smallest
+    while the one checked keeps less than the target there, MAX_ANSWERS at most, the last one checked being the
+    answer. No labels are given: they play no part in the choice."""
+    from espresso_export.searching.auto_settings import AutoSettings
+    from espresso_export.searching.finish import MAX_ANSWERS, finish
+    from espresso_export.searching.search import Work, _prepare, _rung0, fingerprint
+
+    s = AutoSettings(corpus=[str(docs)], min_retention=0.99, time_budget="60s", objective="size",
+                     **{k: v for k, v in SMALL.items() if k != "keep_work"})
+    work = Work.open(tmp_path / "out", fingerprint(str(tiny_bert), s), overwrite=False)
+    ctx = _prepare(str(tiny_bert), s, work, progress=False)
+    cands = _rung0(ctx)
+    for c in cands:
+        c.scores["plain"]["retention"] = 1.0
+    result = finish(ctx, cands, tmp_path / "out", overwrite=False)
+
+    assert result.met and result.winner is not None
+    gave_way = [h for h in result.hints if "on the search's sample but less than 0.99 on all of" in h]
+    checked = [h.split(" (")[0] for h in gave_way] + [result.winner.name]
+    by_size = [c.name for c in sorted(cands, key=lambda c: c.params)]
+    assert checked == by_size[:len(checked)], (checked, by_size)  # the smallest first, then the next smallest
+    full = result.verify["known_item"]["docs.jsonl"]["retention"]
+    assert full >= 0.99 or len(checked) == MAX_ANSWERS
+    assert all(f"less than 0.99 on all of docs.jsonl: checked the next cheapest, {nxt} (plain)" in h
+               for h, nxt in zip(gave_way, checked[1:]))
+    record = json.loads((tmp_path / "out" / "auto.json").read_text())
+    assert record["winner"]["candidate"] == result.winner.name
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if p.is_dir()) == ["export", "model"]
