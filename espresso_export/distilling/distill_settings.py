@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from espresso_export.core.parsing import parse_layers
-from espresso_export.core.settings import check_choices, setting
+from espresso_export.core.settings import check_choices, declared_as, setting
 from espresso_export.core.types import CorpusSample, Loss, ProjectionInit, Select
 from espresso_export.core.common_settings import select_setting
+from espresso_export.shrinking.shrink_settings import ShrinkSettings
 from espresso_export.training.trainer_settings import TrainerSettings, bucket_setting
 
 
@@ -84,6 +85,11 @@ class DistillSettings(TrainerSettings):
                                             "before and after.")
     cache_dir: Optional[str] = setting(None, path="dir", help="Teacher target cache (default: $ESPRESSO_CACHE or "
                                                               "~/.cache/espresso-export).")
+    # the trained student's vocabulary pruned as shrink prunes a cut (auto's recipes rebuild a pruned heal with it)
+    prune_corpus: Optional[list[str]] = declared_as(ShrinkSettings, "prune_corpus")
+    prune_min_count: int = declared_as(ShrinkSettings, "prune_min_count")
+    prune_keep_top: Optional[int] = declared_as(ShrinkSettings, "prune_keep_top")
+    prune_keep_file: Optional[str] = declared_as(ShrinkSettings, "prune_keep_file")
 
     def __post_init__(self) -> None:
         check_choices(self)  # choices, bounds, --threads within the machine's CPUs

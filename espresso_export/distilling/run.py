@@ -137,6 +137,7 @@ def _teacher_phase(plan: DistillPlan, data: CorpusSplit, models: Models, run_dir
 
 def _phases(plan: DistillPlan, dist, run_dir: Path, start: float) -> DistillResult:
     device = resolve_device(plan.device)
+    prune = _prune_request(plan)  # a bad corpus or keep file fails before the training, not after it
     data = load_corpus(plan)
     models = load_models(plan, len(data.sentences))
     plan, lengths = resolve_length(plan, models.student, data.sentences)
@@ -154,4 +155,13 @@ def _phases(plan: DistillPlan, dist, run_dir: Path, start: float) -> DistillResu
         models.student.model.get_input_embeddings().weight.requires_grad_(False)
     task = _task(plan, data, models, targets, projection, selection)
     trained = _train(plan, data, models, task, run_dir, dist)
-    return write_result(plan, data, models, targets, trained, run_dir, start)
+    return write_result(plan, data, models, targets, trained, run_dir, start, prune=prune)
+
+
+def _prune_request(plan: DistillPlan):
+    if not plan.prune_corpus:
+        return None
+    from espresso_export.shrinking.pruning import PruneRequest
+
+    return PruneRequest.read(plan.prune_corpus, min_count=plan.prune_min_count, keep_top=plan.prune_keep_top,
+                             keep_file=plan.prune_keep_file)

@@ -115,12 +115,17 @@ def provenance(plan: DistillPlan, corpus: CorpusSplit, models: Models, targets: 
 
 
 def write_result(plan: DistillPlan, corpus: CorpusSplit, models: Models, targets: TeacherTargets, t: Trained,
-                 run_dir: Path, start: float) -> DistillResult:
+                 run_dir: Path, start: float, *, prune=None) -> DistillResult:
     """Write the model folder (nothing when ``output`` is None) and sum the run up (``start``: its
-    ``time.perf_counter()``)."""
+    ``time.perf_counter()``); ``prune``: a :class:`~espresso_export.shrinking.pruning.PruneRequest` applied to the
+    trained student first."""
     s_ckpt, projection = models.student, t.task.projection
     s_ckpt.post = t.task.ckpt_post
     prov = provenance(plan, corpus, models, targets, t)
+    if prune is not None:
+        from espresso_export.model.vocabulary import PROVENANCE_KEY
+
+        prov[PROVENANCE_KEY] = prune.apply(s_ckpt)[1]
     output = write_trained(s_ckpt, plan.output, prov, overwrite=plan.overwrite, trainer=t.trainer,
                            keep_checkpoints=plan.keep_checkpoints)
     return DistillResult(

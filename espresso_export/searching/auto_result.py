@@ -70,6 +70,7 @@ class AutoResult:
     log: list[str] = field(default_factory=list)
     export: dict | None = None
     verify: dict | None = None
+    vocabulary: dict | None = None  # the answer's vocabulary pruned: tokens and parameters before and after
     output: Path | None = None
     hints: list[str] = field(default_factory=list)
 
@@ -107,7 +108,8 @@ class AutoResult:
 
         return {"espresso_version": __version__, "source": self.source, "objective": self.objective, "target_retention": self.target,
                 "met": self.met, "passed": self.passed, "winner": self.winner.to_dict() if self.winner else None,
-                "export": self.export, "verify": self.verify, "source_info": self.source_info,
+                "export": self.export, "verify": self.verify, "vocabulary": self.vocabulary,
+                "source_info": self.source_info,
                 "budget_seconds": self.budget_seconds, "seconds": round(self.seconds, 1),
                 "candidates": self.candidates, "log": self.log, "hints": self.hints,
                 "output": str(self.output) if self.output else None}

@@ -74,6 +74,11 @@ class AutoSettings:
                                                     "sample; every query's own passage is kept).")
     eval_queries: int = setting(200, min=10, help="Known-item pseudo-queries the candidates are scored on.")
     known_items: str = declared_as(VerifySettings, "known_items")  # the search's and the final check's, one method
+    prune_vocab: Optional[bool] = setting(
+        None, flags=("--prune-vocab/--no-prune-vocab",),
+        help="Prune the answer's vocabulary to the tokens of your documents and the healing texts (prune-vocab): "
+             "a smaller embedding table, the same vectors for any text made of those tokens. Default: on for "
+             "--objective size.")
     max_texts: Optional[int] = setting(None, min=100, help="Healing texts at most. Default: what the budget "
                                                            "allows, up to 20,000.")
     max_seq_len: Optional[int] = setting(None, min=8, help="Truncate healing texts to this many tokens. Default: "
@@ -97,6 +102,11 @@ class AutoSettings:
         self.objective = AutoObjective(self.objective)
         check_choices(self)
         self._check()
+
+    @property
+    def pruning(self) -> bool:
+        """Whether the answer's vocabulary is pruned (``prune_vocab``, by default for the size objective)."""
+        return self.objective is AutoObjective.SIZE if self.prune_vocab is None else self.prune_vocab
 
     @property
     def budget_seconds(self) -> float:

@@ -8,7 +8,7 @@ Output folder::
     export/           its ONNX export (int8 where it keeps the target)
     verify.json       verify's report: the user's corpus, queries and labelled sets against the source
     README.md         the model card
-    recipe.yaml       `espresso-export run recipe.yaml` rebuilds the model (healing-texts.txt beside it)
+    recipe.yaml       `espresso-export run recipe.yaml` rebuilds the model (the texts it reads beside it)
     auto.json/.csv    every candidate's measured numbers; auto.png the trade-off
 """
 
@@ -227,6 +227,10 @@ def finish(ctx, cands: list[C.Candidate], out: Path, *, overwrite: bool) -> Auto
             winner = result.winner = nxt
         if winner is not None:
             result.hints += [f"{line}: within its noise, not failed" for line in result.verify["within_noise"]]
+            if result.vocabulary is not None:
+                from espresso_export.searching.vocab import describe
+
+                result.hints.append(describe(result.vocabulary))
             _card(tmp / "model", tmp / "export", tmp / "verify.json", tmp, f"{Path(ctx.source).name}-auto")
             write_recipe(ctx, cand, winner, result.export["weights"], tmp)
         result.output = out
@@ -239,6 +243,10 @@ def _answer(ctx, cand: C.Candidate, winner: Pick, tmp: Path, result: AutoResult)
     bytes per vector, its stored form chosen again on all the documents)."""
     s = ctx.settings
     _build_model(ctx, cand, winner.stage, tmp / "model")
+    if s.pruning:
+        from espresso_export.searching.vocab import prune_answer
+
+        result.vocabulary = prune_answer(ctx, tmp / "model")
     result.export = _export(ctx, tmp / "model", tmp / "export")
     report = _verify(ctx, tmp / "export", winner.variant, winner.stage["dim"])  # the answer's own width
     write_text_atomic(tmp / "verify.json", json.dumps(report.to_dict(), indent=2) + "\n")

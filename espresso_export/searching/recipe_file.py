@@ -1,6 +1,7 @@
 """``recipe.yaml`` in ``auto``'s output: the winner's steps as a recipe, so that ``espresso-export run recipe.yaml``
 rebuilds it (its healing texts beside it as ``healing-texts.txt``, a plain cut's calibration texts as
-``calibration-texts.txt``; paths in a recipe are relative to its file)."""
+``calibration-texts.txt``, and with a pruned vocabulary the texts it keeps the tokens of as ``vocab-texts.txt``;
+paths in a recipe are relative to its file)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from espresso_export.core.files import write_text_atomic
 from espresso_export.searching import candidates as C
+from espresso_export.searching.vocab import VOCAB_FILE, vocab_texts
 
 HEAL_FILE = "healing-texts.txt"
 NOT_IN_RECIPE = ("cache_dir",)  # the search's private teacher cache: a rebuild uses the default one
@@ -47,6 +49,8 @@ def steps_of(ctx, cand, pick, weights: str) -> list[dict] | None:
                                  "calibration_samples": samples, "seed": s.seed}}
     else:
         return None  # the student as it comes: nothing to rebuild
+    if s.pruning:
+        model_step[next(iter(model_step))]["prune_corpus"] = [VOCAB_FILE]
     export = {"quantize": "int8"} if weights == "int8" else {}
     verify = {"corpus": _paths(s.corpus), "queries": _paths(s.queries), "retrieval": _paths(s.retrieval),
               "sts": _paths(s.sts) or ["builtin"]}
@@ -68,6 +72,8 @@ def write_recipe(ctx, cand, pick, weights: str, folder: Path) -> Path | None:
     shutil.copyfile(ctx.heal_file, folder / HEAL_FILE)
     if "shrink" in steps[0] and cand.calibration is not None:
         shutil.copyfile(ctx.work.path(cand.calibration), folder / cand.calibration)
+    if ctx.settings.pruning:
+        shutil.copyfile(vocab_texts(ctx), folder / VOCAB_FILE)
     recipe = {"name": f"auto-{cand.name}", "description": f"found by espresso-export auto ({ctx.settings.objective.value}, "
                                                           f"min retention {ctx.settings.min_retention:g})",
               "source": _source(ctx.source), "steps": steps}

@@ -492,3 +492,25 @@ def test_frozen_embeddings_stay_the_teachers_while_the_layers_train(tiny_bert, c
     assert not torch.equal(layer(frozen), layer(source))
     prov = json.loads((tmp_path / "frozen" / "espresso.json").read_text())
     assert prov["training"]["freeze_embeddings"] is True
+
+
+def test_prune_corpus_prunes_the_trained_student_as_prune_vocab_would(tiny_bert, corpus_file, tmp_path):
+    """distill --prune-corpus (what auto's recipe rebuilds a pruned heal with) = distill, then prune-vocab."""
+    from espresso_export.model.embed import encode
+    from espresso_export.model.vocabulary import find_pruning
+    from espresso_export.shrinking.pruning import prune_vocab
+
+    keep = tmp_path / "keep.txt"
+    keep.write_text("the dog runs in the house\na red car\n", encoding="utf-8")
+    result = _tiny(tiny_bert, tmp_path, "pruned", corpus=corpus_file, epochs=1, prune_corpus=[str(keep)])
+    _tiny(tiny_bert, tmp_path, "whole", corpus=corpus_file, epochs=1)
+    after = prune_vocab(tmp_path / "whole", tmp_path / "whole-pruned", corpus=[str(keep)])
+    pruned, again = load(tmp_path / "pruned"), load(tmp_path / "whole-pruned")
+    assert pruned.n_params == again.n_params == result.params < load(tmp_path / "whole").n_params
+    assert after.vocab_after < after.vocab_before
+    texts = ["the dog runs", "a red car in the house"]
+    np.testing.assert_allclose(encode(pruned, texts), encode(again, texts), atol=1e-6)
+    assert find_pruning(pruned.provenance)["corpus"]["sentences"] == 2
+    with pytest.raises(ValidationError):  # a missing corpus fails before the training
+        _tiny(tiny_bert, tmp_path, "missing", corpus=corpus_file, prune_corpus=[str(tmp_path / "nope.txt")])
+    assert not (tmp_path / "missing").exists()

@@ -175,7 +175,10 @@ def test_a_budget_too_small_for_any_heal_answers_from_plain_cuts(tmp_path, tiny_
     assert result.met and result.winner.stage_name == "plain"
 
 
-def test_the_recipe_rebuilds_the_winner(tmp_path, tiny_bert, docs):
+@pytest.mark.parametrize("objective", ["latency", "size"])
+def test_the_recipe_rebuilds_the_winner(tmp_path, tiny_bert, docs, objective):
+    """For the size objective the answer's vocabulary is pruned to the documents' and healing texts' tokens, and
+    the recipe prunes the same way."""
     from dataclasses import replace
 
     from espresso_export.model.checkpoint import load
@@ -184,7 +187,8 @@ def test_the_recipe_rebuilds_the_winner(tmp_path, tiny_bert, docs):
     from espresso_export.pipeline.recipes import load_recipe
 
     out = tmp_path / "out"
-    result = auto(tiny_bert, out, corpus=[str(docs)], min_retention=0.5, time_budget="60s", layers=[2], **SMALL)
+    result = auto(tiny_bert, out, corpus=[str(docs)], min_retention=0.5, time_budget="60s", layers=[2],
+                  objective=objective, **SMALL)
     assert result.winner is not None
     if not result.met:
         pytest.skip("the tiny model met no target here: nothing was built to rebuild")
@@ -192,8 +196,15 @@ def test_the_recipe_rebuilds_the_winner(tmp_path, tiny_bert, docs):
     rebuilt = run_recipe(recipe)
     assert rebuilt.passed and rebuilt.steps[0].kind in ("distill", "shrink")
     texts = ["the dog runs", "a red car in the house"]
-    a, b = (encode(load(d), texts) for d in (out / "model", rebuilt.steps[0].folder))
-    np.testing.assert_allclose(a, b, atol=1e-5)
+    built, again = (load(d) for d in (out / "model", rebuilt.steps[0].folder))
+    np.testing.assert_allclose(encode(built, texts), encode(again, texts), atol=1e-5)
+    vocab = json.loads((out / "auto.json").read_text())["vocabulary"]
+    if objective == "size":
+        assert vocab["vocab_after"] < vocab["vocab_before"] and vocab["params_after"] < vocab["params_before"]
+        assert built.n_params == again.n_params == vocab["params_after"]
+        assert (out / "vocab-texts.txt").is_file() and any("vocabulary pruned" in h for h in result.hints)
+    else:
+        assert vocab is None and not (out / "vocab-texts.txt").exists()
 
 
 def test_a_recipe_step_takes_the_same_settings(tmp_path, docs):
