@@ -111,3 +111,8 @@ def test_verify_reports_the_known_item_retention_of_a_corpus(tmp_path, tiny_bert
     missed = _verdict(report, stored["ndcg_retention"] + 1e-3, chosen, sts_gated=False)
     assert not missed["passed"] and any("of the vectors as stored (8-d binary, rescored 4x)" in line
                                         for line in missed["failed"])
+
+    # --known-items makes them another way (auto's final check asks for the search's own method)
+    halves = verify(tiny_cut, tiny_bert, corpus=[str(docs)], sts="builtin", sts_limit=20, batch_sizes="none",
+                    agreement_queries=30, known_items="half")
+    assert halves.agreement[0].known_item["method"] == "cloze by half"
