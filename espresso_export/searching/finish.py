@@ -218,10 +218,12 @@ def finish(ctx, cands: list[C.Candidate], out: Path, *, overwrite: bool) -> Auto
             nxt = pick(cands, s, exclude=frozenset(tried)) if len(tried) < MAX_ANSWERS else None
             if not result.verify["known_item_below"] or nxt is None:
                 break
+            on_all = ", ".join(f"{result.verify['known_item'][name]['retention']:.3f} on all of {name}"
+                               for name in result.verify["known_item_below"])
             result.hints.append(
                 f"{winner.name} ({winner.stage_name}) kept {winner.variant['retention']:.3f} on the search's sample "
-                f"but less than {s.min_retention:g} on all of {', '.join(result.verify['known_item_below'])}: "
-                f"checked the next cheapest, {nxt.name} ({nxt.stage_name})")
+                f"but {on_all}, less than {s.min_retention:g}: checked the next cheapest, {nxt.name} "
+                f"({nxt.stage_name})")
             shutil.rmtree(tmp / "model")
             shutil.rmtree(tmp / "export")
             winner = result.winner = nxt
