@@ -50,7 +50,8 @@ KINDS: dict[str, tuple[Callable[[object], bool], frozenset[str], tuple[str, ...]
                      frozenset({"model.safetensors", "optimizer.safetensors", "rng.safetensors"}), ()),
     "auto.json": (lambda d: _versioned(d, "objective", "candidates"),
                   frozenset({"auto.csv", "auto.png", "model", "export", "verify.json", "README.md", "recipe.yaml",
-                             "healing-texts.txt"}), ()),
+                             # the texts its recipe reads (searching.recipe_file; core imports no stage)
+                             "healing-texts.txt", "calibration-texts.txt", "vocab-texts.txt"}), ()),
     "best.json": (lambda d: set(_dict(d)) == {"score", "step", "epoch"}, frozenset({"model.safetensors"}), ()),
 }
 RECORDS = tuple(KINDS)
