@@ -73,7 +73,7 @@ def bf16_isa(cpuinfo: str | Path = "/proc/cpuinfo") -> str | None:
 
 
 # above this many cores kept busy by other processes on average while timing, a speed measurement is not trusted
-# (verify's latency, the export's timing); an idle machine here: 0.002
+# (verify's latency, the export's timing); an idle machine stays far below it
 MAX_OTHER_CORES = 0.25
 
 

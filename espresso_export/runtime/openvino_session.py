@@ -98,8 +98,8 @@ class OpenVinoSession:
             self.config["INFERENCE_NUM_THREADS"] = int(threads)
         self.path, self.streams = Path(path), int(streams)
         self.compiled = compile_openvino(str(path), self.config)
-        # an infer request is not safe to share between threads (calls from a server's threads gave other texts'
-        # vectors, max |diff| 0.24), where onnxruntime's run is: a call takes one of ``streams`` requests
+        # an infer request is not safe to share between threads (calls from a server's threads can return other
+        # texts' vectors), where onnxruntime's run is: a call takes one of ``streams`` requests
         self.requests = _Requests(self.compiled, self.streams)
         self.pad_token_id, self.padding_side = pad_token_id, padding_side
         self.fixed_widths = tuple(sorted(int(w) for w in fixed_widths))

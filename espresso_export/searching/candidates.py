@@ -92,8 +92,8 @@ def plain_cut(source, cand: Candidate, ev: EvalSet, *, dim: int, calibration: Pa
     fills in its layers, parameters and speed.
 
     The head is fitted on the searched documents' vectors the cut has just encoded (``calibration`` holds those
-    texts, for the rebuild), so nothing is encoded twice: encoding is what rung 0 costs, and a second pass over
-    2,000 calibration texts per depth cost a third of it. With no more documents than ``dim``, shrink fits it on
+    texts, for the rebuild), so nothing is encoded twice: encoding is what rung 0 costs, and fitting the head on
+    other texts would encode those too, at every depth. With no more documents than ``dim``, shrink fits it on
     :data:`CALIBRATION` of the healing texts (``fallback``) instead."""
     from espresso_export.model.checkpoint import load
     from espresso_export.model.post import renormalized, with_head
