@@ -163,5 +163,4 @@ def _prune_request(plan: DistillPlan):
         return None
     from espresso_export.shrinking.pruning import PruneRequest
 
-    return PruneRequest.read(plan.prune_corpus, min_count=plan.prune_min_count, keep_top=plan.prune_keep_top,
-                             keep_file=plan.prune_keep_file)
+    return PruneRequest.of(plan)

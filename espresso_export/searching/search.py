@@ -25,7 +25,7 @@ from pathlib import Path
 from espresso_export.core.console import err_console
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.extras import require
-from espresso_export.core.files import check_output
+from espresso_export.core.files import check_output, write_text_atomic
 from espresso_export.core.settings import resolve
 from espresso_export.searching import candidates as C
 from espresso_export.searching.auto_settings import AutoSettings
@@ -146,8 +146,8 @@ def _prepare(source: str, s: AutoSettings, work: Work, progress: bool) -> Contex
         raise ValidationError(f"--dim {dim} exceeds the source's width {src['width']}")
     heal = _healing_texts(docs, ev, s, src["seconds_per_text"], work)
     calibration = work.path(C.CALIBRATION_FILE)
-    if not calibration.exists():
-        calibration.write_text("\n".join(C.calibration_texts(ev)[0]) + "\n", encoding="utf-8")
+    if not calibration.exists():  # atomic: a search stopped while writing it must not keep half of it
+        write_text_atomic(calibration, "\n".join(C.calibration_texts(ev)[0]) + "\n")
     scorer = Scorer(ev, Vectors.load(work.path("source-vectors.npz")))
     speed = Speed(src["seconds_per_text"], src["depth"], work.state.get("train_cost", TRAIN_COST))
     ctx = Context(source, s, work, scorer, speed, dim, src["width"], Path(heal["file"]), heal["texts"], progress,

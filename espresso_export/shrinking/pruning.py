@@ -150,6 +150,12 @@ class PruneRequest:
         return cls(corpus=corpus, min_count=min_count, keep_top=keep_top,
                    keep_file=str(keep_file) if keep_file is not None else None, keep_lines=lines)
 
+    @classmethod
+    def of(cls, s) -> PruneRequest:
+        """From a step's ``prune_*`` settings (shrink's, and distill's, which are declared by them)."""
+        return cls.read(s.prune_corpus, min_count=s.prune_min_count, keep_top=s.prune_keep_top,
+                        keep_file=s.prune_keep_file)
+
     def check(self, ckpt: Checkpoint) -> set[str]:
         """Refuse an unsupported tokenizer or keep-file tokens it does not have; returns the tokens to keep.
         Called right after loading, before any long work."""

@@ -160,8 +160,7 @@ def _shrink(model, output, s: ShrinkSettings, *, overwrite: bool, progress: bool
                                                           s.prune_keep_file])
     prune = None
     if s.prune_corpus is not None:
-        prune = PruneRequest.read(s.prune_corpus, min_count=s.prune_min_count, keep_top=s.prune_keep_top,
-                                  keep_file=s.prune_keep_file)
+        prune = PruneRequest.of(s)
     ckpt = model if isinstance(model, Checkpoint) else load(model, pooling=s.pooling,
                                                              trust_remote_code=s.trust_remote_code)
     if prune is not None:
