@@ -9,7 +9,9 @@ removed on the way out (``atomic_output``), and training saves a resumable check
   :class:`Terminated` (a ``KeyboardInterrupt``, so code that cleans up on Ctrl-C also cleans up on SIGTERM).
 * :func:`stop_flag` (the training loop): the first signal only sets a flag, so the loop finishes its step,
   saves and stops; a second one interrupts at once.
-* :func:`interrupt_after` (a time budget, e.g. ``auto``'s): the same stop, asked for by a timer.
+* :func:`interrupt_after` (a time budget, e.g. ``auto``'s): the same stop, asked for by a timer. A signal can
+  be lost (Python drops an exception raised inside a weakref callback or a ``__del__``), so the loops that take
+  long also look at the clock: :func:`stop_requested` in training, :func:`check_budget` between encoded batches.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from __future__ import annotations
 import _thread
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _last: dict[str, int | None] = {"signum": None}
+_budgets: list[dict] = []  # the states of the interrupt_after blocks in force, each with its deadline ("at")
 
 
 class Terminated(KeyboardInterrupt):
@@ -110,19 +114,46 @@ def stop_flag(repeat_interrupts: bool = True) -> Iterator[dict]:
         yield flag
 
 
+def budget_spent() -> bool:
+    """Whether an :func:`interrupt_after` block in force has reached its deadline (each one that has is marked
+    fired, so its caller treats the stop as the budget's)."""
+    now, spent = time.monotonic(), False
+    for state in _budgets:
+        if now >= state["at"]:
+            state["fired"] = spent = True
+    return spent
+
+
+def check_budget() -> None:
+    """Raise as Ctrl-C would when a time budget in force is spent: the half of :func:`interrupt_after` that cannot
+    be lost, for loops that run outside training (encoding, the teacher pass)."""
+    if budget_spent():
+        raise KeyboardInterrupt()
+
+
+def stop_requested(flag: dict) -> bool:
+    """Whether the training loop holding ``flag`` (:func:`stop_flag`) should save and stop: a signal set it, or a
+    time budget in force is spent (set then, as the signal would have)."""
+    if not flag["stop"] and budget_spent():
+        flag["stop"], flag["signum"] = True, signal.SIGINT
+    return bool(flag["stop"])
+
+
 @contextmanager
 def interrupt_after(seconds: float) -> Iterator[dict]:
     """Stop the block as Ctrl-C would, ``seconds`` from now, if it is still running: a SIGINT to the main thread
     (a simulated one where ``pthread_kill`` is missing), so training inside saves a resumable checkpoint and raises
     as after a real Ctrl-C; the handler in force at that moment decides, as it would for the user's. Yields
     ``{"fired": bool}``; the caller catches the interrupt when ``fired``, and the signal is forgotten (the exit
-    code is not an interrupt's). It may arrive while the block ends: the caller's ``except`` sees it then too."""
-    state = {"fired": False, "done": False}
+    code is not an interrupt's). It may arrive while the block ends: the caller's ``except`` sees it then too.
+    The loops that look at the clock (:func:`stop_requested`, :func:`check_budget`) stop at the deadline even
+    when the signal is lost."""
+    state = {"fired": False, "done": False, "at": time.monotonic() + max(float(seconds), 0.0)}
     lock = threading.Lock()
 
     def fire() -> None:
         with lock:
-            if not state["done"]:
+            if not state["done"] and not state["fired"]:
                 state["fired"] = True
                 if hasattr(signal, "pthread_kill"):  # a real signal: it also wakes a sleeping main thread
                     signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
@@ -131,6 +162,7 @@ def interrupt_after(seconds: float) -> Iterator[dict]:
 
     timer = threading.Timer(max(float(seconds), 0.0), fire)
     timer.daemon = True
+    _budgets.append(state)
     timer.start()
     try:
         yield state
@@ -138,9 +170,10 @@ def interrupt_after(seconds: float) -> Iterator[dict]:
         with lock:
             state["done"] = True
         timer.cancel()
+        _budgets.remove(state)
         if state["fired"]:
             record(None)
 
 
-__all__ = ["STOP_SIGNALS", "Terminated", "describe", "exit_code", "interrupt_after", "raise_for", "record",
-           "signals_raise", "signum_of", "stop_flag"]
+__all__ = ["STOP_SIGNALS", "Terminated", "budget_spent", "check_budget", "describe", "exit_code", "interrupt_after",
+           "raise_for", "record", "signals_raise", "signum_of", "stop_flag", "stop_requested"]

@@ -20,6 +20,7 @@ import numpy as np
 
 from espresso_export.core.batching import length_sorted_batches
 from espresso_export.core.progress import track
+from espresso_export.core.signals import check_budget
 from espresso_export.core.types import Pooling
 from espresso_export.model.checkpoint import Checkpoint, DenseLayer, PostModule
 
@@ -176,7 +177,8 @@ def encode_batches(
 
     ``compute`` runs under ``torch.inference_mode`` on a batch already on the model's device, holding the inputs
     the model accepts, and should return numpy arrays (the consumer's code between batches runs outside it).
-    Batches are planned over all of ``texts`` (:mod:`espresso_export.core.batching`).
+    Batches are planned over all of ``texts`` (:mod:`espresso_export.core.batching`). Inside a time budget
+    (:func:`~espresso_export.core.signals.interrupt_after`) it stops between batches once the budget is spent.
     """
     import torch
 
@@ -184,6 +186,7 @@ def encode_batches(
     batches = length_sorted_batches([len(t) for t in texts], batch_size)
     names, device = model_inputs(ckpt.model), model_device(ckpt.model)
     for idx in track(batches, description=progress, total_items=len(texts), count=len):
+        check_budget()
         batch = to_device(tokenize(ckpt, [texts[i] for i in idx], max_length), names, device)
         with torch.inference_mode():
             result = compute(batch)

@@ -24,3 +24,4 @@ def interrupted(message: str, signum: int | None = None) -> TrainingInterrupted:
 
 
 stop_flag = signals.stop_flag
+stop_requested = signals.stop_requested

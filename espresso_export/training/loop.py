@@ -23,7 +23,7 @@ from espresso_export.core.renamed import old_names
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.progress import Bar
 from espresso_export.training import distributed
-from espresso_export.training.interrupt import TrainingInterrupted, interrupted, stop_flag
+from espresso_export.training.interrupt import TrainingInterrupted, interrupted, stop_flag, stop_requested
 from espresso_export.training.run_files import remove_run_files, stopped_early
 from espresso_export.training.resume import (
     BEST_DIR, CHECKPOINT_DIR, load_checkpoint, read_checkpoint_meta, restore_best_weights, save_best, save_checkpoint,
@@ -155,7 +155,7 @@ class Trainer:
         else:  # this rank's slice; DDP averages gradients over the ranks, hence the factor world
             with ctx, self.dist.guard(f"step {self.step + 1}"):
                 term = self.ddp(batch, self.dist.shard(batch))
-            stop = bool(flag and flag["stop"])
+            stop = bool(flag and stop_requested(flag))
             value, stops = self.dist.sum_floats([float(term.detach()), float(stop)], what=f"step {self.step + 1}")
             self._stop_any = stops > 0  # a Ctrl-C on any rank: every rank stops after this same step
             loss = term * self.dist.world
@@ -213,7 +213,7 @@ class Trainer:
         bar.advance(1, {LOSS_LABEL: f"{self._mean_loss():.4g}", f"{self.task.item_unit}/s": f"{pace.rate():.0f}"})
         if on_step is not None:
             on_step(self.step)
-        if (self._stop_any if self.ddp is not None else flag["stop"]):
+        if (self._stop_any if self.ddp is not None else stop_requested(flag)):
             where = self.save()
             raise interrupted(f"at step {self.step}/{self.total}; resumable checkpoint saved in {where.parent} "
                               "(run the same command with --resume to continue)", flag.get("signum"))
