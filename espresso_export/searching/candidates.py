@@ -24,7 +24,7 @@ CALIBRATION_FILE = "calibration-texts.txt"  # the searched documents, one per li
 class Candidate:
     """One point of the search space and what was measured of it."""
 
-    name: str  # "L3" (the source cut to 3 layers) or "student"
+    name: str  # "L3" (the source cut to 3 layers spread over it), "L3f" (its first 3 layers) or "student"
     depth: int
     layers: list[int] | None = None  # the source's layers a cut keeps
     student: str | None = None
@@ -55,6 +55,32 @@ def timed_vectors(ckpt, ev: EvalSet) -> tuple[Vectors, float]:
     per_text = (time.perf_counter() - start) / max(len(ev.passages), 1)
     queries, targets = (encode(ckpt, t, batch_size=ENCODE_BATCH) for t in (ev.cloze.texts, ev.cloze.targets))
     return Vectors(normalise(queries), normalise(passages), normalise(targets)), per_text
+
+
+def source_pass(ckpt, ev: EvalSet, depths: list[int]) -> tuple[Vectors, float, dict[int, Vectors]]:
+    """One pass of the source over the evaluation set: its vectors, its seconds per text (the passages'
+    encoding) and, from the same forward passes, the unit vectors of each cut to its first ``d`` of ``depths``
+    layers (the pooled states after layer ``d`` through the source's post modules renormalised: what shrink fits
+    a head on). A cut that keeps the first layers is a prefix of the source, so rung 0 scores them all for the
+    price of the source's own encoding."""
+    import torch
+
+    from espresso_export.model.embed import apply_post, encode_layers
+    from espresso_export.model.post import renormalized
+
+    wanted = sorted(set(depths) | {ckpt.depth})
+    start = time.perf_counter()
+    passages = encode_layers(ckpt, ev.passages, wanted, batch_size=ENCODE_BATCH)
+    per_text = (time.perf_counter() - start) / max(len(ev.passages), 1)
+    queries, targets = (encode_layers(ckpt, t, wanted, batch_size=ENCODE_BATCH)
+                        for t in (ev.cloze.texts, ev.cloze.targets))
+
+    def through(post, d: int) -> Vectors:
+        return Vectors(*(normalise(apply_post(torch.from_numpy(x[d]), post).numpy()) for x in (queries, passages,
+                                                                                              targets)))
+
+    base = renormalized(ckpt.post)
+    return through(ckpt.post, ckpt.depth), per_text, {d: through(base, d) for d in depths if d < ckpt.depth}
 
 
 def time_ratio(source_ckpt, ckpt, texts: list[str], rounds: int = 3) -> float:
@@ -88,8 +114,8 @@ def calibration_texts(ev: EvalSet) -> tuple[list[str], list[int]]:
 
 def plain_cut(source, cand: Candidate, ev: EvalSet, *, dim: int, calibration: Path, fallback: Path, seed: int,
               source_ckpt) -> Vectors:
-    """Rung 0: the source cut to ``cand.depth`` layers with a PCA head, untrained (a student as it comes);
-    fills in its layers, parameters and speed.
+    """Rung 0: the source cut to ``cand.layers`` (else ``cand.depth`` layers as shrink chooses them) with a PCA
+    head, untrained (a student as it comes); fills in its layers, parameters and speed.
 
     The head is fitted on the searched documents' vectors the cut has just encoded (``calibration`` holds those
     texts, for the rebuild), so nothing is encoded twice: encoding is what rung 0 costs, and fitting the head on
@@ -97,7 +123,6 @@ def plain_cut(source, cand: Candidate, ev: EvalSet, *, dim: int, calibration: Pa
     :data:`CALIBRATION` of the healing texts (``fallback``) instead."""
     from espresso_export.model.checkpoint import load
     from espresso_export.model.post import renormalized, with_head
-    from espresso_export.shrinking.heads import fit_pca
     from espresso_export.shrinking.shrink import shrink
 
     texts, rows = calibration_texts(ev)
@@ -106,23 +131,30 @@ def plain_cut(source, cand: Candidate, ev: EvalSet, *, dim: int, calibration: Pa
         cand.depth = ckpt.depth
         vectors = timed_vectors(ckpt, ev)[0]
     elif len(texts) <= dim:
-        cut = shrink(source, None, layers=cand.depth, dim=dim, calibration=str(fallback), seed=seed,
+        cut = shrink(source, None, layers=cand.layers or cand.depth, dim=dim, calibration=str(fallback), seed=seed,
                      calibration_samples=CALIBRATION, progress=False)
         ckpt, cand.layers = cut.checkpoint, list(cut.layers)
         vectors = timed_vectors(ckpt, ev)[0]
     else:
-        cut = shrink(source, None, layers=cand.depth, progress=False)
+        cut = shrink(source, None, layers=cand.layers or cand.depth, progress=False)
         ckpt, cand.layers = cut.checkpoint, list(cut.layers)
         base = renormalized(ckpt.post)  # unit vectors: what shrink fits a PCA head on
         ckpt.post = base
-        unit = timed_vectors(ckpt, ev)[0]
-        pca = fit_pca(unit.passages[rows], dim)
-        ckpt.post = with_head(base, pca.as_dense())  # the model shrink builds from ``calibration``
-        vectors = Vectors(*(normalise(pca.transform(x).astype(np.float32)) for x in unit.triple()))
-        cand.calibration = calibration.name
+        vectors, head = headed(cand, timed_vectors(ckpt, ev)[0], rows, dim, calibration)
+        ckpt.post = with_head(base, head)  # the model shrink builds from ``calibration``
     cand.params = int(ckpt.n_params)
     cand.latency_ratio = time_ratio(source_ckpt, ckpt, ev.passages)
     return vectors
+
+
+def headed(cand: Candidate, unit: Vectors, rows: list[int], dim: int, calibration: Path):
+    """A plain cut's vectors through the PCA head fitted on its unit vectors of the searched documents (rows
+    ``rows`` of the passages), and that head (a Dense layer): the model shrink builds from ``calibration``."""
+    from espresso_export.shrinking.heads import fit_pca
+
+    pca = fit_pca(unit.passages[rows], dim)
+    cand.calibration = calibration.name
+    return Vectors(*(normalise(pca.transform(x).astype(np.float32)) for x in unit.triple())), pca.as_dense()
 
 
 def heal_settings(cand: Candidate, *, texts: int, heal_texts: int, heal_file: Path, dim: int, settings,

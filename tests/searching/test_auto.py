@@ -57,7 +57,11 @@ def test_outputs_are_complete(searched):
     assert result.met, result.log
     for name in ("model/config.json", "export/export.json", "verify.json", "README.md", "recipe.yaml"):
         assert (out / name).is_file(), name
-    assert {c["name"] for c in result.candidates} == {"L1", "L2", "L3", "L4"}  # bytes: the full depth competes
+    # each depth spread and first (bytes: the full depth competes, once)
+    assert {c["name"] for c in result.candidates} == {"L1", "L2", "L3", "L4", "L1f", "L2f", "L3f"}
+    first = next(c for c in result.candidates if c["name"] == "L2f")
+    assert first["layers"] == [0, 1] and first["params"] == next(c for c in result.candidates
+                                                                 if c["name"] == "L2")["params"]
     assert all("plain" in c["scores"] and c["scores"]["plain"]["variants"] for c in result.candidates)
     # the stored form is chosen again on all the documents: the fewest bytes whose known-item retention keeps it
     report = json.loads((out / "verify.json").read_text())
@@ -115,7 +119,7 @@ def test_budget_the_plan_left_heals_the_best_candidate_longer(tmp_path, tiny_ber
                      **{k: v for k, v in SMALL.items() if k != "keep_work"})
     work = Work.open(tmp_path / "out", fingerprint(str(tiny_bert), s), overwrite=False)
     ctx = _prepare(str(tiny_bert), s, work, progress=False)
-    cands = _rung0(ctx)
+    cands = [c for c in _rung0(ctx) if c.name in ("L1", "L2")]
     for c, score in zip(cands, (0.5, 0.6)):
         c.scores["r1"] = {"retention": score, "texts": 100}
     _extend(ctx, cands, Rung(1, 2, 100))

@@ -12,13 +12,9 @@ from espresso_export.searching import candidates as C
 from espresso_export.searching.evaluation import eval_set, read_documents
 
 
-def test_the_rebuilt_plain_cut_gives_the_vectors_rung_0_scored(tmp_path, tiny_bert):
+def _docs(tmp_path):
+    """A searched sample of 61 titled documents and its calibration file."""
     from tiny_models import _WORDS
-
-    from espresso_export.model.checkpoint import load
-    from espresso_export.model.embed import encode
-    from espresso_export.shrinking.shrink import shrink
-    from espresso_export.verification.retrieval import normalise
 
     rng = random.Random(3)
     path = tmp_path / "docs.jsonl"
@@ -29,9 +25,19 @@ def test_the_rebuilt_plain_cut_gives_the_vectors_rung_0_scored(tmp_path, tiny_be
         f.write(json.dumps({"_id": "dup", "title": "t0", "text": "x"}) + "\n")
     ev = eval_set(read_documents([str(path)]), passages=61, queries=12, seed=0, method="sentence")
     texts, rows = C.calibration_texts(ev)
-    assert len(texts) == len(rows) == len(set(texts))
     calibration = tmp_path / C.CALIBRATION_FILE
     calibration.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    return ev, texts, rows, calibration
+
+
+def test_the_rebuilt_plain_cut_gives_the_vectors_rung_0_scored(tmp_path, tiny_bert):
+    from espresso_export.model.checkpoint import load
+    from espresso_export.model.embed import encode
+    from espresso_export.shrinking.shrink import shrink
+    from espresso_export.verification.retrieval import normalise
+
+    ev, texts, rows, calibration = _docs(tmp_path)
+    assert len(texts) == len(rows) == len(set(texts))
     source = load(tiny_bert)
     dim = min(source.output_dim - 1, len(texts) - 1)
 
@@ -45,3 +51,26 @@ def test_the_rebuilt_plain_cut_gives_the_vectors_rung_0_scored(tmp_path, tiny_be
                      calibration_samples=len(texts), progress=False)
     again = normalise(encode(load(rebuilt.output), ev.passages))
     np.testing.assert_allclose(again, vectors.passages, atol=1e-4)
+
+
+def test_the_first_layers_cuts_come_from_the_source_pass_and_rebuild_the_same(tmp_path, tiny_bert):
+    """One pass of the source gives its own vectors and every first-layers cut's: the rebuilt cut (shrink to
+    layers 0..d-1 with the head fitted on the calibration file) gives the vectors rung 0 scored."""
+    from espresso_export.model.checkpoint import load
+    from espresso_export.model.embed import encode
+    from espresso_export.shrinking.shrink import shrink
+    from espresso_export.verification.retrieval import normalise
+
+    ev, texts, rows, calibration = _docs(tmp_path)
+    source = load(tiny_bert)
+    own, per_text, first = C.source_pass(source, ev, [1, 2, source.depth])
+    assert per_text > 0 and sorted(first) == [1, 2]  # the source's own depth is its own vectors, not a cut
+    np.testing.assert_allclose(own.passages, normalise(encode(source, ev.passages)), atol=1e-5)
+    dim = min(source.output_dim - 1, len(texts) - 1)
+    cand = C.Candidate("L2f", 2, layers=[0, 1])
+    vectors, head = C.headed(cand, first[2], rows, dim, calibration)
+    assert cand.calibration == C.CALIBRATION_FILE and head.weight.shape[0] == dim
+    rebuilt = shrink(tiny_bert, tmp_path / "cut", layers=[0, 1], dim=dim, calibration=str(calibration),
+                     calibration_samples=len(texts), progress=False)
+    again = normalise(encode(load(rebuilt.output), ev.cloze.texts))
+    np.testing.assert_allclose(again, vectors.queries, atol=1e-4)
