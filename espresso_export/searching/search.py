@@ -275,16 +275,35 @@ def _earlier_heals(ctx: Context, cands: list[C.Candidate]) -> None:
                 c.scores[f"t{score['texts']}"] = score
 
 
+def _sibling(c: C.Candidate) -> str | None:
+    """The spread cut of a first-layers cut's depth (``L3`` for ``L3f``), else None."""
+    return f"L{c.depth}" if c.name == f"L{c.depth}f" else None
+
+
+def _starts(cands: list[C.Candidate]) -> dict[str, float]:
+    """Each candidate's untrained score as a start for healing: its rung-0 retention; for a first-layers cut, the
+    higher of its own and its spread sibling's. Untrained, a first-layers cut reads low (its last layer's output
+    was never trained as an embedding), while a heal of the same layers count starts near where the spread cut
+    does; its own score would drop it as hopeless, and its heal's gain over it would pass for what longer heals
+    may still gain."""
+    plain = {c.name: c.scores["plain"]["retention"] for c in cands}
+    return {c.name: max(plain[c.name], plain.get(_sibling(c), 0.0)) for c in cands}
+
+
 def _search(ctx: Context, cands: list[C.Candidate]) -> None:
     """Drop the hopeless, plan the rungs within the budget left, and halve."""
     s = ctx.settings
     target = s.min_retention
+    starts = _starts(cands)
+    kept = {c.name for c in cands if c.scores["plain"]["retention"] >= target and c.student is None}
     viable = []
     for c in cands:
-        if hopeless(c.scores["plain"]["retention"], target):
+        if hopeless(starts[c.name], target):
             c.dropped = "rung 0: too far from the target for a heal to close"
-        elif c.scores["plain"]["retention"] >= target and c.student is None:
+        elif c.name in kept:
             c.dropped = "meets the target untrained"
+        elif _sibling(c) in kept and s.objective.value != "bytes-per-vector":
+            c.dropped = f"{_sibling(c)}, as fast and as large, meets the target untrained"
         else:
             viable.append(c)
     viable.sort(key=lambda c: C.cost(c, s.objective.value, c.scores["plain"], target, s.precision))
@@ -293,7 +312,7 @@ def _search(ctx: Context, cands: list[C.Candidate]) -> None:
     if not rungs:
         ctx.say("no heal fits the budget: answering from the plain cuts")
         return
-    chosen = _spread(viable, rungs[0].candidates)
+    chosen = _spread(viable, rungs[0].candidates, starts)
     rungs = _fit_rungs(ctx, chosen, ctx.left() - teacher) or rungs  # planned again for the depths chosen
     for c in viable:
         if c not in chosen:
@@ -301,7 +320,7 @@ def _search(ctx: Context, cands: list[C.Candidate]) -> None:
     plan = ", ".join(f"{r.candidates} x {r.texts:,} texts" for r in rungs)
     ctx.say(f"plan: rungs {plan}; estimated {(_estimate(ctx, rungs, chosen) + teacher) / 60:.1f} min of "
             f"{ctx.left() / 60:.1f} left")
-    _halve(ctx, chosen, rungs)
+    _halve(ctx, chosen, rungs, starts)
 
 
 def _fit_rungs(ctx: Context, viable: list[C.Candidate], seconds: float):
@@ -313,14 +332,17 @@ def _fit_rungs(ctx: Context, viable: list[C.Candidate], seconds: float):
                       max_texts=2 * ctx.heal_texts, score_texts=n_eval)
 
 
-def _spread(ordered: list[C.Candidate], n: int) -> list[C.Candidate]:
-    """``n`` of the candidates (ordered cheapest first) spread from the cheapest to the best."""
-    if n >= len(ordered):
+def _spread(ordered: list[C.Candidate], n: int, starts: dict[str, float]) -> list[C.Candidate]:
+    """About ``n`` of the candidates (ordered cheapest first): ``n`` depths spread from the cheapest to the best
+    started, each with both its cuts (spread and first layers: which heals better is what rung 1 measures)."""
+    depths = list(dict.fromkeys(c.depth for c in ordered))
+    if n >= len(ordered) or n >= len(depths):
         return list(ordered)
     if n == 1:
-        return [max(ordered, key=lambda c: c.scores["plain"]["retention"])]
-    picks = sorted({round(i * (len(ordered) - 1) / (n - 1)) for i in range(n)})
-    return [ordered[i] for i in picks]
+        chosen = {max(ordered, key=lambda c: starts[c.name]).depth}
+    else:
+        chosen = {depths[round(i * (len(depths) - 1) / (n - 1))] for i in range(n)}
+    return [c for c in ordered if c.depth in chosen]
 
 
 def _estimate(ctx: Context, rungs, chosen: list[C.Candidate]) -> float:
@@ -330,9 +352,9 @@ def _estimate(ctx: Context, rungs, chosen: list[C.Candidate]) -> float:
                for r in rungs)
 
 
-def _halve(ctx: Context, active: list[C.Candidate], rungs) -> None:
+def _halve(ctx: Context, active: list[C.Candidate], rungs, starts: dict[str, float]) -> None:
     s, target = ctx.settings, ctx.settings.min_retention
-    before = {c.name: c.scores["plain"]["retention"] for c in active}
+    before = {c.name: starts[c.name] for c in active}
     for i, rung in enumerate(rungs):
         after = run_rung(ctx, active, rung)
         if not after or ctx.stopped:
