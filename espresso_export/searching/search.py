@@ -16,6 +16,7 @@ The phases, each recorded in the work folder (:mod:`.work`) as it finishes, so a
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import time
@@ -333,16 +334,17 @@ def _fit_rungs(ctx: Context, viable: list[C.Candidate], seconds: float):
 
 
 def _spread(ordered: list[C.Candidate], n: int, starts: dict[str, float]) -> list[C.Candidate]:
-    """About ``n`` of the candidates (ordered cheapest first): ``n`` depths spread from the cheapest to the best
-    started, each with both its cuts (spread and first layers: which heals better is what rung 1 measures)."""
-    depths = list(dict.fromkeys(c.depth for c in ordered))
-    if n >= len(ordered) or n >= len(depths):
+    """``n`` of the candidates (ordered cheapest first): depths spread from the cheapest to the best started, each
+    with both its cuts (spread and first layers: which heals better is what the rungs measure), ``n`` in all."""
+    if n >= len(ordered):
         return list(ordered)
     if n == 1:
-        chosen = {max(ordered, key=lambda c: starts[c.name]).depth}
-    else:
-        chosen = {depths[round(i * (len(depths) - 1) / (n - 1))] for i in range(n)}
-    return [c for c in ordered if c.depth in chosen]
+        return [max(ordered, key=lambda c: starts[c.name])]
+    depths = list(dict.fromkeys(c.depth for c in ordered))
+    k = min(len(depths), max(2, math.ceil(n / 2)))
+    chosen = [depths[round(i * (len(depths) - 1) / (k - 1))] for i in range(k)]
+    picked = [c for d in chosen for c in ordered if c.depth == d]
+    return sorted(picked[:n], key=ordered.index)
 
 
 def _estimate(ctx: Context, rungs, chosen: list[C.Candidate]) -> float:

@@ -20,7 +20,8 @@ def test_a_first_layers_cut_starts_from_the_better_of_its_own_and_its_spread_sib
 def test_the_halving_heals_both_cuts_of_each_depth_it_spreads_over():
     ordered = [_cand(f"L{d}{f}", d, 0.5 + d / 20) for d in range(1, 7) for f in ("", "f")]
     starts = _starts(ordered)
-    picked = _spread(ordered, 3, starts)
+    picked = _spread(ordered, 6, starts)
     assert [c.name for c in picked] == ["L1", "L1f", "L3", "L3f", "L6", "L6f"]  # cheapest, middle, best
-    assert [c.name for c in _spread(ordered, 1, starts)] == ["L6", "L6f"]
-    assert _spread(ordered, 6, starts) == ordered
+    assert [c.name for c in _spread(ordered, 5, starts)] == ["L1", "L1f", "L3", "L3f", "L6"]  # n in all
+    assert [c.name for c in _spread(ordered, 1, starts)] == ["L6"]
+    assert _spread(ordered, 12, starts) == ordered
