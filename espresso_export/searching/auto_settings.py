@@ -73,6 +73,8 @@ class AutoSettings:
     eval_passages: int = setting(2000, min=20, help="Documents the candidates are searched over (a seeded "
                                                     "sample; every query's own passage is kept).")
     eval_queries: int = setting(200, min=10, help="Known-item pseudo-queries the candidates are scored on.")
+    check_queries: int = setting(1000, min=10, help="Known-item queries of the final check on all your documents, "
+                                                    "per corpus: more than the search's, since that check decides.")
     known_items: str = declared_as(VerifySettings, "known_items")  # the search's and the final check's, one method
     prune_vocab: Optional[bool] = setting(
         None, flags=("--prune-vocab/--no-prune-vocab",),

@@ -53,7 +53,8 @@ def steps_of(ctx, cand, pick, weights: str) -> list[dict] | None:
         model_step[next(iter(model_step))]["prune_corpus"] = [VOCAB_FILE]
     export = {"quantize": "int8"} if weights == "int8" else {}
     verify = {"corpus": _paths(s.corpus), "queries": _paths(s.queries), "retrieval": _paths(s.retrieval),
-              "sts": _paths(s.sts) or ["builtin"]}
+              "sts": _paths(s.sts) or ["builtin"], "agreement_queries": s.check_queries,
+              "known_items": s.known_items}  # the final check's queries, as auto made them
     if s.sts:
         verify["min_retention"] = s.min_retention
     if s.retrieval:

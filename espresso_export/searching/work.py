@@ -20,8 +20,9 @@ from espresso_export.core.files import write_text_atomic
 
 STATE = "auto-state.json"
 FORMAT = 2  # 2: known-item queries by sentence first
+# the answer's choice, not what a step computes
 NOT_MEASURED = ("time_budget", "threads", "keep_work", "objective", "min_retention", "max_latency_ratio", "sts",
-                "retrieval", "queries", "precision", "prune_vocab")  # the answer's choice, not what a step computes
+                "retrieval", "queries", "precision", "prune_vocab", "check_queries")
 
 
 def stamp(spec: str | None) -> Any:
