@@ -314,7 +314,11 @@ def _search(ctx: Context, cands: list[C.Candidate]) -> None:
         ctx.say("no heal fits the budget: answering from the plain cuts")
         return
     chosen = _spread(viable, rungs[0].candidates, starts)
-    rungs = _fit_rungs(ctx, chosen, ctx.left() - teacher) or rungs  # planned again for the depths chosen
+    for _ in range(2):  # planned again for the depths chosen (deeper ones may fit fewer), and chosen again
+        rungs = _fit_rungs(ctx, chosen, ctx.left() - teacher) or rungs
+        if rungs[0].candidates >= len(chosen):
+            break
+        chosen = _spread(chosen, rungs[0].candidates, starts)
     for c in viable:
         if c not in chosen:
             c.dropped = "not healed: the budget allows fewer candidates"
