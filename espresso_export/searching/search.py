@@ -338,17 +338,21 @@ def _fit_rungs(ctx: Context, viable: list[C.Candidate], seconds: float):
 
 
 def _spread(ordered: list[C.Candidate], n: int, starts: dict[str, float]) -> list[C.Candidate]:
-    """``n`` of the candidates (ordered cheapest first): depths spread from the cheapest to the best started, each
-    with both its cuts (spread and first layers: which heals better is what the rungs measure), ``n`` in all."""
+    """``n`` of the candidates (ordered cheapest first), depths before layer choices: depths spread from the
+    cheapest to the best started, each by its better-scored cut (the spread one, unless the source is ESE-trained);
+    only when ``n`` exceeds the depths do the other cuts of the chosen depths join. Short heals of first-layers
+    cuts stay far behind their spread siblings (``benchmarks/log/2026-11-auto.md``), while depth decides most."""
     if n >= len(ordered):
         return list(ordered)
     if n == 1:
-        return [max(ordered, key=lambda c: starts[c.name])]
+        return [max(ordered, key=lambda c: (starts[c.name], c.scores["plain"]["retention"]))]
     depths = list(dict.fromkeys(c.depth for c in ordered))
-    k = min(len(depths), max(2, math.ceil(n / 2)))
-    chosen = [depths[round(i * (len(depths) - 1) / (k - 1))] for i in range(k)]
-    picked = [c for d in chosen for c in ordered if c.depth == d]
-    return sorted(picked[:n], key=ordered.index)
+    k = min(n, len(depths))
+    chosen = [depths[round(i * (len(depths) - 1) / (k - 1))] for i in range(k)] if k > 1 else depths[-1:]
+    tiers = [sorted((c for c in ordered if c.depth == d), key=lambda c: -c.scores["plain"]["retention"])
+             for d in chosen]
+    picked = [tier[i] for i in range(max(map(len, tiers))) for tier in tiers if i < len(tier)][:n]
+    return sorted(picked, key=ordered.index)
 
 
 def _estimate(ctx: Context, rungs, chosen: list[C.Candidate]) -> float:

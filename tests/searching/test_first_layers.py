@@ -1,5 +1,6 @@
 """Which layers: each depth is searched spread over the source and as its first layers. A first-layers cut reads
-low untrained, so it starts from its spread sibling's score, and the halving heals both cuts of a chosen depth."""
+low untrained, so it starts from its spread sibling's score; the halving spreads over depths first and heals a
+depth's first-layers cut only when it may heal more candidates than there are depths."""
 
 from __future__ import annotations
 
@@ -17,11 +18,13 @@ def test_a_first_layers_cut_starts_from_the_better_of_its_own_and_its_spread_sib
     assert _starts(cands) == {"L2": 0.6, "L2f": 0.6, "L3": 0.4, "L3f": 0.5, "student": 0.2}
 
 
-def test_the_halving_heals_both_cuts_of_each_depth_it_spreads_over():
-    ordered = [_cand(f"L{d}{f}", d, 0.5 + d / 20) for d in range(1, 7) for f in ("", "f")]
+def test_the_halving_spreads_over_depths_first_and_adds_first_layers_cuts_when_it_may_heal_more():
+    ordered = [_cand(f"L{d}{f}", d, 0.5 + d / 20 - (0.2 if f else 0.0)) for d in range(1, 7) for f in ("", "f")]
     starts = _starts(ordered)
-    picked = _spread(ordered, 6, starts)
-    assert [c.name for c in picked] == ["L1", "L1f", "L3", "L3f", "L6", "L6f"]  # cheapest, middle, best
-    assert [c.name for c in _spread(ordered, 5, starts)] == ["L1", "L1f", "L3", "L3f", "L6"]  # n in all
+    assert [c.name for c in _spread(ordered, 3, starts)] == ["L1", "L3", "L6"]  # cheapest, middle, best
+    assert [c.name for c in _spread(ordered, 6, starts)] == ["L1", "L2", "L3", "L4", "L5", "L6"]
+    assert [c.name for c in _spread(ordered, 8, starts)] == ["L1", "L1f", "L2", "L2f", "L3", "L4", "L5", "L6"]
     assert [c.name for c in _spread(ordered, 1, starts)] == ["L6"]
     assert _spread(ordered, 12, starts) == ordered
+    only_four = [c for c in ordered if c.depth == 4]  # --layers 4: both cuts of the one depth
+    assert _spread(only_four, 2, starts) == only_four
