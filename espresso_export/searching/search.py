@@ -50,6 +50,7 @@ from espresso_export.searching.work import Work, fingerprint
 
 DEFAULT_TEXTS = 20_000  # healing texts at most by default
 TEACHER_SHARE = 0.25  # of the budget, at most, for the teacher's pass over the healing texts
+EXTEND_EPOCHS = 4  # passes over the healing texts a heal with the budget the plan left may make (the plan: 2)
 
 
 class SourceModel:
@@ -386,16 +387,20 @@ def _halve(ctx: Context, active: list[C.Candidate], rungs, starts: dict[str, flo
 def _extend(ctx: Context, active: list[C.Candidate], rung) -> None:
     """The planned rungs ended with budget to spare (the heals ran faster than planned): while none of the last
     rung's candidates keeps the target, heal the best of them again on the longest ladder length that still
-    fits, each at least :data:`.plan.ETA` times the last."""
+    fits, each at least :data:`.plan.ETA` times the last, or 1.5 times it when that is as many passes over
+    the healing texts as :data:`EXTEND_EPOCHS` (the texts were sized by the teacher pass's share of the
+    budget, so a fast heal reaches that cap while budget is left)."""
     target = ctx.settings.min_retention
     n_eval = len(ctx.scorer.ev.passages) + 2 * len(ctx.scorer.ev.cloze)
+    cap = EXTEND_EPOCHS * ctx.heal_texts
     while active and not ctx.stopped:
         last = f"r{rung.index}"
         if any(c.scores[last]["retention"] >= target for c in active):
             return
         best = max(active, key=lambda c: c.scores[last]["retention"])
-        fits = [t for t in (on_ladder(rung.texts * ETA * f) for f in (8, 4, 2, 1))
-                if rung.texts < t <= 2 * ctx.heal_texts
+        lengths = {on_ladder(rung.texts * ETA * f) for f in (8, 4, 2, 1)} | {on_ladder(cap)}
+        fits = [t for t in lengths
+                if 1.5 * rung.texts <= t <= cap
                 and ctx.speed.train(t, best.depth) + ctx.speed.encode(n_eval, best.depth) <= ctx.left() * SEARCH_SHARE]
         if not fits:
             return

@@ -128,6 +128,24 @@ def test_budget_the_plan_left_heals_the_best_candidate_longer(tmp_path, tiny_ber
     assert cands[1].scores["r2"]["texts"] > 100 and "r2" not in cands[0].scores
 
 
+def test_budget_left_after_two_passes_over_the_healing_texts_heals_on_more_passes(tmp_path, tiny_bert, docs):
+    """The plan's heals stop at two passes over the healing texts (sized by the teacher pass's share of the
+    budget); a fast heal reaches that with budget left, which then heals the best again, up to four passes."""
+    from espresso_export.searching.auto_settings import AutoSettings
+    from espresso_export.searching.plan import Rung
+    from espresso_export.searching.search import EXTEND_EPOCHS, Work, _extend, _prepare, _rung0, fingerprint
+
+    s = AutoSettings(corpus=[str(docs)], min_retention=0.97, time_budget="120s", layers=[1],
+                     **{k: v for k, v in SMALL.items() if k != "keep_work"})
+    work = Work.open(tmp_path / "out", fingerprint(str(tiny_bert), s), overwrite=False)
+    ctx = _prepare(str(tiny_bert), s, work, progress=False)
+    cand = next(c for c in _rung0(ctx) if c.name == "L1")
+    two_passes = 2 * ctx.heal_texts
+    cand.scores["r1"] = {"retention": 0.5, "texts": two_passes}
+    _extend(ctx, [cand], Rung(1, 1, two_passes))
+    assert two_passes < cand.scores["r2"]["texts"] <= EXTEND_EPOCHS * ctx.heal_texts, ctx.log
+
+
 def test_a_heal_the_budget_ends_inside_stops_there_and_a_larger_budget_continues_it(tmp_path, tiny_bert, docs):
     """The plan expects the heal to fit (its speed set optimistic: the one thing not measured); the heal runs
     past the budget, is stopped at its next step with its checkpoint kept, and a later search resumes it."""
