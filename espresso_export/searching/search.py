@@ -6,8 +6,8 @@ The phases, each recorded in the work folder (:mod:`.work`) as it finishes, so a
 1. **Prepare**: a seeded evaluation sample of the documents with known-item pseudo-queries
    (:mod:`.evaluation`), the source's vectors of it (timed: this machine's speed), and the healing texts (the
    documents not queried, mixed with ``--sentences``), written once.
-2. **Rung 0, the proxy**: every plain cut (and the student as it comes) scored without training; hopeless ones
-   dropped (:func:`.plan.hopeless`).
+2. **Rung 0, the proxy** (:mod:`.rung0`): every plain cut (and the student as it comes) scored without
+   training; hopeless ones dropped (:func:`.plan.hopeless`).
 3. **Successive halving** (:mod:`.plan`): heal the survivors on more text at each rung, score, keep the
    cheapest that may still reach the target; the teacher's targets are computed once and shared.
 4. **Finish** (:mod:`.finish`): the winner exported, int8 where it keeps the target, verified against the source
@@ -16,14 +16,11 @@ The phases, each recorded in the work folder (:mod:`.work`) as it finishes, so a
 
 from __future__ import annotations
 
-import math
 import os
 import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
 
 from espresso_export.core.console import err_console
 from espresso_export.core.errors import ValidationError
@@ -32,7 +29,12 @@ from espresso_export.core.files import check_output, write_text_atomic
 from espresso_export.core.settings import resolve
 from espresso_export.searching import candidates as C
 from espresso_export.searching.auto_settings import AutoSettings
-from espresso_export.searching.evaluation import Scorer, Vectors, eval_set, read_documents
+from espresso_export.searching.evaluation import (
+    Scorer,
+    Vectors,
+    eval_set,
+    read_documents,
+)
 from espresso_export.searching.plan import (
     ETA,
     SEARCH_SHARE,
@@ -45,7 +47,8 @@ from espresso_export.searching.plan import (
     slack,
     survivors,
 )
-from espresso_export.searching.rungs import run_rung, score_stage
+from espresso_export.searching.rung0 import rung0, source_step
+from espresso_export.searching.rungs import run_rung
 from espresso_export.searching.work import Work, fingerprint
 
 DEFAULT_TEXTS = 20_000  # healing texts at most by default
@@ -97,51 +100,6 @@ class Context:
             err_console().print(line, highlight=False)
 
 
-def _depths(s: AutoSettings, depth: int) -> list[int]:
-    """The depths rung 0 cuts the source to: every depth below the source's (``--layers`` restricts them); for
-    bytes per vector the source's own depth competes too (its head narrowed, its vectors stored smaller)."""
-    deepest = depth + 1 if s.objective.value == "bytes-per-vector" else depth
-    return sorted(d for d in (s.layers or range(1, deepest)) if d < deepest)
-
-
-def _source_step(model: SourceModel, work: Work, ev, s: AutoSettings) -> dict:
-    """The source's vectors of the evaluation set (saved), its speed, depth and width; from the same pass, the
-    unit vectors of its first-layers cuts (:func:`_first_vectors`)."""
-    found = work.done("source")
-    if found is None:
-        ckpt = model.get()
-        vectors, per_text, first = C.source_pass(ckpt, ev, _depths(s, ckpt.depth))
-        vectors.save(work.path("source-vectors.npz"))
-        _save_first(work, first)
-        found = work.put("source", {"seconds_per_text": per_text, "depth": ckpt.depth, "width": ckpt.output_dim,
-                                    "params": int(ckpt.n_params)})
-    return found
-
-
-FIRST_FILE = "first-cuts.npz"  # the unit vectors of the source's first-layers cuts, from its own pass
-
-
-def _save_first(work: Work, first: dict) -> None:
-    arrays = {f"{k}{d}": x for d, v in first.items() for k, x in zip("qpt", v.triple())}
-    path = work.path(FIRST_FILE)
-    tmp = path.with_name(path.name + ".part.npz")
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)  # whole or absent: a search stopped while writing it computes it again
-
-
-def _first_vectors(ctx: Context, depths: list[int]) -> dict:
-    """``{d: Vectors}``: each first-``d``-layers cut's unit vectors of the evaluation set, saved by the source's
-    pass (a work folder from before they were computed gets them from one more pass)."""
-    path = ctx.work.path(FIRST_FILE)
-    if path.is_file():
-        with np.load(path) as z:
-            if all(f"p{d}" in z for d in depths):
-                return {d: Vectors(z[f"q{d}"], z[f"p{d}"], z[f"t{d}"]) for d in depths}
-    first = C.source_pass(ctx.model.get(), ctx.scorer.ev, depths)[2]
-    _save_first(ctx.work, first)
-    return first
-
-
 def _healing_texts(docs, ev, s: AutoSettings, seconds_per_text: float, work: Work) -> dict:
     """The texts every heal trains on (chosen once): the documents no query was made from, shuffled, mixed with
     ``--sentences`` in ``--doc-share``; as many as a quarter of the budget's teacher pass allows, at most
@@ -177,7 +135,7 @@ def _prepare(source: str, s: AutoSettings, work: Work, progress: bool) -> Contex
     docs = read_documents(s.corpus)
     ev = eval_set(docs, passages=s.eval_passages, queries=s.eval_queries, seed=s.seed, method=s.known_items)
     model = SourceModel(source)
-    src = _source_step(model, work, ev, s)
+    src = source_step(model, work, ev, s)
     dim = s.dim or min(src["width"], 384)
     if dim > src["width"]:
         raise ValidationError(f"--dim {dim} exceeds the source's width {src['width']}")
@@ -193,48 +151,6 @@ def _prepare(source: str, s: AutoSettings, work: Work, progress: bool) -> Contex
             f"by {ev.cloze.method}); healing texts: {heal['texts']:,}; source: {src['depth']} layers, "
             f"{src['width']} dims, {1 / src['seconds_per_text']:.0f} texts/s here")
     return ctx
-
-
-def _rung0(ctx: Context) -> list[C.Candidate]:
-    """Every plain cut, at every depth its layers spread over the source (``L3``) and its first layers (``L3f``),
-    and the student as it comes, scored without training."""
-    s, work = ctx.settings, ctx.work
-    depths = _depths(s, ctx.speed.depth)
-    if not depths and s.student is None:
-        raise ValidationError(f"--layers {s.layers}: the source has {ctx.speed.depth} layers; give depths below it")
-    out = []
-    for d in depths:
-        out.append(_plain(ctx, C.Candidate(f"L{d}", d), None))
-        spread = out[-1]
-        if d < ctx.speed.depth and spread.layers != list(range(d)):  # shrink keeps the first ones for ESE models
-            out.append(_plain(ctx, C.Candidate(f"L{d}f", d, layers=list(range(d))), spread))
-    if s.student is not None:
-        out.append(_plain(ctx, C.Candidate("student", 0, student=s.student), None))
-    return out
-
-
-def _plain(ctx: Context, cand: C.Candidate, same_depth: C.Candidate | None) -> C.Candidate:
-    """``cand`` scored untrained (once: a resumed search reads it back). A first-layers cut takes its vectors
-    from the source's pass, and its parameters and speed from the spread cut of its depth (``same_depth``: the
-    same layers, counted and timed)."""
-    work = ctx.work
-    found = work.done(f"plain-{cand.name}")
-    if found is None:
-        texts, rows = C.calibration_texts(ctx.scorer.ev)
-        calibration = work.path(C.CALIBRATION_FILE)
-        if same_depth is not None and len(texts) > ctx.dim:
-            unit = _first_vectors(ctx, [cand.depth])[cand.depth]
-            vectors = C.headed(cand, unit, rows, ctx.dim, calibration)[0]
-            cand.params, cand.latency_ratio = same_depth.params, same_depth.latency_ratio
-        else:
-            vectors = C.plain_cut(ctx.source, cand, ctx.scorer.ev, dim=ctx.dim, calibration=calibration,
-                                  fallback=ctx.heal_file, seed=ctx.settings.seed, source_ckpt=ctx.model.get())
-        score_stage(ctx, cand, "plain", vectors, {"texts": 0})
-        found = work.put(f"plain-{cand.name}", cand.to_dict())
-    cand = C.Candidate.from_dict(found)
-    ctx.say(f"rung 0 (plain, no training): {cand.name} known-item retention {cand.scores['plain']['retention']:.3f}"
-            f", agreement@10 {cand.scores['plain']['agreement_at_10']:.3f}, time x{cand.latency_ratio:.2f}")
-    return cand
 
 
 def auto(source: str | os.PathLike, output: str | os.PathLike, settings: AutoSettings | None = None, /, *,
@@ -254,7 +170,7 @@ def auto(source: str | os.PathLike, output: str | os.PathLike, settings: AutoSet
     work = Work.open(out, fingerprint(source, s), overwrite=overwrite)
     with fixed_threads(s.threads or default_threads()):
         ctx = _prepare(source, s, work, progress)
-        cands = _rung0(ctx)
+        cands = rung0(ctx)
         ctx.model.release()
         _search(ctx, cands)
         _earlier_heals(ctx, cands)

@@ -9,7 +9,12 @@ from contextlib import contextmanager
 import pytest
 
 from espresso_export.core import signals
-from espresso_export.core.signals import check_budget, interrupt_after, stop_flag, stop_requested
+from espresso_export.core.signals import (
+    check_budget,
+    interrupt_after,
+    stop_flag,
+    stop_requested,
+)
 
 
 @contextmanager

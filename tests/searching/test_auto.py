@@ -80,19 +80,14 @@ def test_the_search_halves_by_score_within_its_budget(tmp_path, tiny_bert, docs)
     """The tiny random model's cuts score at or above its source, so no target asks for a heal; here their rung-0
     scores are set below the target (the only thing not measured), and the rungs heal for real."""
     from espresso_export.searching.auto_settings import AutoSettings
-    from espresso_export.searching.search import (
-        Work,
-        _prepare,
-        _rung0,
-        _search,
-        fingerprint,
-    )
+    from espresso_export.searching.rung0 import rung0
+    from espresso_export.searching.search import Work, _prepare, _search, fingerprint
 
     s = AutoSettings(corpus=[str(docs)], min_retention=0.97, time_budget="150s", layers=[1, 2, 3],
                      **{k: v for k, v in SMALL.items() if k != "keep_work"})
     work = Work.open(tmp_path / "out", fingerprint(str(tiny_bert), s), overwrite=False)
     ctx = _prepare(str(tiny_bert), s, work, progress=False)
-    cands = _rung0(ctx)
+    cands = [c for c in rung0(ctx) if c.name in ("L1", "L2", "L3")]  # the spread cuts: the halving's subject
     for c, plain in zip(cands, (0.80, 0.85, 0.90)):
         c.scores["plain"]["retention"] = plain
     start = time.perf_counter()
@@ -113,13 +108,14 @@ def test_budget_the_plan_left_heals_the_best_candidate_longer(tmp_path, tiny_ber
     measured): the time left heals its best candidate again, on a longer ladder length that fits."""
     from espresso_export.searching.auto_settings import AutoSettings
     from espresso_export.searching.plan import Rung
-    from espresso_export.searching.search import Work, _extend, _prepare, _rung0, fingerprint
+    from espresso_export.searching.rung0 import rung0
+    from espresso_export.searching.search import Work, _extend, _prepare, fingerprint
 
     s = AutoSettings(corpus=[str(docs)], min_retention=0.97, time_budget="120s", layers=[1, 2],
                      **{k: v for k, v in SMALL.items() if k != "keep_work"})
     work = Work.open(tmp_path / "out", fingerprint(str(tiny_bert), s), overwrite=False)
     ctx = _prepare(str(tiny_bert), s, work, progress=False)
-    cands = [c for c in _rung0(ctx) if c.name in ("L1", "L2")]
+    cands = [c for c in rung0(ctx) if c.name in ("L1", "L2")]
     for c, score in zip(cands, (0.5, 0.6)):
         c.scores["r1"] = {"retention": score, "texts": 100}
     _extend(ctx, cands, Rung(1, 2, 100))
@@ -133,13 +129,20 @@ def test_budget_left_after_two_passes_over_the_healing_texts_heals_on_more_passe
     budget); a fast heal reaches that with budget left, which then heals the best again, up to four passes."""
     from espresso_export.searching.auto_settings import AutoSettings
     from espresso_export.searching.plan import Rung
-    from espresso_export.searching.search import EXTEND_EPOCHS, Work, _extend, _prepare, _rung0, fingerprint
+    from espresso_export.searching.rung0 import rung0
+    from espresso_export.searching.search import (
+        EXTEND_EPOCHS,
+        Work,
+        _extend,
+        _prepare,
+        fingerprint,
+    )
 
     s = AutoSettings(corpus=[str(docs)], min_retention=0.97, time_budget="120s", layers=[1],
                      **{k: v for k, v in SMALL.items() if k != "keep_work"})
     work = Work.open(tmp_path / "out", fingerprint(str(tiny_bert), s), overwrite=False)
     ctx = _prepare(str(tiny_bert), s, work, progress=False)
-    cand = next(c for c in _rung0(ctx) if c.name == "L1")
+    cand = next(c for c in rung0(ctx) if c.name == "L1")
     two_passes = 2 * ctx.heal_texts
     cand.scores["r1"] = {"retention": 0.5, "texts": two_passes}
     _extend(ctx, [cand], Rung(1, 1, two_passes))
@@ -151,15 +154,16 @@ def test_a_heal_the_budget_ends_inside_stops_there_and_a_larger_budget_continues
     past the budget, is stopped at its next step with its checkpoint kept, and a later search resumes it."""
     from espresso_export.searching.auto_settings import AutoSettings
     from espresso_export.searching.plan import Rung, Speed
+    from espresso_export.searching.rung0 import rung0
     from espresso_export.searching.rungs import run_rung
-    from espresso_export.searching.search import Work, _prepare, _rung0, fingerprint
+    from espresso_export.searching.search import Work, _prepare, fingerprint
     from espresso_export.training.resume import read_checkpoint_meta
 
     s = AutoSettings(corpus=[str(docs)], min_retention=0.97, time_budget="600s", layers=[2],
                      **{k: v for k, v in SMALL.items() if k != "keep_work"})
     work = Work.open(tmp_path / "out", fingerprint(str(tiny_bert), s), overwrite=False)
     ctx = _prepare(str(tiny_bert), s, work, progress=False)
-    cand = _rung0(ctx)[0]
+    cand = rung0(ctx)[0]
     ctx.speed = Speed(1e-6, ctx.speed.depth, 1e-9)
     rung = Rung(1, 1, 16 * 400)
     run_dir = work.path("runs", f"{cand.name}-{rung.texts}")
@@ -263,13 +267,14 @@ def test_a_pick_the_sample_flattered_gives_way_to_the_next_cheapest(tmp_path, ti
     answer. No labels are given: they play no part in the choice."""
     from espresso_export.searching.auto_settings import AutoSettings
     from espresso_export.searching.finish import MAX_ANSWERS, finish
-    from espresso_export.searching.search import Work, _prepare, _rung0, fingerprint
+    from espresso_export.searching.rung0 import rung0
+    from espresso_export.searching.search import Work, _prepare, fingerprint
 
     s = AutoSettings(corpus=[str(docs)], min_retention=0.99, time_budget="60s", objective="size",
                      **{k: v for k, v in SMALL.items() if k != "keep_work"})
     work = Work.open(tmp_path / "out", fingerprint(str(tiny_bert), s), overwrite=False)
     ctx = _prepare(str(tiny_bert), s, work, progress=False)
-    cands = _rung0(ctx)
+    cands = rung0(ctx)
     for c in cands:
         c.scores["plain"]["retention"] = 1.0
     result = finish(ctx, cands, tmp_path / "out", overwrite=False)

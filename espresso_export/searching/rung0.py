@@ -1,0 +1,102 @@
+"""``auto``'s rung 0, the proxy: every plain cut (each depth, its layers spread over the source and its first
+layers) and the student as it comes, scored on the evaluation sample without training. The first-layers cuts
+are prefixes of the source: the source's own pass over the sample (:func:`source_step`) gives all of them."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from espresso_export.core.errors import ValidationError
+from espresso_export.searching import candidates as C
+from espresso_export.searching.auto_settings import AutoSettings
+from espresso_export.searching.evaluation import Vectors
+from espresso_export.searching.rungs import score_stage
+from espresso_export.searching.work import Work
+
+FIRST_FILE = "first-cuts.npz"  # the unit vectors of the source's first-layers cuts, from its own pass
+
+
+def _depths(s: AutoSettings, depth: int) -> list[int]:
+    """The depths rung 0 cuts the source to: every depth below the source's (``--layers`` restricts them); for
+    bytes per vector the source's own depth competes too (its head narrowed, its vectors stored smaller)."""
+    deepest = depth + 1 if s.objective.value == "bytes-per-vector" else depth
+    return sorted(d for d in (s.layers or range(1, deepest)) if d < deepest)
+
+
+def source_step(model, work: Work, ev, s: AutoSettings) -> dict:
+    """The source's vectors of the evaluation set (saved), its speed, depth and width; from the same pass, the
+    unit vectors of its first-layers cuts (:func:`_first_vectors`)."""
+    found = work.done("source")
+    if found is None:
+        ckpt = model.get()
+        vectors, per_text, first = C.source_pass(ckpt, ev, _depths(s, ckpt.depth))
+        vectors.save(work.path("source-vectors.npz"))
+        _save_first(work, first)
+        found = work.put("source", {"seconds_per_text": per_text, "depth": ckpt.depth, "width": ckpt.output_dim,
+                                    "params": int(ckpt.n_params)})
+    return found
+
+
+def _save_first(work: Work, first: dict) -> None:
+    arrays = {f"{k}{d}": x for d, v in first.items() for k, x in zip("qpt", v.triple())}
+    path = work.path(FIRST_FILE)
+    tmp = path.with_name(path.name + ".part.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)  # whole or absent: a search stopped while writing it computes it again
+
+
+def _first_vectors(ctx, depths: list[int]) -> dict:
+    """``{d: Vectors}``: each first-``d``-layers cut's unit vectors of the evaluation set, saved by the source's
+    pass (a work folder from before they were computed gets them from one more pass)."""
+    path = ctx.work.path(FIRST_FILE)
+    if path.is_file():
+        with np.load(path) as z:
+            if all(f"p{d}" in z for d in depths):
+                return {d: Vectors(z[f"q{d}"], z[f"p{d}"], z[f"t{d}"]) for d in depths}
+    first = C.source_pass(ctx.model.get(), ctx.scorer.ev, depths)[2]
+    _save_first(ctx.work, first)
+    return first
+
+
+def rung0(ctx) -> list[C.Candidate]:
+    """Every plain cut, at every depth its layers spread over the source (``L3``) and its first layers (``L3f``),
+    and the student as it comes, scored without training."""
+    s = ctx.settings
+    depths = _depths(s, ctx.speed.depth)
+    if not depths and s.student is None:
+        raise ValidationError(f"--layers {s.layers}: the source has {ctx.speed.depth} layers; give depths below it")
+    out = []
+    for d in depths:
+        out.append(_plain(ctx, C.Candidate(f"L{d}", d), None))
+        spread = out[-1]
+        if d < ctx.speed.depth and spread.layers != list(range(d)):  # shrink keeps the first ones for ESE models
+            out.append(_plain(ctx, C.Candidate(f"L{d}f", d, layers=list(range(d))), spread))
+    if s.student is not None:
+        out.append(_plain(ctx, C.Candidate("student", 0, student=s.student), None))
+    return out
+
+
+def _plain(ctx, cand: C.Candidate, same_depth: C.Candidate | None) -> C.Candidate:
+    """``cand`` scored untrained (once: a resumed search reads it back). A first-layers cut takes its vectors
+    from the source's pass, and its parameters and speed from the spread cut of its depth (``same_depth``: the
+    same layers, counted and timed)."""
+    work = ctx.work
+    found = work.done(f"plain-{cand.name}")
+    if found is None:
+        texts, rows = C.calibration_texts(ctx.scorer.ev)
+        calibration = work.path(C.CALIBRATION_FILE)
+        if same_depth is not None and len(texts) > ctx.dim:
+            unit = _first_vectors(ctx, [cand.depth])[cand.depth]
+            vectors = C.headed(cand, unit, rows, ctx.dim, calibration)[0]
+            cand.params, cand.latency_ratio = same_depth.params, same_depth.latency_ratio
+        else:
+            vectors = C.plain_cut(ctx.source, cand, ctx.scorer.ev, dim=ctx.dim, calibration=calibration,
+                                  fallback=ctx.heal_file, seed=ctx.settings.seed, source_ckpt=ctx.model.get())
+        score_stage(ctx, cand, "plain", vectors, {"texts": 0})
+        found = work.put(f"plain-{cand.name}", cand.to_dict())
+    cand = C.Candidate.from_dict(found)
+    ctx.say(f"rung 0 (plain, no training): {cand.name} known-item retention {cand.scores['plain']['retention']:.3f}"
+            f", agreement@10 {cand.scores['plain']['agreement_at_10']:.3f}, time x{cand.latency_ratio:.2f}")
+    return cand
