@@ -4,8 +4,6 @@ are prefixes of the source: the source's own pass over the sample (:func:`source
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from espresso_export.core.errors import ValidationError
@@ -40,11 +38,17 @@ def source_step(model, work: Work, ev, s: AutoSettings) -> dict:
 
 
 def _save_first(work: Work, first: dict) -> None:
+    """Whole or absent (:func:`~espresso_export.model.cache.atomic_file`): a search stopped while writing it
+    computes it again."""
+    from espresso_export.model.cache import atomic_file
+
     arrays = {f"{k}{d}": x for d, v in first.items() for k, x in zip("qpt", v.triple())}
-    path = work.path(FIRST_FILE)
-    tmp = path.with_name(path.name + ".part.npz")
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)  # whole or absent: a search stopped while writing it computes it again
+
+    def write(tmp) -> None:
+        with open(tmp, "wb") as fh:  # a file object: np.savez would append ".npz" to a temp name
+            np.savez(fh, **arrays)
+
+    atomic_file(work.path(FIRST_FILE), write)
 
 
 def _first_vectors(ctx, depths: list[int]) -> dict:

@@ -29,12 +29,7 @@ from espresso_export.core.files import check_output, write_text_atomic
 from espresso_export.core.settings import resolve
 from espresso_export.searching import candidates as C
 from espresso_export.searching.auto_settings import AutoSettings
-from espresso_export.searching.evaluation import (
-    Scorer,
-    Vectors,
-    eval_set,
-    read_documents,
-)
+from espresso_export.searching.evaluation import Scorer, Vectors, eval_set, read_documents
 from espresso_export.searching.plan import (
     ETA,
     SEARCH_SHARE,
@@ -257,8 +252,8 @@ def _fit_rungs(ctx: Context, viable: list[C.Candidate], seconds: float):
 def _spread(ordered: list[C.Candidate], n: int, starts: dict[str, float]) -> list[C.Candidate]:
     """``n`` of the candidates (ordered cheapest first), depths before layer choices: depths spread from the
     cheapest to the best started, each by its better-scored cut (the spread one, unless the source is ESE-trained);
-    only when ``n`` exceeds the depths do the other cuts of the chosen depths join. Short heals of first-layers
-    cuts stay far behind their spread siblings (``benchmarks/log/2026-11-auto.md``), while depth decides most."""
+    only when ``n`` exceeds the depths do the other cuts of the chosen depths join: a short heal of a
+    first-layers cut stays behind its spread sibling, while depth decides most."""
     if n >= len(ordered):
         return list(ordered)
     if n == 1:
