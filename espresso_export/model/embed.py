@@ -55,7 +55,8 @@ def apply_post(x, modules: Sequence[PostModule]):
 
     for m in modules:
         if isinstance(m, DenseLayer):
-            x = torch.nn.functional.linear(x, m.weight.to(x.dtype), None if m.bias is None else m.bias.to(x.dtype))
+            weight, bias = (None if t is None else t.to(device=x.device, dtype=x.dtype) for t in (m.weight, m.bias))
+            x = torch.nn.functional.linear(x, weight, bias)
             x = _activation(m.activation)(x)
         else:
             x = torch.nn.functional.normalize(x, dim=-1)

@@ -59,6 +59,7 @@ class AutoSettings:
     time_budget: str = setting("1h", help="Wall time the search may spend (90s, 45m, 2h, 1h30m), planned from "
                                           "this machine's measured speed; the final export and check come on top.")
     device: str = declared_as(TrainerSettings, "device")
+    amp: str = declared_as(TrainerSettings, "amp")
     student: Optional[str] = setting(None, path="model", help="Also try this smaller pretrained model as an HPD "
                                                               "student (a folder, Hub id or alias), beside the cuts.")
     layers: list[int] = setting(default_factory=list, cli_type=Optional[str],

@@ -83,21 +83,33 @@ def source_pass(ckpt, ev: EvalSet, depths: list[int]) -> tuple[Vectors, float, d
     return through(ckpt.post, ckpt.depth), per_text, {d: through(base, d) for d in depths if d < ckpt.depth}
 
 
+def placed(ckpt, device: str):
+    """``ckpt`` with its model on ``device`` (where the search encodes: ``--device``)."""
+    ckpt.model.to(device)
+    return ckpt
+
+
 def time_ratio(source_ckpt, ckpt, texts: list[str], rounds: int = 3) -> float:
-    """Seconds per batch of ``ckpt`` over ``source_ckpt``'s on the same texts: one warm-up batch each, then
-    ``rounds`` rounds taking turns; the ratio of the medians (a shared machine's noise hits both alike)."""
+    """Seconds per batch of ``ckpt`` over ``source_ckpt``'s on the same texts, both on the CPU in float32 (what
+    the answer is deployed as, whatever the search encodes with): one warm-up batch each, then ``rounds`` rounds
+    taking turns; the ratio of the medians (a shared machine's noise hits both alike)."""
     import statistics
 
-    from espresso_export.model.embed import encode
+    from espresso_export.model.embed import encode, model_device
+    from espresso_export.training.schedule import full_precision
 
     sample = texts[:32]
     times: dict[int, list[float]] = {0: [], 1: []}
-    for r in range(rounds + 1):
-        for i, model in enumerate((source_ckpt, ckpt)):
-            start = time.perf_counter()
-            encode(model, sample, batch_size=len(sample))
-            if r > 0:
-                times[i].append(time.perf_counter() - start)
+    devices = [model_device(m.model) for m in (source_ckpt, ckpt)]
+    with full_precision():
+        for r in range(rounds + 1):
+            for i, model in enumerate((source_ckpt, ckpt)):
+                model.model.to("cpu")  # a no-op on the CPU; from a GPU, one model at a time
+                start = time.perf_counter()
+                encode(model, sample, batch_size=len(sample))
+                if r > 0:
+                    times[i].append(time.perf_counter() - start)
+                model.model.to(devices[i])
     return statistics.median(times[1]) / max(statistics.median(times[0]), 1e-9)
 
 
@@ -125,19 +137,22 @@ def plain_cut(source, cand: Candidate, ev: EvalSet, *, dim: int, calibration: Pa
     from espresso_export.model.post import renormalized, with_head
     from espresso_export.shrinking.shrink import shrink
 
+    from espresso_export.model.embed import model_device
+
     texts, rows = calibration_texts(ev)
+    device = model_device(source_ckpt.model)
     if cand.student is not None:
-        ckpt = load(cand.student)
+        ckpt = placed(load(cand.student), device)
         cand.depth = ckpt.depth
         vectors = timed_vectors(ckpt, ev)[0]
     elif len(texts) <= dim:
         cut = shrink(source, None, layers=cand.layers or cand.depth, dim=dim, calibration=str(fallback), seed=seed,
                      calibration_samples=CALIBRATION, progress=False)
-        ckpt, cand.layers = cut.checkpoint, list(cut.layers)
+        ckpt, cand.layers = placed(cut.checkpoint, device), list(cut.layers)
         vectors = timed_vectors(ckpt, ev)[0]
     else:
         cut = shrink(source, None, layers=cand.layers or cand.depth, progress=False)
-        ckpt, cand.layers = cut.checkpoint, list(cut.layers)
+        ckpt, cand.layers = placed(cut.checkpoint, device), list(cut.layers)
         base = renormalized(ckpt.post)  # unit vectors: what shrink fits a PCA head on
         ckpt.post = base
         vectors, head = headed(cand, timed_vectors(ckpt, ev)[0], rows, dim, calibration)
@@ -167,6 +182,8 @@ def heal_settings(cand: Candidate, *, texts: int, heal_texts: int, heal_file: Pa
                           "heldout": 0, "device": settings.device, "cache_dir": str(cache_dir)}
     if settings.max_seq_len is not None:
         kw["max_seq_len"] = settings.max_seq_len
+    if settings.amp != "auto":
+        kw["amp"] = settings.amp
     if cand.student is not None:
         kw["student"] = cand.student
     else:
@@ -184,10 +201,10 @@ def heal(source, cand: Candidate, folder: Path, run_dir: Path, kwargs: dict, *, 
     return distill(source, folder, resume=resume, run_dir=run_dir, overwrite=True, progress=progress, **kwargs)
 
 
-def healed_vectors(folder: Path, ev: EvalSet) -> Vectors:
+def healed_vectors(folder: Path, ev: EvalSet, device: str = "cpu") -> Vectors:
     from espresso_export.model.checkpoint import load
 
-    return timed_vectors(load(folder), ev)[0]
+    return timed_vectors(placed(load(folder), device), ev)[0]
 
 
 NESTED_WIDTHS = (32, 48, 64, 96, 128, 192, 256, 384, 512, 768)  # the stored widths tried, up to the head's

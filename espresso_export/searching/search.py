@@ -55,14 +55,14 @@ class SourceModel:
     """The source checkpoint, loaded on first use and kept until :meth:`release`: the evaluation vectors and
     rung 0's timings share one load."""
 
-    def __init__(self, spec: str) -> None:
-        self.spec, self._ckpt = spec, None
+    def __init__(self, spec: str, device: str = "cpu") -> None:
+        self.spec, self.device, self._ckpt = spec, device, None
 
     def get(self):
         if self._ckpt is None:
             from espresso_export.model.checkpoint import load
 
-            self._ckpt = load(self.spec)
+            self._ckpt = C.placed(load(self.spec), self.device)
         return self._ckpt
 
     def release(self) -> None:
@@ -129,7 +129,7 @@ def _healing_texts(docs, ev, s: AutoSettings, seconds_per_text: float, work: Wor
 def _prepare(source: str, s: AutoSettings, work: Work, progress: bool) -> Context:
     docs = read_documents(s.corpus)
     ev = eval_set(docs, passages=s.eval_passages, queries=s.eval_queries, seed=s.seed, method=s.known_items)
-    model = SourceModel(source)
+    model = SourceModel(source, s.device)
     src = source_step(model, work, ev, s)
     dim = s.dim or min(src["width"], 384)
     if dim > src["width"]:
@@ -155,6 +155,7 @@ def auto(source: str | os.PathLike, output: str | os.PathLike, settings: AutoSet
     ``settings`` or its fields as keywords (``auto("minilm", "out", corpus=["docs.jsonl"], time_budget="30m")``).
     The result's ``passed`` is False when nothing met the target (the command exits 3)."""
     from espresso_export.searching.finish import finish
+    from espresso_export.training.schedule import encoding_precision
     from espresso_export.verification.latency import default_threads, fixed_threads
 
     s = resolve(AutoSettings, settings, kwargs, call="auto")
@@ -164,11 +165,12 @@ def auto(source: str | os.PathLike, output: str | os.PathLike, settings: AutoSet
     require("retrieval", "plot")
     work = Work.open(out, fingerprint(source, s), overwrite=overwrite)
     with fixed_threads(s.threads or default_threads()):
-        ctx = _prepare(source, s, work, progress)
-        cands = rung0(ctx)
-        ctx.model.release()
-        _search(ctx, cands)
-        _earlier_heals(ctx, cands)
+        with encoding_precision(s.amp, s.device):  # scoring at the teacher pass's precision; the finish at full
+            ctx = _prepare(source, s, work, progress)
+            cands = rung0(ctx)
+            ctx.model.release()
+            _search(ctx, cands)
+            _earlier_heals(ctx, cands)
         result = finish(ctx, cands, out, overwrite=overwrite)
     if not (result.met and not ctx.stopped):  # a larger budget may do better: the work is what it continues
         result.hints.append(f"the work folder {work.folder} is kept: the same command with a larger --time-budget "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +57,9 @@ def resolve_device(name: str):
 def cpu_auto_amp(amp: str, device_name: str, cpuinfo: str | Path = "/proc/cpuinfo") -> str:
     """``amp`` with ``auto`` made ``bf16`` on a CPU that multiplies bf16 in hardware (:func:`espresso_export.core.cpu.bf16_isa`).
 
-    Used by ``distill``, whose regression targets keep their accuracy in bf16. Elsewhere ``auto``
-    stays full precision on CPU: without the instructions bf16 products are converted in software."""
+    Used by ``distill``, whose regression targets keep their accuracy in bf16, and by ``auto``'s scoring passes
+    (:func:`encoding_precision`). Elsewhere ``auto`` stays full precision on CPU: without the instructions bf16
+    products are converted in software."""
     if (amp or "auto").lower() != "auto" or (device_name or "cpu").lower() != "cpu":
         return amp
     import torch
@@ -90,6 +91,24 @@ def autocast(dtype, device_type: str = "cpu"):
     import torch
 
     return torch.autocast(device_type, dtype=dtype) if dtype is not None else nullcontext()
+
+
+def encoding_precision(amp: str, device_name: str):
+    """The autocast context for passes that encode without training (``auto``'s scoring): the precision distill's
+    teacher pass runs at on the same device (``amp`` auto: bf16 on a CPU with bf16 instructions and on CUDA),
+    so a search's measured encoding speed is the teacher pass's too."""
+    device = resolve_device(device_name)
+    return autocast(amp_dtype(cpu_auto_amp(amp, device.type), device), device.type)
+
+
+def full_precision():
+    """No autocast inside, on the CPU (and CUDA): timings that stand for the deployed float32 or int8 model."""
+    import torch
+
+    stack = ExitStack()
+    for device_type in ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",):
+        stack.enter_context(torch.autocast(device_type, enabled=False))
+    return stack
 
 
 def param_groups(modules: dict[str, Any], weight_decay: float) -> list[dict]:

@@ -34,8 +34,8 @@ class TrainerSettings:
     seed: int = seed_setting()
     device: str = setting("cpu", help="cpu, cuda or mps.")
     amp: str = setting("auto", help="Mixed precision: auto, off, bf16, fp16. auto is on for CUDA and, for distill "
-                                    "(training and the teacher pass), bf16 on a CPU with bf16 instructions "
-                                    "(AVX512-BF16, AMX, Arm BF16).")
+                                    "(training and the teacher pass) and auto (its heals and scoring), bf16 on a "
+                                    "CPU with bf16 instructions (AVX512-BF16, AMX, Arm BF16).")
     threads: Optional[int] = setting(None, min=1, cpus=True, recipe=False,
                                      help="CPU threads for torch (a recipe sets them once, at the top).")
     checkpoint_every: int = setting(200, min=0, help="Save a resumable checkpoint every N steps (0: only at epoch "
