@@ -46,18 +46,33 @@ class Candidate:
         return next(((k, self.scores[k]) for k in reversed(list(self.scores))), None)
 
 
-def timed_vectors(ckpt, ev: EvalSet) -> tuple[Vectors, float]:
+FULL = ("off", "cpu")  # scoring: (--amp, --device) of the search's encoding passes
+
+
+def scoring_precision(scoring: tuple[str, str]):
+    """The autocast context of one encoding pass, ``scoring`` = (``--amp``, ``--device``): the precision the heals'
+    teacher pass uses there. Entered per pass, never around a heal: torch clears autocast's cache of cast weights
+    only when the outermost autocast region ends, so a training loop inside one would run its forward passes on
+    the weights as they were cast at its first step."""
+    from espresso_export.training.schedule import encoding_precision
+
+    return encoding_precision(*scoring)
+
+
+def timed_vectors(ckpt, ev: EvalSet, scoring: tuple[str, str] = FULL) -> tuple[Vectors, float]:
     """The model's vectors of the evaluation set and its seconds per text (the passages' encoding)."""
     from espresso_export.model.embed import encode
 
-    start = time.perf_counter()
-    passages = encode(ckpt, ev.passages, batch_size=ENCODE_BATCH)
-    per_text = (time.perf_counter() - start) / max(len(ev.passages), 1)
-    queries, targets = (encode(ckpt, t, batch_size=ENCODE_BATCH) for t in (ev.cloze.texts, ev.cloze.targets))
+    with scoring_precision(scoring):
+        start = time.perf_counter()
+        passages = encode(ckpt, ev.passages, batch_size=ENCODE_BATCH)
+        per_text = (time.perf_counter() - start) / max(len(ev.passages), 1)
+        queries, targets = (encode(ckpt, t, batch_size=ENCODE_BATCH) for t in (ev.cloze.texts, ev.cloze.targets))
     return Vectors(normalise(queries), normalise(passages), normalise(targets)), per_text
 
 
-def source_pass(ckpt, ev: EvalSet, depths: list[int]) -> tuple[Vectors, float, dict[int, Vectors]]:
+def source_pass(ckpt, ev: EvalSet, depths: list[int], scoring: tuple[str, str] = FULL
+                ) -> tuple[Vectors, float, dict[int, Vectors]]:
     """One pass of the source over the evaluation set: its vectors, its seconds per text (the passages'
     encoding) and, from the same forward passes, the unit vectors of each cut to its first ``d`` of ``depths``
     layers (the pooled states after layer ``d`` through the source's post modules renormalised: what shrink fits
@@ -69,11 +84,12 @@ def source_pass(ckpt, ev: EvalSet, depths: list[int]) -> tuple[Vectors, float, d
     from espresso_export.model.post import renormalized
 
     wanted = sorted(set(depths) | {ckpt.depth})
-    start = time.perf_counter()
-    passages = encode_layers(ckpt, ev.passages, wanted, batch_size=ENCODE_BATCH)
-    per_text = (time.perf_counter() - start) / max(len(ev.passages), 1)
-    queries, targets = (encode_layers(ckpt, t, wanted, batch_size=ENCODE_BATCH)
-                        for t in (ev.cloze.texts, ev.cloze.targets))
+    with scoring_precision(scoring):
+        start = time.perf_counter()
+        passages = encode_layers(ckpt, ev.passages, wanted, batch_size=ENCODE_BATCH)
+        per_text = (time.perf_counter() - start) / max(len(ev.passages), 1)
+        queries, targets = (encode_layers(ckpt, t, wanted, batch_size=ENCODE_BATCH)
+                            for t in (ev.cloze.texts, ev.cloze.targets))
 
     def through(post, d: int) -> Vectors:
         return Vectors(*(normalise(apply_post(torch.from_numpy(x[d]), post).numpy()) for x in (queries, passages,
@@ -96,20 +112,18 @@ def time_ratio(source_ckpt, ckpt, texts: list[str], rounds: int = 3) -> float:
     import statistics
 
     from espresso_export.model.embed import encode, model_device
-    from espresso_export.training.schedule import full_precision
 
     sample = texts[:32]
     times: dict[int, list[float]] = {0: [], 1: []}
     devices = [model_device(m.model) for m in (source_ckpt, ckpt)]
-    with full_precision():
-        for r in range(rounds + 1):
-            for i, model in enumerate((source_ckpt, ckpt)):
-                model.model.to("cpu")  # a no-op on the CPU; from a GPU, one model at a time
-                start = time.perf_counter()
-                encode(model, sample, batch_size=len(sample))
-                if r > 0:
-                    times[i].append(time.perf_counter() - start)
-                model.model.to(devices[i])
+    for r in range(rounds + 1):
+        for i, model in enumerate((source_ckpt, ckpt)):
+            model.model.to("cpu")  # a no-op on the CPU; from a GPU, one model at a time
+            start = time.perf_counter()
+            encode(model, sample, batch_size=len(sample))
+            if r > 0:
+                times[i].append(time.perf_counter() - start)
+            model.model.to(devices[i])
     return statistics.median(times[1]) / max(statistics.median(times[0]), 1e-9)
 
 
@@ -125,7 +139,7 @@ def calibration_texts(ev: EvalSet) -> tuple[list[str], list[int]]:
 
 
 def plain_cut(source, cand: Candidate, ev: EvalSet, *, dim: int, calibration: Path, fallback: Path, seed: int,
-              source_ckpt) -> Vectors:
+              source_ckpt, scoring: tuple[str, str] = FULL) -> Vectors:
     """Rung 0: the source cut to ``cand.layers`` (else ``cand.depth`` layers as shrink chooses them) with a PCA
     head, untrained (a student as it comes); fills in its layers, parameters and speed.
 
@@ -144,18 +158,18 @@ def plain_cut(source, cand: Candidate, ev: EvalSet, *, dim: int, calibration: Pa
     if cand.student is not None:
         ckpt = placed(load(cand.student), device)
         cand.depth = ckpt.depth
-        vectors = timed_vectors(ckpt, ev)[0]
+        vectors = timed_vectors(ckpt, ev, scoring)[0]
     elif len(texts) <= dim:
         cut = shrink(source, None, layers=cand.layers or cand.depth, dim=dim, calibration=str(fallback), seed=seed,
                      calibration_samples=CALIBRATION, progress=False)
         ckpt, cand.layers = placed(cut.checkpoint, device), list(cut.layers)
-        vectors = timed_vectors(ckpt, ev)[0]
+        vectors = timed_vectors(ckpt, ev, scoring)[0]
     else:
         cut = shrink(source, None, layers=cand.layers or cand.depth, progress=False)
         ckpt, cand.layers = placed(cut.checkpoint, device), list(cut.layers)
         base = renormalized(ckpt.post)  # unit vectors: what shrink fits a PCA head on
         ckpt.post = base
-        vectors, head = headed(cand, timed_vectors(ckpt, ev)[0], rows, dim, calibration)
+        vectors, head = headed(cand, timed_vectors(ckpt, ev, scoring)[0], rows, dim, calibration)
         ckpt.post = with_head(base, head)  # the model shrink builds from ``calibration``
     cand.params = int(ckpt.n_params)
     cand.latency_ratio = time_ratio(source_ckpt, ckpt, ev.passages)
@@ -201,10 +215,10 @@ def heal(source, cand: Candidate, folder: Path, run_dir: Path, kwargs: dict, *, 
     return distill(source, folder, resume=resume, run_dir=run_dir, overwrite=True, progress=progress, **kwargs)
 
 
-def healed_vectors(folder: Path, ev: EvalSet, device: str = "cpu") -> Vectors:
+def healed_vectors(folder: Path, ev: EvalSet, scoring: tuple[str, str] = FULL) -> Vectors:
     from espresso_export.model.checkpoint import load
 
-    return timed_vectors(placed(load(folder), device), ev)[0]
+    return timed_vectors(placed(load(folder), scoring[1]), ev, scoring)[0]
 
 
 NESTED_WIDTHS = (32, 48, 64, 96, 128, 192, 256, 384, 512, 768)  # the stored widths tried, up to the head's

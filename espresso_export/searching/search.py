@@ -155,7 +155,6 @@ def auto(source: str | os.PathLike, output: str | os.PathLike, settings: AutoSet
     ``settings`` or its fields as keywords (``auto("minilm", "out", corpus=["docs.jsonl"], time_budget="30m")``).
     The result's ``passed`` is False when nothing met the target (the command exits 3)."""
     from espresso_export.searching.finish import finish
-    from espresso_export.training.schedule import encoding_precision
     from espresso_export.verification.latency import default_threads, fixed_threads
 
     s = resolve(AutoSettings, settings, kwargs, call="auto")
@@ -165,12 +164,11 @@ def auto(source: str | os.PathLike, output: str | os.PathLike, settings: AutoSet
     require("retrieval", "plot")
     work = Work.open(out, fingerprint(source, s), overwrite=overwrite)
     with fixed_threads(s.threads or default_threads()):
-        with encoding_precision(s.amp, s.device):  # scoring at the teacher pass's precision; the finish at full
-            ctx = _prepare(source, s, work, progress)
-            cands = rung0(ctx)
-            ctx.model.release()
-            _search(ctx, cands)
-            _earlier_heals(ctx, cands)
+        ctx = _prepare(source, s, work, progress)
+        cands = rung0(ctx)
+        ctx.model.release()
+        _search(ctx, cands)
+        _earlier_heals(ctx, cands)
         result = finish(ctx, cands, out, overwrite=overwrite)
     if not (result.met and not ctx.stopped):  # a larger budget may do better: the work is what it continues
         result.hints.append(f"the work folder {work.folder} is kept: the same command with a larger --time-budget "

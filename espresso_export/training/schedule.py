@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from contextlib import ExitStack, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -99,16 +99,6 @@ def encoding_precision(amp: str, device_name: str):
     so a search's measured encoding speed is the teacher pass's too."""
     device = resolve_device(device_name)
     return autocast(amp_dtype(cpu_auto_amp(amp, device.type), device), device.type)
-
-
-def full_precision():
-    """No autocast inside, on the CPU (and CUDA): timings that stand for the deployed float32 or int8 model."""
-    import torch
-
-    stack = ExitStack()
-    for device_type in ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",):
-        stack.enter_context(torch.autocast(device_type, enabled=False))
-    return stack
 
 
 def param_groups(modules: dict[str, Any], weight_decay: float) -> list[dict]:

@@ -1,5 +1,6 @@
-"""``auto`` encodes for scoring at the precision distill's teacher pass uses (``--amp``), times candidates at full
-precision on the CPU (the answer is deployed as float32 or int8), and keeps searches of other precisions apart."""
+"""``auto`` encodes for scoring at the precision distill's teacher pass uses (``--amp``), one autocast region per
+pass, times candidates at full precision on the CPU (the answer is deployed as float32 or int8), and keeps searches
+of other precisions apart."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch
 from espresso_export.searching import candidates as C
 from espresso_export.searching.auto_settings import AutoSettings
 from espresso_export.searching.work import fingerprint
-from espresso_export.training.schedule import cpu_auto_amp, encoding_precision, full_precision
+from espresso_export.training.schedule import cpu_auto_amp, encoding_precision
 
 
 def _state() -> tuple[bool, torch.dtype]:
@@ -27,14 +28,30 @@ def test_scoring_runs_at_the_teacher_pass_precision():
         assert _state()[0] == (cpu_auto_amp("auto", "cpu") == "bf16")
 
 
-def test_full_precision_turns_an_outer_autocast_off():
-    with encoding_precision("bf16", "cpu"):
-        with full_precision():
-            assert not _state()[0]
-        assert _state()[0]
+def test_each_encoding_pass_runs_in_bf16_and_leaves_no_autocast_open(tmp_path, tiny_bert):
+    """The search's passes encode in bf16 when asked, each in its own autocast region: a heal run after them
+    (or between them) must not train inside one, where torch keeps the weights cast at its first step."""
+    from espresso_export.model.checkpoint import load
+    from espresso_export.searching.evaluation import eval_set, read_documents
+
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps({"_id": str(i), "text": f"Doc {i} has words. It says {i} more things."})
+                            + "\n" for i in range(12)), encoding="utf-8")
+    ev = eval_set(read_documents([str(docs)]), passages=12, queries=4, seed=0, method="sentence")
+    source = load(tiny_bert)
+    seen: list[tuple[bool, torch.dtype]] = []
+    hook = source.model.register_forward_pre_hook(lambda *_: seen.append(_state()))
+    C.source_pass(source, ev, [1], ("bf16", "cpu"))
+    C.timed_vectors(source, ev, ("bf16", "cpu"))
+    assert seen and all(s == (True, torch.bfloat16) for s in seen)
+    assert not torch.is_autocast_enabled("cpu")
+    seen.clear()
+    C.timed_vectors(source, ev, ("off", "cpu"))
+    hook.remove()
+    assert seen and not any(s[0] for s in seen)
 
 
-def test_candidates_are_timed_in_float32_while_the_search_encodes_in_bf16(tiny_bert):
+def test_candidates_are_timed_in_float32_on_the_cpu(tiny_bert):
     from espresso_export.model.checkpoint import load
     from espresso_export.shrinking.shrink import shrink
 
@@ -43,8 +60,7 @@ def test_candidates_are_timed_in_float32_while_the_search_encodes_in_bf16(tiny_b
     seen: list[bool] = []
     hooks = [m.model.register_forward_pre_hook(lambda *_: seen.append(torch.is_autocast_enabled("cpu")))
              for m in (source, cut)]
-    with encoding_precision("bf16", "cpu"):
-        ratio = C.time_ratio(source, cut, ["a short text", "another one here"] * 8, rounds=1)
+    ratio = C.time_ratio(source, cut, ["a short text", "another one here"] * 8, rounds=1)
     for h in hooks:
         h.remove()
     assert ratio > 0 and len(seen) == 4 and not any(seen)
