@@ -204,7 +204,9 @@ def finish(ctx, cands: list[C.Candidate], out: Path, *, overwrite: bool) -> Auto
     """Build, export and verify the winner. When its known-item retention on all the documents is below the target
     (the search's sample flattered it), the next cheapest stage that kept the target on the sample is checked
     the same way, until one keeps it on all of them, up to :data:`MAX_ANSWERS` in all (the last checked is the
-    answer). Labelled sets only judge: a labelled gate missed is reported, never a reason to choose another."""
+    answer); for bytes per vector, also when the answer stores more bytes on all of them than the next pick did
+    on the sample (:func:`_second_answer`). Labelled sets only judge: a labelled gate missed is reported, never a
+    reason to choose another."""
     from espresso_export.searching.recipe_file import write_recipe
 
     s = ctx.settings
@@ -217,6 +219,10 @@ def finish(ctx, cands: list[C.Candidate], out: Path, *, overwrite: bool) -> Auto
             winner = _answer(ctx, cand, winner, tmp, result)
             tried.add((winner.name, winner.stage_name))
             nxt = pick(cands, s, exclude=frozenset(tried)) if len(tried) < MAX_ANSWERS else None
+            if nxt is not None and not result.verify["known_item_below"] and _fewer_bytes(s, nxt, winner):
+                winner = _second_answer(ctx, cands, nxt, tmp, result)
+                cand = next(c for c in cands if c.name == winner.name)
+                break
             if not result.verify["known_item_below"] or nxt is None:
                 break
             on_all = ", ".join(f"{result.verify['known_item'][name]['retention']:.3f} on all of {name}"
@@ -239,6 +245,47 @@ def finish(ctx, cands: list[C.Candidate], out: Path, *, overwrite: bool) -> Auto
         result.output = out
         result.write(tmp)
     return result
+
+
+def _fewer_bytes(s, nxt: Pick, answer: Pick) -> bool:
+    """For bytes per vector: the next pick stored fewer bytes on the sample than the answer does on all the
+    documents (its form chosen again there), so it may store fewer there too."""
+    return s.objective.value == "bytes-per-vector" and \
+        nxt.variant["bytes_per_vector"] < answer.variant["bytes_per_vector"]
+
+
+ANSWER_PARTS = ("model", "export", "verify.json")
+
+
+def _second_answer(ctx, cands: list[C.Candidate], nxt: Pick, tmp: Path, result: AutoResult) -> Pick:
+    """The answer built in ``tmp`` set aside, ``nxt`` built and checked the same way, and the one storing fewer
+    bytes per vector on all the documents (while keeping the target there) kept; the other is deleted."""
+    first, kept = result.winner, tmp / ".first-answer"
+    kept.mkdir()
+    for part in ANSWER_PARTS:
+        shutil.move(str(tmp / part), kept / part)
+    saved = (result.export, result.verify, result.vocabulary, list(result.hints))
+    second = _answer(ctx, next(c for c in cands if c.name == nxt.name), nxt, tmp, result)
+    missed = bool(result.verify["known_item_below"])
+    better = not missed and second.variant["bytes_per_vector"] < first.variant["bytes_per_vector"]
+    note = (f"{nxt.name} ({nxt.stage_name}) stored {nxt.variant['bytes_per_vector']} bytes on the search's sample, "
+            f"fewer than {first.name} ({first.stage_name}) stores on all the documents "
+            f"({_describe(first.variant)}): checked it too; ")
+    if better:
+        shutil.rmtree(kept)
+        result.hints.append(note + f"it keeps the target there at {_describe(second.variant)}, the answer")
+        return second
+    for part in ANSWER_PARTS:
+        path = tmp / part
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+        shutil.move(str(kept / part), path)
+    kept.rmdir()
+    result.export, result.verify, result.vocabulary, result.hints = saved
+    result.winner = first
+    result.hints.append(note + ("on all of them it misses the target" if missed else
+                                f"on all of them it stores {_describe(second.variant)}")
+                        + f": {first.name} stays the answer")
+    return first
 
 
 def _answer(ctx, cand: C.Candidate, winner: Pick, tmp: Path, result: AutoResult) -> Pick:
