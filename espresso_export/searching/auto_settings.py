@@ -94,6 +94,11 @@ class AutoSettings:
                                    "within its budget (it is always kept otherwise, for a larger budget to "
                                    "continue).")
 
+    @property
+    def scoring(self) -> tuple[str, str]:
+        """(``amp``, ``device``): where and at which precision the search encodes to score candidates."""
+        return self.amp, self.device
+
     def __post_init__(self) -> None:
         for name in ("corpus", "queries", "sentences", "retrieval", "sts"):
             if isinstance(getattr(self, name), (str, os.PathLike)):

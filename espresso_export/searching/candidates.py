@@ -148,10 +148,9 @@ def plain_cut(source, cand: Candidate, ev: EvalSet, *, dim: int, calibration: Pa
     other texts would encode those too, at every depth. With no more documents than ``dim``, shrink fits it on
     :data:`CALIBRATION` of the healing texts (``fallback``) instead."""
     from espresso_export.model.checkpoint import load
+    from espresso_export.model.embed import model_device
     from espresso_export.model.post import renormalized, with_head
     from espresso_export.shrinking.shrink import shrink
-
-    from espresso_export.model.embed import model_device
 
     texts, rows = calibration_texts(ev)
     device = model_device(source_ckpt.model)

@@ -29,7 +29,7 @@ def source_step(model, work: Work, ev, s: AutoSettings) -> dict:
     found = work.done("source")
     if found is None:
         ckpt = model.get()
-        vectors, per_text, first = C.source_pass(ckpt, ev, _depths(s, ckpt.depth), (s.amp, s.device))
+        vectors, per_text, first = C.source_pass(ckpt, ev, _depths(s, ckpt.depth), s.scoring)
         vectors.save(work.path("source-vectors.npz"))
         _save_first(work, first)
         found = work.put("source", {"seconds_per_text": per_text, "depth": ckpt.depth, "width": ckpt.output_dim,
@@ -59,7 +59,7 @@ def _first_vectors(ctx, depths: list[int]) -> dict:
         with np.load(path) as z:
             if all(f"p{d}" in z for d in depths):
                 return {d: Vectors(z[f"q{d}"], z[f"p{d}"], z[f"t{d}"]) for d in depths}
-    first = C.source_pass(ctx.model.get(), ctx.scorer.ev, depths, (ctx.settings.amp, ctx.settings.device))[2]
+    first = C.source_pass(ctx.model.get(), ctx.scorer.ev, depths, ctx.settings.scoring)[2]
     _save_first(ctx.work, first)
     return first
 
@@ -98,7 +98,7 @@ def _plain(ctx, cand: C.Candidate, same_depth: C.Candidate | None) -> C.Candidat
         else:
             vectors = C.plain_cut(ctx.source, cand, ctx.scorer.ev, dim=ctx.dim, calibration=calibration,
                                   fallback=ctx.heal_file, seed=ctx.settings.seed, source_ckpt=ctx.model.get(),
-                                  scoring=(ctx.settings.amp, ctx.settings.device))
+                                  scoring=ctx.settings.scoring)
         score_stage(ctx, cand, "plain", vectors, {"texts": 0})
         found = work.put(f"plain-{cand.name}", cand.to_dict())
     cand = C.Candidate.from_dict(found)

@@ -70,7 +70,7 @@ def _heal_and_score(ctx, cand: C.Candidate, rung) -> dict | None:
     # the whole heal but the teacher pass (shared): the student's PCA sample and the writing count too
     ctx.speed.observe(result.train.get("steps", rung.steps(s.batch_size)) * s.batch_size, cand.depth,
                       max(seconds - result.teacher_seconds, 1e-3))
-    vectors = C.healed_vectors(folder, ctx.scorer.ev, (ctx.settings.amp, ctx.settings.device))
+    vectors = C.healed_vectors(folder, ctx.scorer.ev, ctx.settings.scoring)
     stage = f"r{rung.index}"
     extra = {"texts": rung.texts, "folder": str(folder), "settings": kwargs, "seconds": round(seconds, 1)}
     if result.train.get("resumed_from"):  # the step a stopped heal of these settings had reached
