@@ -4,7 +4,9 @@ the budget ends inside one (its checkpoint is kept: a search with a larger budge
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 from espresso_export.core.signals import interrupt_after
 from espresso_export.searching import candidates as C
@@ -50,17 +52,49 @@ def run_rung(ctx, active: list[C.Candidate], rung) -> dict[str, float]:
     return found
 
 
+DIVERGED = 0.5  # a heal scoring below this share of its candidate's best earlier score diverged
+RETRY_LR = 1 / 3  # its second try's learning rate, as a share of the first's
+
+
 def _heal_and_score(ctx, cand: C.Candidate, rung) -> dict | None:
-    """The heal's score, or None when the budget ended inside the heal."""
+    """The heal's score, or None when the budget ended inside the heal. A heal starts from the cut as rung 0
+    scored it (the head aligned with the source's), so one ending far below its candidate's earlier scores has
+    diverged (it happens at distill's learning rate for deep cuts): it is tried again once at a third of that rate,
+    budget permitting, and both tries are recorded."""
     s = ctx.settings
     kwargs = C.heal_settings(cand, texts=rung.texts, heal_texts=ctx.heal_texts, heal_file=ctx.heal_file,
                              dim=ctx.dim, settings=s, cache_dir=ctx.work.path("teacher-cache"))
-    folder = ctx.work.path("heals", f"{cand.name}-{rung.texts}")
+    before = max((sc["retention"] for sc in cand.scores.values()), default=0.0)
+    first = _heal_once(ctx, cand, rung, kwargs, f"{cand.name}-{rung.texts}")
+    if first is None or first["retention"] >= DIVERGED * before:
+        return first
+    lr = RETRY_LR * _used_lr(Path(first["folder"]))
+    need = ctx.speed.train(rung.texts, cand.depth)
+    ctx.say(f"rung {rung.index}: {cand.name} scored {first['retention']:.3f} after {before:.3f} before: the heal "
+            f"diverged" + (f"; healing it again at lr {lr:.2g} (~{need / 60:.1f} min)" if need < ctx.left() else
+                           "; no time left to heal it again"))
+    if need >= ctx.left():
+        return first
+    diverged = {k: first[k] for k in ("retention", "settings", "seconds")}
+    second = _heal_once(ctx, cand, rung, {**kwargs, "lr": lr}, f"{cand.name}-{rung.texts}-lr{lr:.2g}")
+    if second is None:
+        return None
+    second["diverged"] = diverged
+    return second
+
+
+def _used_lr(folder: Path) -> float:
+    """The learning rate a heal trained at (distill's default when auto set none), from its record."""
+    return float(json.loads((folder / "espresso.json").read_text(encoding="utf-8"))["training"]["lr"])
+
+
+def _heal_once(ctx, cand: C.Candidate, rung, kwargs: dict, name: str) -> dict | None:
+    s = ctx.settings
+    folder = ctx.work.path("heals", name)
     start = time.perf_counter()
     try:
         with interrupt_after(ctx.left()) as deadline:
-            result = C.heal(ctx.source, cand, folder, ctx.work.path("runs", f"{cand.name}-{rung.texts}"), kwargs,
-                            progress=ctx.progress)
+            result = C.heal(ctx.source, cand, folder, ctx.work.path("runs", name), kwargs, progress=ctx.progress)
     except (TrainingInterrupted, KeyboardInterrupt):
         if not deadline["fired"]:
             raise

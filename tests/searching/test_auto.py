@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -327,3 +328,34 @@ def test_bytes_per_vector_checks_the_next_pick_when_the_answer_stores_more_on_al
     depth = next(c.depth for c in cands if c.name == result.winner.name)
     assert config["num_hidden_layers"] == depth  # the kept answer's model, not the other's
     assert sorted(p.name for p in (tmp_path / "out").iterdir() if p.is_dir()) == ["export", "model"]
+
+
+def test_a_heal_that_diverged_is_healed_again_at_a_third_of_the_learning_rate(tmp_path, tiny_bert, docs):
+    """A heal starts from the cut rung 0 scored, so one ending far below its candidate's earlier score diverged.
+    That earlier score is set out of reach (the one thing not measured: the tiny model does not diverge), so the
+    first heal reads as diverged; the second try trains at a third of the first's learning rate, its score is the
+    stage's, the first try is recorded beside it, and the recipe's settings carry the rate it used."""
+    from espresso_export.searching.auto_settings import AutoSettings
+    from espresso_export.searching.plan import Rung
+    from espresso_export.searching.rung0 import rung0
+    from espresso_export.searching.rungs import RETRY_LR, run_rung
+    from espresso_export.searching.search import Work, _prepare, fingerprint
+
+    s = AutoSettings(corpus=[str(docs)], min_retention=0.97, time_budget="300s", layers=[1],
+                     **{k: v for k, v in SMALL.items() if k != "keep_work"})
+    work = Work.open(tmp_path / "out", fingerprint(str(tiny_bert), s), overwrite=False)
+    ctx = _prepare(str(tiny_bert), s, work, progress=False)
+    cand = next(c for c in rung0(ctx) if c.name == "L1")
+    ctx.model.release()
+    cand.scores["plain"]["retention"] = 10.0
+    found = run_rung(ctx, [cand], Rung(1, 1, 64))
+
+    stage = cand.scores["r1"]
+    assert found == {"L1": stage["retention"]} and "diverged" in stage
+    first_lr = json.loads((tmp_path / "out.auto-work" / "heals" / "L1-64" / "espresso.json").read_text())
+    second = json.loads((Path(stage["folder"]) / "espresso.json").read_text())
+    assert Path(stage["folder"]).name != "L1-64"
+    assert second["training"]["lr"] == pytest.approx(RETRY_LR * first_lr["training"]["lr"])
+    assert stage["settings"]["lr"] == pytest.approx(second["training"]["lr"])
+    assert "lr" not in stage["diverged"]["settings"]  # the first try ran at distill's own default
+    assert any("the heal diverged; healing it again at lr" in line for line in ctx.log)
