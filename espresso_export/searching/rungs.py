@@ -59,7 +59,7 @@ RETRY_LR = 1 / 3  # its second try's learning rate, as a share of the first's
 def _heal_and_score(ctx, cand: C.Candidate, rung) -> dict | None:
     """The heal's score, or None when the budget ended inside the heal. A heal starts from the cut as rung 0
     scored it (the head aligned with the source's), so one ending far below its candidate's earlier scores has
-    diverged (it happens at distill's learning rate for deep cuts): it is tried again once at a third of that rate,
+    diverged (seen at distill's default rate on a deep cut): it is tried again once at a third of that rate,
     budget permitting, and both tries are recorded."""
     s = ctx.settings
     kwargs = C.heal_settings(cand, texts=rung.texts, heal_texts=ctx.heal_texts, heal_file=ctx.heal_file,
