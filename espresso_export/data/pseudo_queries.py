@@ -105,7 +105,7 @@ def _sentence_of(text: str, rng: np.random.Generator) -> str | None:
     return usable[int(rng.integers(len(usable)))]
 
 
-def _body(passages: Passages, i: int) -> str:
+def passage_body(passages: Passages, i: int) -> str:
     """A passage's text without the title the index puts in front of it (sentences are taken from the body)."""
     text, title = passages.texts[i], passages.titles[i].strip() if passages.titles else ""
     return text[len(title):].strip() if title and text.startswith(title + " ") else text
@@ -137,7 +137,7 @@ def pseudo_queries(passages: Passages, method: str, *, limit: int = LIMIT, seed:
         elif method == "title":
             query = _title_of(passages, i)
         else:
-            query = _sentence_of(_body(passages, i), rng)
+            query = _sentence_of(passage_body(passages, i), rng)
         if query is None or query in seen:
             continue
         seen.add(query)
@@ -211,6 +211,6 @@ def cloze_queries(passages: Passages, method: str = "auto", *, limit: int = LIMI
     if method not in ("title", "sentence"):
         raise ValidationError(f"known-item pseudo-queries are made from titles, sentences or halves, not {method!r}")
     made = pseudo_queries(passages, method, limit=limit, seed=seed)
-    targets = [_body(passages, i) if method == "title" else _cut_out(passages.texts[i], q)
+    targets = [passage_body(passages, i) if method == "title" else _cut_out(passages.texts[i], q)
                for q, i in zip(made.texts, made.origins)]
     return ClozeQueries(method, made.texts, made.origins, targets)

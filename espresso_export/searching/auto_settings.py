@@ -44,6 +44,10 @@ class AutoSettings:
              "Default: the documents alone.")
     doc_share: float = setting(0.5, min=0.05, max=1.0, help="With --sentences: the share of the healing texts "
                                                             "taken from the documents.")
+    doc_sentences: float = setting(0.5, min=0.0, max=1.0, help="With --sentences: the share of the other healing "
+                                                               "texts that are sentences of your documents (short "
+                                                               "texts of your domain, as queries are); the rest "
+                                                               "are --sentences. Without: all of them.")
     retrieval: list[str] = setting(default_factory=list, path="data",
                                    help="Labelled retrieval sets (BEIR folders) the winner is also judged (and "
                                         "gated) on, repeatable. Never used to choose.")

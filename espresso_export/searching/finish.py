@@ -113,7 +113,7 @@ def _verify(ctx, export_dir: Path, chosen: dict, width: int):
                   min_retention=s.min_retention if s.sts else None,
                   min_retrieval_retention=s.min_retention if s.retrieval else None,
                   max_latency_ratio=s.max_latency_ratio, threads=s.threads, known_items=s.known_items,
-                  agreement_queries=s.check_queries,
+                  agreement_queries=s.check_queries, seed=s.seed,
                   latency_budget=5.0,  # seconds of extra rounds per batch size: the search already spent the budget
                   progress=ctx.progress)
 

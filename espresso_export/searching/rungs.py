@@ -100,7 +100,8 @@ def _heal_once(ctx, cand: C.Candidate, rung, kwargs: dict, name: str) -> dict | 
             raise
         return None
     seconds = time.perf_counter() - start
-    ctx.work.put("teacher", {"seconds": result.teacher_seconds})
+    if ctx.work.done("teacher") is None:  # the first heal ran the shared teacher pass; later ones read its cache
+        ctx.work.put("teacher", {"seconds": result.teacher_seconds})
     # the whole heal but the teacher pass (shared): the student's PCA sample and the writing count too
     ctx.speed.observe(result.train.get("steps", rung.steps(s.batch_size)) * s.batch_size, cand.depth,
                       max(seconds - result.teacher_seconds, 1e-3))

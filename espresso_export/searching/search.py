@@ -5,7 +5,7 @@ The phases, each recorded in the work folder (:mod:`.work`) as it finishes, so a
 
 1. **Prepare**: a seeded evaluation sample of the documents with known-item pseudo-queries
    (:mod:`.evaluation`), the source's vectors of it (timed: this machine's speed), and the healing texts (the
-   documents not queried, mixed with ``--sentences``), written once.
+   documents not queried, their sentences and ``--sentences``), written once.
 2. **Rung 0, the proxy** (:mod:`.rung0`): every plain cut (and the student as it comes) scored without
    training; hopeless ones dropped (:func:`.plan.hopeless`).
 3. **Successive halving** (:mod:`.plan`): heal the survivors on more text at each rung, score, keep the
@@ -96,34 +96,75 @@ class Context:
 
 
 def _healing_texts(docs, ev, s: AutoSettings, seconds_per_text: float, work: Work) -> dict:
-    """The texts every heal trains on (chosen once): the documents no query was made from, shuffled, mixed with
-    ``--sentences`` in ``--doc-share``; as many as a quarter of the budget's teacher pass allows, at most
-    ``--max-texts`` (default 20,000)."""
+    """The texts every heal trains on (chosen once): the documents no query was made from, then short texts: the
+    sentences of those documents in ``--doc-sentences`` and ``--sentences`` in the rest; the documents take at
+    most ``--doc-share`` when ``--sentences`` are given. As many as a quarter of the budget's teacher pass
+    allows, at most ``--max-texts`` (default 20,000)."""
     found = work.done("healing_texts")
     if found is not None:
         return found
     from espresso_export.data.corpus import read_corpus
+    from espresso_export.data.pseudo_queries import passage_body
 
     rng = random.Random(s.seed)
-    own = [" ".join(t.split()) for i, t in enumerate(docs.texts) if i not in ev.held_out]
-    rng.shuffle(own)
+    order = [i for i in range(len(docs.texts)) if i not in ev.held_out]
+    rng.shuffle(order)
+    own = [" ".join(docs.texts[i].split()) for i in order]
     affordable = int(TEACHER_SHARE * s.budget_seconds / max(seconds_per_text, 1e-6))
     total = max(100, min(s.max_texts or DEFAULT_TEXTS, affordable))
     general: list[str] = []
     if s.sentences:
         general = [" ".join(t.split()) for t in read_corpus(s.sentences).sentences]
         rng.shuffle(general)
-        n_doc = min(len(own), round(total * s.doc_share))
-        texts = own[:n_doc] + general[:total - n_doc]
-    else:
-        texts = own[:total]
-    texts = [t for t in dict.fromkeys(texts) if t]
+    n_doc = min(len(own), total if not general else round(total * s.doc_share))
+    short = total - n_doc
+    # sentences of the documents not healed on whole come first (more of the user's domain); none that the final
+    # check asks as a query, so it never asks for a text a heal was trained on
+    bodies = [passage_body(docs, i) for i in order[n_doc:] + order[:n_doc]]  # the sentences queries come from
+    cut = _document_sentences(bodies, short if not general else round(short * s.doc_sentences), rng,
+                              skip=_checked_queries(s))
+    texts = [t for t in dict.fromkeys(own[:n_doc] + cut + general[:short - len(cut)]) if t]
     if len(texts) < 20:
         raise ValidationError(f"only {len(texts)} healing texts: give more documents (--corpus) or --sentences")
     path = work.path("healing-texts.txt")
     path.write_text("\n".join(texts) + "\n", encoding="utf-8")
-    return work.put("healing_texts", {"file": str(path), "texts": len(texts), "documents": min(len(own), len(texts)),
-                                      "sentences": max(0, len(texts) - len(own))})
+    return work.put("healing_texts", {"file": str(path), "texts": len(texts), "documents": n_doc,
+                                      "document_sentences": len(cut),
+                                      "sentences": max(0, len(texts) - n_doc - len(cut))})
+
+
+def _checked_queries(s: AutoSettings) -> set[str]:
+    """The known-item and agreement queries the final check (verify on every ``--corpus``) makes from the
+    documents, whitespace-normalised as the healing texts hold them."""
+    from espresso_export.data.pseudo_queries import cloze_queries, pseudo_queries, read_passages
+
+    found: set[str] = set()
+    for spec in s.corpus:
+        passages = read_passages(spec)
+        try:
+            found.update(cloze_queries(passages, s.known_items, limit=s.check_queries, seed=s.seed).texts)
+        except ValidationError:  # a corpus that gives no known-item queries
+            pass
+        if not s.queries:
+            method = "title" if passages.titles else "sentence"
+            found.update(pseudo_queries(passages, method, limit=s.check_queries, seed=s.seed).texts)
+    return {" ".join(t.split()) for t in found}
+
+
+def _document_sentences(documents: list[str], count: int, rng: random.Random, *, skip: set[str]) -> list[str]:
+    """Up to ``count`` sentences of ``documents`` (in their order) long enough to be a known-item query (the
+    pseudo-queries' rule), shuffled: short texts of the user's own domain, as a search's queries are."""
+    from espresso_export.data.pseudo_queries import MIN_WORDS, split_sentences
+
+    found: dict[str, None] = {}
+    for doc in documents:
+        if len(found) >= count:
+            break
+        parts = [" ".join(x.split()) for x in split_sentences(doc)]
+        found.update((x, None) for x in parts if len(parts) > 1 and len(x.split()) >= MIN_WORDS and x not in skip)
+    cut = list(found)[:count]
+    rng.shuffle(cut)
+    return cut
 
 
 def _prepare(source: str, s: AutoSettings, work: Work, progress: bool) -> Context:

@@ -202,6 +202,29 @@ def test_a_budget_too_small_for_any_heal_answers_from_plain_cuts(tmp_path, tiny_
     assert result.met and result.winner.stage_name == "plain"
 
 
+def test_the_healing_texts_hold_sentences_of_the_documents_but_no_query_of_either_check(tmp_path, tiny_bert, docs):
+    from espresso_export.data.pseudo_queries import cloze_queries, pseudo_queries, read_passages, split_sentences
+    from espresso_export.searching.evaluation import eval_set, read_documents
+
+    small = {**SMALL, "known_items": "sentence", "check_queries": 60}
+    auto(tiny_bert, tmp_path / "out", corpus=[str(docs)], min_retention=0.5, time_budget="1s", **small)
+    work = tmp_path / "out.auto-work"
+    record = json.loads((work / STATE).read_text())["steps"]["healing_texts"]
+    texts = (work / "healing-texts.txt").read_text(encoding="utf-8").splitlines()
+    passages = read_passages(str(docs))
+    bodies = {i: passages.texts[i][len(passages.titles[i]) + 1:] for i in range(len(passages.texts))}
+    sentence_of = {x: i for i, b in bodies.items() for x in split_sentences(b)}
+    cut = [t for t in texts if t in sentence_of]
+    assert record["document_sentences"] == len(cut) > 50 and record["documents"] + len(cut) == len(texts)
+    # none from a document the search's own known-item queries come from, none the final check asks
+    held_out = eval_set(read_documents([str(docs)]), passages=small["eval_passages"], queries=small["eval_queries"],
+                        seed=0, method="sentence").held_out
+    assert held_out and not {sentence_of[t] for t in cut} & held_out
+    asked = set(cloze_queries(passages, "sentence", limit=60, seed=0).texts)
+    asked |= set(pseudo_queries(passages, "title", limit=60, seed=0).texts)
+    assert len(asked & set(sentence_of)) >= 50 and not asked & set(cut)
+
+
 @pytest.mark.parametrize("objective", ["latency", "size"])
 def test_the_recipe_rebuilds_the_winner(tmp_path, tiny_bert, docs, objective):
     """For the size objective the answer's vocabulary is pruned to the documents' and healing texts' tokens, and
