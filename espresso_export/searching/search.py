@@ -134,20 +134,15 @@ def _healing_texts(docs, ev, s: AutoSettings, seconds_per_text: float, work: Wor
 
 
 def _checked_queries(s: AutoSettings) -> set[str]:
-    """The known-item and agreement queries the final check (verify on every ``--corpus``) makes from the
-    documents, whitespace-normalised as the healing texts hold them."""
-    from espresso_export.data.pseudo_queries import cloze_queries, pseudo_queries, read_passages
+    """The queries the final check (verify on every ``--corpus``) asks: each corpus loaded as verify loads it,
+    its agreement queries and its known-item queries, whitespace-normalised as the healing texts hold them."""
+    from espresso_export.verification.corpus_agreement import load_corpus
 
     found: set[str] = set()
-    for spec in s.corpus:
-        passages = read_passages(spec)
-        try:
-            found.update(cloze_queries(passages, s.known_items, limit=s.check_queries, seed=s.seed).texts)
-        except ValidationError:  # a corpus that gives no known-item queries
-            pass
-        if not s.queries:
-            method = "title" if passages.titles else "sentence"
-            found.update(pseudo_queries(passages, method, limit=s.check_queries, seed=s.seed).texts)
+    for spec, queries in zip(s.corpus, s.queries or [None] * len(s.corpus)):
+        corpus = load_corpus(spec, queries, method="auto", limit=s.check_queries, seed=s.seed,
+                             known_items=s.known_items)
+        found.update(corpus.queries, corpus.cloze.texts if corpus.cloze is not None else ())
     return {" ".join(t.split()) for t in found}
 
 
