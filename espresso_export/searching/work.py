@@ -4,7 +4,9 @@
 It sits beside the output (``OUT.auto-work``) and holds ``auto-state.json``: what the search is (the
 settings that change what is measured: not the budget, the threads or what is kept), and one record per
 finished step. A folder without that file is not ours and is never removed; a state for other settings is
-replaced only with ``--overwrite``. The folder is removed once the output is written, unless ``--keep-work``.
+replaced only with ``--overwrite``, and then only in part when just the healing settings changed: rung 0 (the
+source's pass and the plain cuts) does not depend on them, so it is kept and only the heals are done again. The
+folder is removed once the output is written, unless ``--keep-work``.
 """
 
 from __future__ import annotations
@@ -13,16 +15,20 @@ import hashlib
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.files import write_text_atomic
 
 STATE = "auto-state.json"
-FORMAT = 2  # 2: known-item queries by sentence first
+FORMAT = 3  # 2: known-item queries by sentence first; 3: the healing settings keyed apart
 # the answer's choice, not what a step computes
 NOT_MEASURED = ("time_budget", "threads", "keep_work", "objective", "min_retention", "max_latency_ratio", "sts",
-                "retrieval", "queries", "precision", "prune_vocab", "check_queries")
+                "retrieval", "precision", "prune_vocab")
+# what only the heals depend on (the healing texts: they leave out every query the final check asks)
+HEALING = ("sentences", "doc_share", "doc_sentences", "max_texts", "max_seq_len", "batch_size", "queries",
+           "check_queries")
+HEALING_FILES = ("healing-texts.txt", "heals", "runs", "teacher-cache")  # what the heals wrote
 
 
 def stamp(spec: str | None) -> Any:
@@ -39,18 +45,30 @@ def stamp(spec: str | None) -> Any:
     return None
 
 
-def fingerprint(source: str, settings: Any) -> str:
-    """What makes two searches' steps interchangeable: the source and the settings every step depends on, and
-    the contents of the inputs they read (a corpus edited in place, or a checkpoint trained again into the same
-    folder, is another search, not stale steps reused)."""
-    from dataclasses import asdict
+class Key(NamedTuple):
+    """A search's identity: ``measured``, what rung 0 depends on; ``healing``, what only the heals do."""
 
-    fields = {k: v for k, v in asdict(settings).items() if k not in NOT_MEASURED}
-    inputs = [str(source), *settings.corpus, *settings.sentences, settings.student]
-    text = json.dumps({"source": str(source), "format": FORMAT, **fields,
+    measured: str
+    healing: str
+
+
+def _digest(fields: dict, inputs: list) -> str:
+    text = json.dumps({"format": FORMAT, **fields,
                        "inputs": {str(spec): stamp(spec) for spec in inputs if spec is not None}},
                       sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def fingerprint(source: str, settings: Any) -> Key:
+    """What makes two searches' steps interchangeable: the source and the settings every step depends on, and
+    the contents of the inputs they read (a corpus edited in place, or a checkpoint trained again into the same
+    folder, is another search, not stale steps reused); the healing settings and inputs apart."""
+    from dataclasses import asdict
+
+    fields = {k: v for k, v in asdict(settings).items() if k not in NOT_MEASURED}
+    measured = {k: v for k, v in fields.items() if k not in HEALING}
+    return Key(_digest({"source": str(source), **measured}, [str(source), *settings.corpus, settings.student]),
+               _digest({k: fields[k] for k in HEALING}, [*settings.sentences, *settings.queries]))
 
 
 class Work:
@@ -64,23 +82,43 @@ class Work:
         return len(self.state["steps"])
 
     @classmethod
-    def open(cls, output: Path, key: str, *, overwrite: bool) -> Work:
+    def open(cls, output: Path, key: Key, *, overwrite: bool) -> Work:
         folder = output.with_name(output.name + ".auto-work")
         marker = folder / STATE
         if folder.exists() and not marker.is_file():
             raise ValidationError(f"{folder} exists and is not an auto work folder (no {STATE}): move it away")
         if marker.is_file():
             state = json.loads(marker.read_text(encoding="utf-8"))
-            if state.get("fingerprint") == key:
-                return cls(folder, state)
+            if state.get("fingerprint") == key.measured:
+                work = cls(folder, state)
+                if state.get("healing") != key.healing:
+                    if not overwrite:
+                        raise ValidationError(f"{folder} holds a search with other healing settings: pass "
+                                              "--overwrite to heal again (its rung 0, the plain cuts, is kept), "
+                                              "or use another -o")
+                    work._forget_heals(key.healing)
+                return work
             if not overwrite:
                 raise ValidationError(f"{folder} holds a search of another source or other settings: pass "
                                       "--overwrite to start over (it is removed), or use another -o")
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
-        work = cls(folder, {"format": FORMAT, "fingerprint": key, "steps": {}})
+        work = cls(folder, {"format": FORMAT, "fingerprint": key.measured, "healing": key.healing, "steps": {}})
         work.save()
         return work
+
+    def _forget_heals(self, healing: str) -> None:
+        """Drop what the heals of other healing settings measured and wrote (a plain cut whose head was fitted on
+        the healing texts too); keep the rest, recorded first so that a stop here leaves a consistent folder."""
+        self.state["steps"] = {k: v for k, v in self.state["steps"].items() if not _of_heals(k, v)}
+        self.state["healing"] = healing
+        self.save()
+        for name in HEALING_FILES:
+            path = self.folder / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.is_file():
+                path.unlink()
 
     def path(self, *parts: str) -> Path:
         p = self.folder.joinpath(*parts)
@@ -102,3 +140,13 @@ class Work:
         """Remove the folder: ours (it holds our state file), never anything else."""
         if (self.folder / STATE).is_file():
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _of_heals(step: str, value: Any) -> bool:
+    """Whether a recorded step depends on the healing texts: they, the teacher's pass over them, the heals, and
+    a plain cut (not the student) whose PCA head was fitted on them (a corpus of no more documents than the head's
+    width)."""
+    if step in ("healing_texts", "teacher") or step.startswith("heal-"):
+        return True
+    return step.startswith("plain-") and value.get("student") is None and value.get("calibration") is None
+

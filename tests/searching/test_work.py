@@ -34,3 +34,30 @@ def test_a_corpus_edited_in_place_is_another_search(tmp_path):
     os.utime(source / "model.safetensors", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # trained again
     assert fingerprint(str(source), s) != edited
     assert fingerprint("sentence-transformers/all-MiniLM-L6-v2", s) != edited  # a Hub id: its name
+
+
+def test_other_healing_settings_heal_again_and_keep_rung_0(tmp_path):
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"_id": "1", "text": "one document"}\n', encoding="utf-8")
+    s = AutoSettings(corpus=[str(docs)])
+    key = fingerprint("src", s)
+    work = Work.open(tmp_path / "out", key, overwrite=False)
+    work.put("source", {"depth": 1})
+    work.put("plain-L1", {"name": "L1", "student": None, "calibration": "calibration-texts.txt"})
+    work.put("plain-L2", {"name": "L2", "student": None, "calibration": None})  # head fitted on the healing texts
+    work.put("healing_texts", {"texts": 10})
+    work.put("heal-L1-64", {"retention": 0.9})
+    for name in ("heals/L1-64/model.safetensors", "teacher-cache/t.npy", "healing-texts.txt", "source-vectors.npz"):
+        work.path(name).write_text("x", encoding="utf-8")
+
+    for changed in ({"doc_share": 0.3}, {"check_queries": 500}, {"sentences": [str(docs)]}, {"batch_size": 8}):
+        other = fingerprint("src", AutoSettings(corpus=[str(docs)], **changed))
+        assert other.measured == key.measured and other.healing != key.healing, changed
+    other = fingerprint("src", AutoSettings(corpus=[str(docs)], doc_share=0.3))
+    with pytest.raises(ValidationError, match="other healing settings.*rung 0, the plain cuts, is kept"):
+        Work.open(tmp_path / "out", other, overwrite=False)
+    again = Work.open(tmp_path / "out", other, overwrite=True)
+    assert sorted(again.state["steps"]) == ["plain-L1", "source"]
+    assert again.folder.joinpath("source-vectors.npz").is_file()
+    assert not any(again.folder.joinpath(n).exists() for n in ("heals", "teacher-cache", "healing-texts.txt"))
+    assert Work.open(tmp_path / "out", other, overwrite=False).done("source") == {"depth": 1}  # the state saved
