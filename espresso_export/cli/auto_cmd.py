@@ -51,10 +51,13 @@ def _print(result) -> None:
             return str(r["bytes_per_vector"])
         return "-" if r["bytes_at_target"] is None else str(r["bytes_at_target"])
 
-    rows = [[r["candidate"], r["stage"], f"{r['texts']:,}", f"{r['retention']:.3f}", f"{r['agreement_at_10']:.3f}",
-             f"x{r['latency_ratio']:.2f}", size(r)] for r in result.rows()]
+    found = result.rows()
+    rows = [[r["candidate"], r["stage"], f"{r['texts']:,}", f"{r['retention']:.3f}" + ("*" if r["documents"] else ""),
+             f"{r['agreement_at_10']:.3f}", f"x{r['latency_ratio']:.2f}", size(r)] for r in found]
     show(grid(f"candidates (known-item retention on your documents; target {result.target:g})", headers, rows,
               console.width, right=headers[2:], whole=headers))
+    if any(r["documents"] for r in found):
+        console.print("* on all the documents; the others on the search's sample of them", highlight=False)
     w = result.winner
     if w is not None:
         v = w.variant

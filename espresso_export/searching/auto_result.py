@@ -11,8 +11,14 @@ from pathlib import Path
 
 from espresso_export.core.files import write_text_atomic
 
-CSV_FIELDS = ("candidate", "stage", "texts", "retention", "ci95_low", "ci95_high", "agreement_at_10",
-              "latency_ratio", "params", "dim", "bytes_per_vector", "bytes_at_target", "dropped")
+CSV_FIELDS = ("candidate", "stage", "texts", "retention", "ci95_low", "ci95_high", "documents", "sample_retention",
+              "agreement_at_10", "latency_ratio", "params", "dim", "bytes_per_vector", "bytes_at_target", "dropped")
+
+
+def measured_on(stage: dict) -> str:
+    """Where a stage's retention was measured: the search's sample, or all the documents
+    (:mod:`.all_documents`)."""
+    return f"all {stage['documents']:,} documents" if "sample" in stage else "the search's sample"
 
 
 def _missed(s, cands, best: Pick | None) -> str:
@@ -98,6 +104,8 @@ class AutoResult:
                 ci = sc.get("ci95") or [None, None]
                 out.append({"candidate": c["name"], "stage": stage, "texts": sc.get("texts", 0),
                             "retention": sc["retention"], "ci95_low": ci[0], "ci95_high": ci[1],
+                            "documents": sc.get("documents", ""),
+                            "sample_retention": sc["sample"]["retention"] if "sample" in sc else "",
                             "agreement_at_10": sc["agreement_at_10"], "latency_ratio": round(c["latency_ratio"], 4),
                             "params": c["params"], "dim": sc["dim"], "bytes_per_vector": sc["bytes_per_vector"],
                             "bytes_at_target": _at_target(sc, self.target), "dropped": c["dropped"] or ""})

@@ -78,25 +78,27 @@ def source_pass(ckpt, ev: EvalSet, depths: list[int], scoring: tuple[str, str] =
     layers (the pooled states after layer ``d`` through the source's post modules renormalised: what shrink fits
     a head on). A cut that keeps the first layers is a prefix of the source, so rung 0 scores them all for the
     price of the source's own encoding."""
+    with scoring_precision(scoring):
+        start = time.perf_counter()
+        passages = layer_vectors(ckpt, ev.passages, depths)
+        per_text = (time.perf_counter() - start) / max(len(ev.passages), 1)
+        queries, targets = (layer_vectors(ckpt, t, depths) for t in (ev.cloze.texts, ev.cloze.targets))
+    own = Vectors(queries[ckpt.depth], passages[ckpt.depth], targets[ckpt.depth])
+    return own, per_text, {d: Vectors(queries[d], passages[d], targets[d]) for d in depths if d < ckpt.depth}
+
+
+def layer_vectors(ckpt, texts: list[str], depths: list[int]) -> dict[int, np.ndarray]:
+    """``{d: unit vectors}`` of ``texts`` from one pass of the source: its own (key ``ckpt.depth``, through its post
+    modules) and each first-``d``-layers cut's of ``depths`` (through them renormalised)."""
     import torch
 
     from espresso_export.model.embed import apply_post, encode_layers
     from espresso_export.model.post import renormalized
 
-    wanted = sorted(set(depths) | {ckpt.depth})
-    with scoring_precision(scoring):
-        start = time.perf_counter()
-        passages = encode_layers(ckpt, ev.passages, wanted, batch_size=ENCODE_BATCH)
-        per_text = (time.perf_counter() - start) / max(len(ev.passages), 1)
-        queries, targets = (encode_layers(ckpt, t, wanted, batch_size=ENCODE_BATCH)
-                            for t in (ev.cloze.texts, ev.cloze.targets))
-
-    def through(post, d: int) -> Vectors:
-        return Vectors(*(normalise(apply_post(torch.from_numpy(x[d]), post).numpy()) for x in (queries, passages,
-                                                                                              targets)))
-
+    states = encode_layers(ckpt, texts, sorted(set(depths) | {ckpt.depth}), batch_size=ENCODE_BATCH)
     base = renormalized(ckpt.post)
-    return through(ckpt.post, ckpt.depth), per_text, {d: through(base, d) for d in depths if d < ckpt.depth}
+    return {d: normalise(apply_post(torch.from_numpy(x), ckpt.post if d == ckpt.depth else base).numpy())
+            for d, x in states.items()}
 
 
 def placed(ckpt, device: str):
@@ -139,9 +141,9 @@ def calibration_texts(ev: EvalSet) -> tuple[list[str], list[int]]:
 
 
 def plain_cut(source, cand: Candidate, ev: EvalSet, *, dim: int, calibration: Path, fallback: Path, seed: int,
-              source_ckpt, scoring: tuple[str, str] = FULL) -> Vectors:
+              source_ckpt, scoring: tuple[str, str] = FULL):
     """Rung 0: the source cut to ``cand.layers`` (else ``cand.depth`` layers as shrink chooses them) with a PCA
-    head, untrained (a student as it comes); fills in its layers, parameters and speed.
+    head, untrained (a student as it comes): its vectors and the model; fills in its layers, parameters and speed.
 
     The head is fitted on the searched documents' vectors the cut has just encoded (``calibration`` holds those
     texts, for the rebuild), so nothing is encoded twice: encoding is what rung 0 costs, and fitting the head on
@@ -172,7 +174,7 @@ def plain_cut(source, cand: Candidate, ev: EvalSet, *, dim: int, calibration: Pa
         ckpt.post = with_head(base, head)  # the model shrink builds from ``calibration``
     cand.params = int(ckpt.n_params)
     cand.latency_ratio = time_ratio(source_ckpt, ckpt, ev.passages)
-    return vectors
+    return vectors, ckpt
 
 
 def headed(cand: Candidate, unit: Vectors, rows: list[int], dim: int, calibration: Path):
@@ -214,10 +216,24 @@ def heal(source, cand: Candidate, folder: Path, run_dir: Path, kwargs: dict, *, 
     return distill(source, folder, resume=resume, run_dir=run_dir, overwrite=True, progress=progress, **kwargs)
 
 
-def healed_vectors(folder: Path, ev: EvalSet, scoring: tuple[str, str] = FULL) -> Vectors:
+def healed(folder: Path, ev: EvalSet, scoring: tuple[str, str] = FULL):
+    """A heal's vectors of the evaluation set, and the model."""
     from espresso_export.model.checkpoint import load
 
-    return timed_vectors(placed(load(folder), scoring[1]), ev, scoring)[0]
+    ckpt = placed(load(folder), scoring[1])
+    return timed_vectors(ckpt, ev, scoring)[0], ckpt
+
+
+def healed_vectors(folder: Path, ev: EvalSet, scoring: tuple[str, str] = FULL) -> Vectors:
+    return healed(folder, ev, scoring)[0]
+
+
+def documents_vectors(ckpt, texts: list[str], scoring: tuple[str, str] = FULL) -> np.ndarray:
+    """``ckpt``'s unit vectors of ``texts``, encoded as the search scores."""
+    from espresso_export.model.embed import encode
+
+    with scoring_precision(scoring):
+        return normalise(encode(ckpt, texts, batch_size=ENCODE_BATCH))
 
 
 NESTED_WIDTHS = (32, 48, 64, 96, 128, 192, 256, 384, 512, 768)  # the stored widths tried, up to the head's

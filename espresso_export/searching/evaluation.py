@@ -34,6 +34,7 @@ class EvalSet:
     passages: list[str]
     cloze: ClozeQueries  # origins index ``passages``
     held_out: frozenset[int]  # positions in the whole corpus of the queries' passages: never healed on
+    others: list[str] = field(default_factory=list)  # the documents not in the sample (:mod:`.all_documents`)
 
     def to_dict(self) -> dict:
         return {"passages": len(self.passages), "queries": len(self.cloze), "query_method": self.cloze.method}
@@ -46,7 +47,9 @@ def eval_set(docs: Passages, *, passages: int, queries: int, seed: int, method: 
     sub = replace(docs, texts=[docs.texts[i] for i in chosen],
                   titles=None if docs.titles is None else [docs.titles[i] for i in chosen])
     cloze = cloze_queries(sub, method, limit=queries, seed=seed)
-    return EvalSet(sub.texts, cloze, frozenset(chosen[i] for i in cloze.origins))
+    taken = set(chosen)
+    return EvalSet(sub.texts, cloze, frozenset(chosen[i] for i in cloze.origins),
+                   [x for i, x in enumerate(docs.texts) if i not in taken])
 
 
 @dataclass

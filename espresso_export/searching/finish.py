@@ -21,7 +21,7 @@ from pathlib import Path
 
 from espresso_export.core.files import atomic_output, write_text_atomic
 from espresso_export.searching import candidates as C
-from espresso_export.searching.auto_result import AutoResult, Pick
+from espresso_export.searching.auto_result import AutoResult, Pick, measured_on
 from espresso_export.searching.evaluation import RESCORE, Vectors
 from espresso_export.verification.retrieval import normalise
 
@@ -228,9 +228,9 @@ def finish(ctx, cands: list[C.Candidate], out: Path, *, overwrite: bool) -> Auto
             on_all = ", ".join(f"{result.verify['known_item'][name]['retention']:.3f} on all of {name}"
                                for name in result.verify["known_item_below"])
             result.hints.append(
-                f"{winner.name} ({winner.stage_name}) kept {winner.variant['retention']:.3f} on the search's sample "
-                f"but {on_all}, less than {s.min_retention:g}: checked the next cheapest, {nxt.name} "
-                f"({nxt.stage_name})")
+                f"{winner.name} ({winner.stage_name}) kept {winner.variant['retention']:.3f} on "
+                f"{measured_on(winner.stage)} but {on_all}, less than {s.min_retention:g}: checked the next "
+                f"cheapest, {nxt.name} ({nxt.stage_name})")
             shutil.rmtree(tmp / "model")
             shutil.rmtree(tmp / "export")
             winner = result.winner = nxt
@@ -305,7 +305,7 @@ def _answer(ctx, cand: C.Candidate, winner: Pick, tmp: Path, result: AutoResult)
         if form is not None and _form(form) != _form(winner.variant):
             result.hints.append(
                 f"stored form chosen again on all the documents: {_describe(winner.variant)} kept "
-                f"{winner.variant['retention']:.3f} on the search's sample; {_describe(form)} keeps "
+                f"{winner.variant['retention']:.3f} on {measured_on(winner.stage)}; {_describe(form)} keeps "
                 f"{form['retention']:.3f} on all of them, the fewest bytes that do")
             winner = replace(winner, variant=form)
     result.winner = winner

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from espresso_export.core.signals import interrupt_after
 from espresso_export.searching import candidates as C
+from espresso_export.searching.all_documents import settle
 from espresso_export.searching.auto_settings import OUTPUT_PRECISIONS
 from espresso_export.searching.evaluation import Vectors
 from espresso_export.training.interrupt import TrainingInterrupted
@@ -49,7 +50,8 @@ def run_rung(ctx, active: list[C.Candidate], rung) -> dict[str, float]:
         found[cand.name] = done["retention"]
         ctx.say(f"rung {rung.index}: {cand.name} known-item retention {done['retention']:.3f}, agreement@10 "
                 f"{done['agreement_at_10']:.3f}")
-    return found
+    settle(ctx, active)  # one keeping the target on the sample is scored on all the documents before it is trusted
+    return {name: next(c for c in active if c.name == name).scores[f"r{rung.index}"]["retention"] for name in found}
 
 
 DIVERGED = 0.5  # a heal scoring below this share of its candidate's best earlier score diverged

@@ -28,6 +28,7 @@ from espresso_export.core.extras import require
 from espresso_export.core.files import check_output, write_text_atomic
 from espresso_export.core.settings import resolve
 from espresso_export.searching import candidates as C
+from espresso_export.searching.all_documents import settle
 from espresso_export.searching.auto_settings import AutoSettings
 from espresso_export.searching.evaluation import Scorer, Vectors, eval_set, read_documents
 from espresso_export.searching.plan import (
@@ -202,9 +203,11 @@ def auto(source: str | os.PathLike, output: str | os.PathLike, settings: AutoSet
     with fixed_threads(s.threads or default_threads()):
         ctx = _prepare(source, s, work, progress)
         cands = rung0(ctx)
+        settle(ctx, cands)
         ctx.model.release()
         _search(ctx, cands)
         _earlier_heals(ctx, cands)
+        settle(ctx, cands)
         result = finish(ctx, cands, out, overwrite=overwrite)
     if not (result.met and not ctx.stopped):  # a larger budget may do better: the work is what it continues
         result.hints.append(f"the work folder {work.folder} is kept: the same command with a larger --time-budget "
