@@ -18,7 +18,9 @@ CSV_FIELDS = ("candidate", "stage", "texts", "retention", "ci95_low", "ci95_high
 def measured_on(stage: dict) -> str:
     """Where a stage's retention was measured: the search's sample, or all the documents
     (:mod:`.all_documents`)."""
-    return f"all {stage['documents']:,} documents" if "sample" in stage else "the search's sample"
+    if "sample" in stage:
+        return f"all {stage['documents']:,} documents with the search's queries"
+    return "the search's sample"
 
 
 def _missed(s, cands, best: Pick | None) -> str:

@@ -268,8 +268,8 @@ def _second_answer(ctx, cands: list[C.Candidate], nxt: Pick, tmp: Path, result: 
     second = _answer(ctx, next(c for c in cands if c.name == nxt.name), nxt, tmp, result)
     missed = bool(result.verify["known_item_below"])
     better = not missed and second.variant["bytes_per_vector"] < first.variant["bytes_per_vector"]
-    note = (f"{nxt.name} ({nxt.stage_name}) stored {nxt.variant['bytes_per_vector']} bytes on the search's sample, "
-            f"fewer than {first.name} ({first.stage_name}) stores on all the documents "
+    note = (f"{nxt.name} ({nxt.stage_name}) stored {nxt.variant['bytes_per_vector']} bytes on "
+            f"{measured_on(nxt.stage)}, fewer than {first.name} ({first.stage_name}) stores on all the documents "
             f"({_describe(first.variant)}): checked it too; ")
     if better:
         shutil.rmtree(kept)
