@@ -75,13 +75,9 @@ def _model(ctx, cand: C.Candidate, stage: dict):
         return C.placed(load(stage["folder"]), ctx.settings.device)
     if cand.student is not None:
         return C.placed(load(cand.student), ctx.settings.device)
-    from espresso_export.searching.recipe_file import plain_calibration
-    from espresso_export.shrinking.shrink import shrink
+    from espresso_export.searching.recipe_file import rebuild_plain
 
-    calibration, samples = plain_calibration(ctx, cand)
-    cut = shrink(ctx.source, None, layers=cand.layers, dim=ctx.dim, calibration=str(calibration),
-                 calibration_samples=samples, seed=ctx.settings.seed, progress=False)
-    return C.placed(cut.checkpoint, ctx.settings.device)
+    return C.placed(rebuild_plain(ctx, cand).checkpoint, ctx.settings.device)
 
 
 def _scorer(ctx, every: EvalSet) -> Scorer:

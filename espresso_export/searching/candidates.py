@@ -61,14 +61,11 @@ def scoring_precision(scoring: tuple[str, str]):
 
 def timed_vectors(ckpt, ev: EvalSet, scoring: tuple[str, str] = FULL) -> tuple[Vectors, float]:
     """The model's vectors of the evaluation set and its seconds per text (the passages' encoding)."""
-    from espresso_export.model.embed import encode
-
-    with scoring_precision(scoring):
-        start = time.perf_counter()
-        passages = encode(ckpt, ev.passages, batch_size=ENCODE_BATCH)
-        per_text = (time.perf_counter() - start) / max(len(ev.passages), 1)
-        queries, targets = (encode(ckpt, t, batch_size=ENCODE_BATCH) for t in (ev.cloze.texts, ev.cloze.targets))
-    return Vectors(normalise(queries), normalise(passages), normalise(targets)), per_text
+    start = time.perf_counter()
+    passages = documents_vectors(ckpt, ev.passages, scoring)
+    per_text = (time.perf_counter() - start) / max(len(ev.passages), 1)
+    queries, targets = (documents_vectors(ckpt, t, scoring) for t in (ev.cloze.texts, ev.cloze.targets))
+    return Vectors(queries, passages, targets), per_text
 
 
 def source_pass(ckpt, ev: EvalSet, depths: list[int], scoring: tuple[str, str] = FULL
@@ -141,9 +138,9 @@ def calibration_texts(ev: EvalSet) -> tuple[list[str], list[int]]:
 
 
 def plain_cut(source, cand: Candidate, ev: EvalSet, *, dim: int, calibration: Path, fallback: Path, seed: int,
-              source_ckpt, scoring: tuple[str, str] = FULL):
+              source_ckpt, scoring: tuple[str, str] = FULL) -> Vectors:
     """Rung 0: the source cut to ``cand.layers`` (else ``cand.depth`` layers as shrink chooses them) with a PCA
-    head, untrained (a student as it comes): its vectors and the model; fills in its layers, parameters and speed.
+    head, untrained (a student as it comes); fills in its layers, parameters and speed.
 
     The head is fitted on the searched documents' vectors the cut has just encoded (``calibration`` holds those
     texts, for the rebuild), so nothing is encoded twice: encoding is what rung 0 costs, and fitting the head on
@@ -174,7 +171,7 @@ def plain_cut(source, cand: Candidate, ev: EvalSet, *, dim: int, calibration: Pa
         ckpt.post = with_head(base, head)  # the model shrink builds from ``calibration``
     cand.params = int(ckpt.n_params)
     cand.latency_ratio = time_ratio(source_ckpt, ckpt, ev.passages)
-    return vectors, ckpt
+    return vectors
 
 
 def headed(cand: Candidate, unit: Vectors, rows: list[int], dim: int, calibration: Path):
@@ -216,16 +213,10 @@ def heal(source, cand: Candidate, folder: Path, run_dir: Path, kwargs: dict, *, 
     return distill(source, folder, resume=resume, run_dir=run_dir, overwrite=True, progress=progress, **kwargs)
 
 
-def healed(folder: Path, ev: EvalSet, scoring: tuple[str, str] = FULL):
-    """A heal's vectors of the evaluation set, and the model."""
+def healed_vectors(folder: Path, ev: EvalSet, scoring: tuple[str, str] = FULL) -> Vectors:
     from espresso_export.model.checkpoint import load
 
-    ckpt = placed(load(folder), scoring[1])
-    return timed_vectors(ckpt, ev, scoring)[0], ckpt
-
-
-def healed_vectors(folder: Path, ev: EvalSet, scoring: tuple[str, str] = FULL) -> Vectors:
-    return healed(folder, ev, scoring)[0]
+    return timed_vectors(placed(load(folder), scoring[1]), ev, scoring)[0]
 
 
 def documents_vectors(ckpt, texts: list[str], scoring: tuple[str, str] = FULL) -> np.ndarray:

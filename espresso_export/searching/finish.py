@@ -64,16 +64,12 @@ def _build_model(ctx, cand: C.Candidate, stage: dict, folder: Path) -> None:
     if "folder" in stage:
         shutil.copytree(stage["folder"], folder)
         return
-    from espresso_export.shrinking.shrink import shrink
-
     if cand.student is not None:
         shutil.copytree(Path(cand.student), folder)  # the student as it comes (a local folder)
         return
-    from espresso_export.searching.recipe_file import plain_calibration
+    from espresso_export.searching.recipe_file import rebuild_plain
 
-    calibration, samples = plain_calibration(ctx, cand)
-    shrink(ctx.source, folder, layers=cand.layers, dim=ctx.dim, calibration=str(calibration),
-           calibration_samples=samples, seed=ctx.settings.seed, progress=False)
+    rebuild_plain(ctx, cand, folder)
 
 
 def _export(ctx, model: Path, folder: Path) -> dict:

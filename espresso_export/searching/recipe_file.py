@@ -35,6 +35,16 @@ def plain_calibration(ctx, cand) -> tuple[Path, int]:
     return path, len(path.read_text(encoding="utf-8").splitlines())
 
 
+def rebuild_plain(ctx, cand, folder: Path | None = None):
+    """The plain cut as its recipe rebuilds it (shrink, its head fitted on the texts rung 0 fitted it on): into
+    ``folder``, or in memory when None; shrink's result."""
+    from espresso_export.shrinking.shrink import shrink
+
+    calibration, samples = plain_calibration(ctx, cand)
+    return shrink(ctx.source, folder, layers=cand.layers, dim=ctx.dim, calibration=str(calibration),
+                  calibration_samples=samples, seed=ctx.settings.seed, progress=False)
+
+
 def steps_of(ctx, cand, pick, weights: str) -> list[dict] | None:
     """The recipe's steps: the heal (distill) or the plain cut (shrink), the export, and the check."""
     s = ctx.settings

@@ -96,7 +96,7 @@ def _plain(ctx, cand: C.Candidate, same_depth: C.Candidate | None) -> C.Candidat
             vectors = C.headed(cand, unit, rows, ctx.dim, calibration)[0]
             cand.params, cand.latency_ratio = same_depth.params, same_depth.latency_ratio
         else:
-            vectors, _ = C.plain_cut(ctx.source, cand, ctx.scorer.ev, dim=ctx.dim, calibration=calibration,
+            vectors = C.plain_cut(ctx.source, cand, ctx.scorer.ev, dim=ctx.dim, calibration=calibration,
                                   fallback=ctx.heal_file, seed=ctx.settings.seed, source_ckpt=ctx.model.get(),
                                   scoring=ctx.settings.scoring)
         score_stage(ctx, cand, "plain", vectors, {"texts": 0})
