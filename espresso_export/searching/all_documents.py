@@ -36,7 +36,8 @@ def settle(ctx, cands: list[C.Candidate]) -> None:
         if chosen is None or "sample" in chosen.stage:
             return
         cand = next(c for c in cands if c.name == chosen.name)
-        need = ctx.speed.encode(len(ctx.scorer.ev.passages) + len(ctx.scorer.ev.others), max(cand.depth, 1))
+        every = len(ctx.scorer.ev.passages) + len(ctx.scorer.ev.others)
+        need = ctx.speed.encode(every, C.work_depth(cand, ctx.speed.depth))
         if need > max(ctx.left(), 0.0):
             ctx.say(f"{cand.name} ({chosen.stage_name}): no budget left to score it on all the documents (~"
                     f"{need / 60:.1f} min); the final check will")

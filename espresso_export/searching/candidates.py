@@ -98,6 +98,15 @@ def layer_vectors(ckpt, texts: list[str], depths: list[int]) -> dict[int, np.nda
             for d, x in states.items()}
 
 
+def work_depth(cand: Candidate, source_depth: int) -> float:
+    """The candidate's cost per text in the source's layers, what the plan's :class:`.plan.Speed` scales by: a cut's
+    depth; a student's measured time ratio times the source's depth (a student narrower than the source runs
+    faster than its depth says, and a heal's speed measured on it must not set the cuts' estimates)."""
+    if cand.student is None:
+        return float(cand.depth)
+    return max(cand.latency_ratio * source_depth, 1e-3)
+
+
 def placed(ckpt, device: str):
     """``ckpt`` with its model on ``device`` (where the search encodes: ``--device``)."""
     ckpt.model.to(device)

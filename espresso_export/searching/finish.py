@@ -64,8 +64,10 @@ def _build_model(ctx, cand: C.Candidate, stage: dict, folder: Path) -> None:
     if "folder" in stage:
         shutil.copytree(stage["folder"], folder)
         return
-    if cand.student is not None:
-        shutil.copytree(Path(cand.student), folder)  # the student as it comes (a local folder)
+    if cand.student is not None:  # the student as it comes: its folder (an alias or Hub id resolved to one)
+        from espresso_export.model.checkpoint import resolve
+
+        shutil.copytree(resolve(cand.student)[1], folder)
         return
     from espresso_export.searching.recipe_file import rebuild_plain
 

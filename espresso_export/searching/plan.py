@@ -33,14 +33,16 @@ class Speed:
     depth: int  # the source's layers
     train_cost: float = TRAIN_COST
 
-    def encode(self, texts: int, depth: int) -> float:
-        return texts * self.seconds_per_text * max(depth, 1) / self.depth
+    def encode(self, texts: int, depth: float) -> float:
+        """Seconds to encode ``texts`` with a model costing ``depth`` of the source's layers per text
+        (:func:`.candidates.work_depth`)."""
+        return texts * self.seconds_per_text * max(depth, 1e-3) / self.depth
 
-    def train(self, texts: int, depth: int) -> float:
+    def train(self, texts: int, depth: float) -> float:
         """A heal: the student's own PCA sample encoded once (distill's projection start), then the training."""
         return self.encode(min(texts, STUDENT_PCA_SAMPLES), depth) + self.train_cost * self.encode(texts, depth)
 
-    def observe(self, texts: int, depth: int, seconds: float) -> None:
+    def observe(self, texts: int, depth: float, seconds: float) -> None:
         """A heal of ``texts`` texts at ``depth`` layers took ``seconds`` (the teacher pass aside)."""
         rest = seconds - self.encode(min(texts, STUDENT_PCA_SAMPLES), depth)
         if texts > 0 and rest > 0:
@@ -80,8 +82,8 @@ def plan_rungs(n: int, depth: float, seconds: float, speed: Speed, *, batch_size
         while sizes[-1] > 1:
             sizes.append(math.ceil(sizes[-1] / ETA))
         weights = sum(c * ETA**r for r, c in enumerate(sizes))
-        scoring = sum(sizes) * speed.encode(score_texts, round(depth))
-        first = (seconds * SEARCH_SHARE - scoring) / max(weights * speed.train(1, round(depth)), 1e-9)
+        scoring = sum(sizes) * speed.encode(score_texts, depth)
+        first = (seconds * SEARCH_SHARE - scoring) / max(weights * speed.train(1, depth), 1e-9)
         if first >= MIN_STEPS * batch_size:
             rungs: list[Rung] = []
             for r, c in enumerate(sizes):

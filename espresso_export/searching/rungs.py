@@ -28,7 +28,8 @@ def run_rung(ctx, active: list[C.Candidate], rung) -> dict[str, float]:
         key = stage_key(cand, rung.texts)
         done = ctx.work.done(key)
         if done is None:
-            need = ctx.speed.train(rung.texts, cand.depth) + ctx.speed.encode(n_eval, cand.depth)
+            depth = C.work_depth(cand, ctx.speed.depth)
+            need = ctx.speed.train(rung.texts, depth) + ctx.speed.encode(n_eval, depth)
             if need > ctx.left():
                 cand.dropped = cand.dropped or f"rung {rung.index}: not healed, the budget ran out"
                 ctx.say(f"rung {rung.index}: {cand.name} needs ~{need / 60:.1f} min, {max(ctx.left(), 0) / 60:.1f} "
@@ -71,7 +72,7 @@ def _heal_and_score(ctx, cand: C.Candidate, rung) -> dict | None:
     if first is None or first["retention"] >= DIVERGED * before:
         return first
     lr = RETRY_LR * _used_lr(Path(first["folder"]))
-    need = ctx.speed.train(rung.texts, cand.depth)
+    need = ctx.speed.train(rung.texts, C.work_depth(cand, ctx.speed.depth))
     ctx.say(f"rung {rung.index}: {cand.name} scored {first['retention']:.3f} after {before:.3f} before: the heal "
             f"diverged" + (f"; healing it again at lr {lr:.2g} (~{need / 60:.1f} min)" if need < ctx.left() else
                            "; no time left to heal it again"))
@@ -105,7 +106,8 @@ def _heal_once(ctx, cand: C.Candidate, rung, kwargs: dict, name: str) -> dict | 
     if ctx.work.done("teacher") is None:  # the first heal ran the shared teacher pass; later ones read its cache
         ctx.work.put("teacher", {"seconds": result.teacher_seconds})
     # the whole heal but the teacher pass (shared): the student's PCA sample and the writing count too
-    ctx.speed.observe(result.train.get("steps", rung.steps(s.batch_size)) * s.batch_size, cand.depth,
+    ctx.speed.observe(result.train.get("steps", rung.steps(s.batch_size)) * s.batch_size,
+                      C.work_depth(cand, ctx.speed.depth),
                       max(seconds - result.teacher_seconds, 1e-3))
     vectors = C.healed_vectors(folder, ctx.scorer.ev, ctx.settings.scoring)
     stage = f"r{rung.index}"

@@ -282,35 +282,40 @@ def _search(ctx: Context, cands: list[C.Candidate]) -> None:
 def _fit_rungs(ctx: Context, viable: list[C.Candidate], seconds: float):
     if not viable or seconds <= 0:
         return []
-    depth = sum(c.depth for c in viable) / len(viable)
+    depth = sum(C.work_depth(c, ctx.speed.depth) for c in viable) / len(viable)
     n_eval = len(ctx.scorer.ev.passages) + 2 * len(ctx.scorer.ev.cloze)
     return plan_rungs(len(viable), depth, seconds, ctx.speed, batch_size=ctx.settings.batch_size,
                       max_texts=2 * ctx.heal_texts, score_texts=n_eval)
 
 
+def _group(c: C.Candidate) -> int | str:
+    """What :func:`_spread` spreads over: a cut's depth; the student stands alone (its layers are not the
+    source's, so it is no layer choice of the cuts of its depth)."""
+    return "student" if c.student is not None else c.depth
+
+
 def _spread(ordered: list[C.Candidate], n: int, starts: dict[str, float]) -> list[C.Candidate]:
-    """``n`` of the candidates (ordered cheapest first), depths before layer choices: depths spread from the
-    cheapest to the best started, each by its better-scored cut (the spread one, unless the source is ESE-trained);
-    only when ``n`` exceeds the depths do the other cuts of the chosen depths join: a short heal of a
-    first-layers cut stays behind its spread sibling, while depth decides most."""
+    """``n`` of the candidates (ordered cheapest first), depths before layer choices: depths (and the student, as
+    one more) spread from the cheapest to the best started, each by its better-scored cut (the spread one, unless
+    the source is ESE-trained); only when ``n`` exceeds the depths do the other cuts of the chosen depths join: a
+    short heal of a first-layers cut stays behind its spread sibling, while depth decides most."""
     if n >= len(ordered):
         return list(ordered)
     if n == 1:
         return [max(ordered, key=lambda c: (starts[c.name], c.scores["plain"]["retention"]))]
-    depths = list(dict.fromkeys(c.depth for c in ordered))
+    depths = list(dict.fromkeys(_group(c) for c in ordered))
     k = min(n, len(depths))
     chosen = [depths[round(i * (len(depths) - 1) / (k - 1))] for i in range(k)] if k > 1 else depths[-1:]
-    tiers = [sorted((c for c in ordered if c.depth == d), key=lambda c: -c.scores["plain"]["retention"])
+    tiers = [sorted((c for c in ordered if _group(c) == d), key=lambda c: -c.scores["plain"]["retention"])
              for d in chosen]
     picked = [tier[i] for i in range(max(map(len, tiers))) for tier in tiers if i < len(tier)][:n]
     return sorted(picked, key=ordered.index)
 
 
 def _estimate(ctx: Context, rungs, chosen: list[C.Candidate]) -> float:
-    depth = sum(c.depth for c in chosen) / max(len(chosen), 1)
+    depth = sum(C.work_depth(c, ctx.speed.depth) for c in chosen) / max(len(chosen), 1)
     n_eval = len(ctx.scorer.ev.passages) + 2 * len(ctx.scorer.ev.cloze)
-    return sum(r.candidates * (ctx.speed.train(r.texts, round(depth)) + ctx.speed.encode(n_eval, round(depth)))
-               for r in rungs)
+    return sum(r.candidates * (ctx.speed.train(r.texts, depth) + ctx.speed.encode(n_eval, depth)) for r in rungs)
 
 
 def _halve(ctx: Context, active: list[C.Candidate], rungs, starts: dict[str, float]) -> None:
@@ -348,10 +353,11 @@ def _extend(ctx: Context, active: list[C.Candidate], rung) -> None:
         if any(c.scores[last]["retention"] >= target for c in active):
             return
         best = max(active, key=lambda c: c.scores[last]["retention"])
+        depth = C.work_depth(best, ctx.speed.depth)
         lengths = {on_ladder(rung.texts * ETA * f) for f in (8, 4, 2, 1)} | {on_ladder(cap)}
         fits = [t for t in lengths
                 if 1.5 * rung.texts <= t <= cap
-                and ctx.speed.train(t, best.depth) + ctx.speed.encode(n_eval, best.depth) <= ctx.left() * SEARCH_SHARE]
+                and ctx.speed.train(t, depth) + ctx.speed.encode(n_eval, depth) <= ctx.left() * SEARCH_SHARE]
         if not fits:
             return
         rung = Rung(rung.index + 1, 1, max(fits))

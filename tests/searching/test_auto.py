@@ -4,7 +4,6 @@ recomputing, the budget holds, the outputs are complete, and the recipe it write
 from __future__ import annotations
 
 import json
-import random
 import time
 from pathlib import Path
 
@@ -19,21 +18,6 @@ pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espr
 # titles: the tiny random model's cuts then score below its source, so a target can ask for a heal
 SMALL = dict(eval_passages=80, eval_queries=24, max_texts=400, batch_size=16, threads=1, keep_work=True,
              known_items="title")
-
-
-@pytest.fixture(scope="module")
-def docs(tmp_path_factory):
-    from tiny_models import _WORDS
-
-    rng = random.Random(7)
-    path = tmp_path_factory.mktemp("auto-docs") / "docs.jsonl"
-    with path.open("w", encoding="utf-8") as f:
-        for i in range(240):
-            title = " ".join(rng.choice(_WORDS) for _ in range(3))
-            body = ". ".join(" ".join(rng.choice(_WORDS) for _ in range(rng.randint(6, 10))).capitalize()
-                             for _ in range(3)) + "."
-            f.write(json.dumps({"_id": str(i), "title": title, "text": body}) + "\n")
-    return path
 
 
 @pytest.fixture(scope="module")

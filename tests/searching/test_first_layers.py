@@ -28,3 +28,20 @@ def test_the_halving_spreads_over_depths_first_and_adds_first_layers_cuts_when_i
     assert _spread(ordered, 12, starts) == ordered
     only_four = [c for c in ordered if c.depth == 4]  # --layers 4: both cuts of the one depth
     assert _spread(only_four, 2, starts) == only_four
+
+
+def test_the_student_is_spread_as_a_group_of_its_own_not_as_a_cut_of_its_depth():
+    """A 6-layer student of a 12-layer source is no layer choice of the source's 6-layer cuts: it is a group of its
+    own, where its cost puts it (the cheapest here), so it is healed even when a cut of its depth starts higher."""
+    ordered = [_cand(f"L{d}", d, 0.5 + d / 25) for d in (3, 6, 9)]
+    student = C.Candidate("student", 6, student="minilm", scores={"plain": {"retention": 0.6}})
+    ordered.insert(0, student)  # the cheapest by the objective
+    starts = _starts(ordered)
+    assert [c.name for c in _spread(ordered, 2, starts)] == ["student", "L9"]
+    assert [c.name for c in _spread(ordered, 3, starts)] == ["student", "L6", "L9"]
+
+
+def test_a_students_cost_per_text_is_its_measured_time_not_its_depth():
+    student = C.Candidate("student", 6, student="minilm", latency_ratio=0.2)
+    assert C.work_depth(student, 12) == 0.2 * 12
+    assert C.work_depth(C.Candidate("L6", 6, latency_ratio=0.55), 12) == 6
