@@ -288,25 +288,25 @@ def _fit_rungs(ctx: Context, viable: list[C.Candidate], seconds: float):
                       max_texts=2 * ctx.heal_texts, score_texts=n_eval)
 
 
-def _group(c: C.Candidate) -> int | str:
-    """What :func:`_spread` spreads over: a cut's depth; the student stands alone (its layers are not the
-    source's, so it is no layer choice of the cuts of its depth)."""
-    return "student" if c.student is not None else c.depth
-
-
 def _spread(ordered: list[C.Candidate], n: int, starts: dict[str, float]) -> list[C.Candidate]:
-    """``n`` of the candidates (ordered cheapest first), depths before layer choices: depths (and the student, as
-    one more) spread from the cheapest to the best started, each by its better-scored cut (the spread one, unless
-    the source is ESE-trained); only when ``n`` exceeds the depths do the other cuts of the chosen depths join: a
-    short heal of a first-layers cut stays behind its spread sibling, while depth decides most."""
+    """``n`` of the candidates (ordered cheapest first), depths before layer choices: depths spread from the
+    cheapest to the best started, each by its better-scored cut (the spread one, unless the source is ESE-trained);
+    only when ``n`` exceeds the depths do the other cuts of the chosen depths join: a short heal of a
+    first-layers cut stays behind its spread sibling, while depth decides most. The student the user named is
+    always one of them, apart from the depths (its layers are not the source's): a budget that heals one
+    candidate would otherwise give it to the best-started cut and never try the student."""
     if n >= len(ordered):
         return list(ordered)
+    named = [c for c in ordered if c.student is not None]
+    if named:
+        cuts = [c for c in ordered if c.student is None]
+        return sorted(named + (_spread(cuts, n - len(named), starts) if n > len(named) else []), key=ordered.index)
     if n == 1:
         return [max(ordered, key=lambda c: (starts[c.name], c.scores["plain"]["retention"]))]
-    depths = list(dict.fromkeys(_group(c) for c in ordered))
+    depths = list(dict.fromkeys(c.depth for c in ordered))
     k = min(n, len(depths))
     chosen = [depths[round(i * (len(depths) - 1) / (k - 1))] for i in range(k)] if k > 1 else depths[-1:]
-    tiers = [sorted((c for c in ordered if _group(c) == d), key=lambda c: -c.scores["plain"]["retention"])
+    tiers = [sorted((c for c in ordered if c.depth == d), key=lambda c: -c.scores["plain"]["retention"])
              for d in chosen]
     picked = [tier[i] for i in range(max(map(len, tiers))) for tier in tiers if i < len(tier)][:n]
     return sorted(picked, key=ordered.index)

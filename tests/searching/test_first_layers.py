@@ -30,15 +30,17 @@ def test_the_halving_spreads_over_depths_first_and_adds_first_layers_cuts_when_i
     assert _spread(only_four, 2, starts) == only_four
 
 
-def test_the_student_is_spread_as_a_group_of_its_own_not_as_a_cut_of_its_depth():
-    """A 6-layer student of a 12-layer source is no layer choice of the source's 6-layer cuts: it is a group of its
-    own, where its cost puts it (the cheapest here), so it is healed even when a cut of its depth starts higher."""
+def test_the_student_the_user_named_is_always_healed_and_the_cuts_spread_beside_it():
+    """A 6-layer student of a 12-layer source is no layer choice of the source's 6-layer cuts, and a budget that
+    heals one candidate would give it to the best-started cut: the named student is always healed, the cuts
+    spread over the other places."""
     ordered = [_cand(f"L{d}", d, 0.5 + d / 25) for d in (3, 6, 9)]
     student = C.Candidate("student", 6, student="minilm", scores={"plain": {"retention": 0.6}})
-    ordered.insert(0, student)  # the cheapest by the objective
+    ordered.insert(2, student)  # between the cuts by the objective's cost
     starts = _starts(ordered)
+    assert [c.name for c in _spread(ordered, 1, starts)] == ["student"]
     assert [c.name for c in _spread(ordered, 2, starts)] == ["student", "L9"]
-    assert [c.name for c in _spread(ordered, 3, starts)] == ["student", "L6", "L9"]
+    assert [c.name for c in _spread(ordered, 3, starts)] == ["L3", "student", "L9"]
 
 
 def test_a_students_cost_per_text_is_its_measured_time_not_its_depth():
