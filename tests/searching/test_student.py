@@ -28,7 +28,7 @@ def test_a_student_is_healed_by_hpd_and_its_recipe_rebuilds_it(tmp_path, tiny_mo
     from espresso_export.searching.search import Work, _prepare, _search, fingerprint
 
     source, student = tiny_models["bert"], tiny_models["distilbert"]
-    s = AutoSettings(corpus=[str(docs)], min_retention=0.97, time_budget="40s", layers=[1], student=str(student),
+    s = AutoSettings(corpus=[str(docs)], min_retention=0.97, time_budget="60s", layers=[1], student=str(student),
                      **SMALL)
     work = Work.open(tmp_path / "out", fingerprint(str(source), s), overwrite=False)
     ctx = _prepare(str(source), s, work, progress=False)
