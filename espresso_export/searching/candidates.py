@@ -104,7 +104,7 @@ def work_depth(cand: Candidate, source_depth: int) -> float:
     faster than its depth says, and a heal's speed measured on it must not set the cuts' estimates)."""
     if cand.student is None:
         return float(cand.depth)
-    return max(cand.latency_ratio * source_depth, 1e-3)
+    return cand.latency_ratio * source_depth
 
 
 def placed(ckpt, device: str):

@@ -97,8 +97,8 @@ def _plain(ctx, cand: C.Candidate, same_depth: C.Candidate | None) -> C.Candidat
             cand.params, cand.latency_ratio = same_depth.params, same_depth.latency_ratio
         else:
             vectors = C.plain_cut(ctx.source, cand, ctx.scorer.ev, dim=ctx.dim, calibration=calibration,
-                                  fallback=ctx.heal_file, seed=ctx.settings.seed, source_ckpt=ctx.model.get(),
-                                  scoring=ctx.settings.scoring)
+                              fallback=ctx.heal_file, seed=ctx.settings.seed, source_ckpt=ctx.model.get(),
+                              scoring=ctx.settings.scoring)
         score_stage(ctx, cand, "plain", vectors, {"texts": 0})
         found = work.put(f"plain-{cand.name}", cand.to_dict())
     cand = C.Candidate.from_dict(found)

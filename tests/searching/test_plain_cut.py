@@ -43,7 +43,7 @@ def test_the_rebuilt_plain_cut_gives_the_vectors_rung_0_scored(tmp_path, tiny_be
 
     cand = C.Candidate("L1", 1)
     vectors = C.plain_cut(tiny_bert, cand, ev, dim=dim, calibration=calibration, fallback=calibration, seed=0,
-                          source_ckpt=source)
+                      source_ckpt=source)
     assert cand.calibration == C.CALIBRATION_FILE and cand.layers and cand.params > 0
     assert vectors.passages.shape == (len(ev.passages), dim)
 
