@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -123,3 +126,20 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def own_process():
+    """``run(body, *args)``: a test's body in a fresh Python process (``sys.argv[1:]`` = ``args``), for tests of
+    process-wide state (signal handlers and signal stacks, timers that signal the main thread): what other tests left
+    there cannot change their outcome, nor theirs others'. Faulthandler is on, as under pytest. Fails the test with
+    the process's output when it exits non-zero; returns its stdout."""
+
+    def run(body: str, *args, timeout: float = 600) -> str:
+        proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(body), *map(str, args)],
+                              capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            pytest.fail(f"its own process exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}", pytrace=False)
+        return proc.stdout
+
+    return run
