@@ -32,7 +32,7 @@ def settle(ctx, cands: list[C.Candidate]) -> None:
     if not ctx.scorer.ev.others:
         return  # the sample is all the documents
     for _ in range(AT_ONCE):
-        chosen = pick(cands, ctx.settings)
+        chosen = pick(cands, ctx.settings, len(ctx.scorer.ev.cloze))
         if chosen is None or "sample" in chosen.stage:
             return
         cand = next(c for c in cands if c.name == chosen.name)

@@ -23,7 +23,23 @@ def measured_on(stage: dict) -> str:
     return "the search's sample"
 
 
-def _missed(s, cands, best: Pick | None) -> str:
+def _undecided(s, cands, queries: int) -> str | None:
+    """The stages that read at or above the target by a score too noisy to decide it, the widest first: the
+    search cannot tell whether they keep it, which no longer heal changes."""
+    from espresso_export.core.evidence import undecided
+
+    found = sorted(((why, c.name, k, sc["retention"]) for c in cands for k, sc in c.scores.items()
+                    if sc["retention"] >= s.min_retention
+                    and (why := undecided(queries, sc.get("ci95"), s.max_noise))), key=lambda f: f[3], reverse=True)
+    if not found:
+        return None
+    why, name, stage, value = found[0]
+    return (f"{len(found)} stage(s) read at or above {s.min_retention:g} but cannot decide it, e.g. {name} ({stage}) "
+            f"{value:.3f}: {why}; give more documents or known-item queries (--eval-passages, --eval-queries, "
+            "--corpus) or accept wider intervals (--max-noise)")
+
+
+def _missed(s, cands, best: Pick | None, queries: int) -> str:
     """What the search reached, and what more time would likely give: the best candidate's last heal gained
     ``g`` over its previous stage; a heal :data:`.plan.ETA` times as long gains about half as much again
     (:func:`.plan.slack`)."""
@@ -31,6 +47,9 @@ def _missed(s, cands, best: Pick | None) -> str:
 
     if best is None:
         return f"no candidate kept {s.min_retention:g} of the source and none was measured"
+    unsure = _undecided(s, cands, queries)
+    if unsure is not None:
+        return unsure
     line = (f"no candidate kept {s.min_retention:g} of the source: the best reached {best.stage['retention']:.3f} "
             f"({best.name}, {best.stage_name})")
     cand = next(c for c in cands if c.name == best.name)
@@ -96,7 +115,7 @@ class AutoResult:
                      source_info={**ctx.work.done("source"), "evaluation": ctx.scorer.ev.to_dict()},
                      budget_seconds=s.budget_seconds, seconds=time.perf_counter() - ctx.start, log=list(ctx.log))
         if not met:
-            result.hints.append(_missed(s, cands, winner))
+            result.hints.append(_missed(s, cands, winner, len(ctx.scorer.ev.cloze)))
         return result
 
     def rows(self) -> list[dict]:

@@ -33,6 +33,7 @@ class AutoSettings:
         default_factory=list, path="data", flags=("--corpus", "-c"),
         help="Your documents, repeatable: .jsonl (a record's title goes in front of its text), .txt, .csv or a BEIR "
              "folder. The candidates heal on them and are scored on them, no labels needed.")
+    corpus_field: Optional[str] = declared_as(VerifySettings, "corpus_field")  # every read of the documents
     queries: list[str] = setting(
         default_factory=list, path="data",
         help="Your queries (.txt one a line, .jsonl), one file per --corpus in order: the final check also reports "
@@ -81,6 +82,7 @@ class AutoSettings:
     check_queries: int = setting(1000, min=10, help="Known-item queries of the final check on all your documents, "
                                                     "per corpus: more than the search's, since that check decides.")
     known_items: str = declared_as(VerifySettings, "known_items")  # the search's and the final check's, one method
+    max_noise: float = declared_as(VerifySettings, "max_noise")  # a score wider than this decides no target
     prune_vocab: Optional[bool] = setting(
         None, flags=("--prune-vocab/--no-prune-vocab",),
         help="Prune the answer's vocabulary to the tokens of your documents and the healing texts (prune-vocab): "

@@ -20,15 +20,24 @@ from dataclasses import replace
 from pathlib import Path
 
 from espresso_export.core.files import atomic_output, write_text_atomic
+from espresso_export.core.evidence import undecided
 from espresso_export.searching import candidates as C
 from espresso_export.searching.auto_result import AutoResult, Pick, measured_on
 from espresso_export.searching.evaluation import RESCORE, Vectors
 from espresso_export.verification.retrieval import normalise
 
 
-def pick(cands: list[C.Candidate], settings, exclude=frozenset()) -> Pick | None:
-    """The cheapest measured stage of any candidate that keeps the target (and the latency gate), by the
-    objective; ties go to the better score. ``exclude``: (candidate, stage) pairs already tried."""
+def decided(score: dict, queries: int, settings) -> bool:
+    """Whether a stage's (or stored form's) known-item score over ``queries`` may decide the target: enough
+    queries and a 95% interval no wider than ``--max-noise`` (:func:`~espresso_export.core.evidence.undecided`).
+    A score that cannot is never an answer, however high it reads."""
+    return undecided(queries, score.get("ci95"), settings.max_noise) is None
+
+
+def pick(cands: list[C.Candidate], settings, queries: int, exclude=frozenset()) -> Pick | None:
+    """The cheapest measured stage of any candidate that keeps the target (and the latency gate) by a score that
+    decides it (:func:`decided`, over the search's ``queries``), by the objective; ties go to the better score.
+    ``exclude``: (candidate, stage) pairs already tried."""
     target, objective = settings.min_retention, settings.objective.value
     found = []
     for cand in cands:
@@ -38,9 +47,10 @@ def pick(cands: list[C.Candidate], settings, exclude=frozenset()) -> Pick | None
             if (cand.name, stage) in exclude:
                 continue
             if objective == "bytes-per-vector":
-                variant = C.cheapest_variant(score.get("variants", []), target, settings.precision)
+                forms = [v for v in score.get("variants", []) if decided(v, queries, settings)]
+                variant = C.cheapest_variant(forms, target, settings.precision)
             else:
-                variant = score if score["retention"] >= target else None
+                variant = score if score["retention"] >= target and decided(score, queries, settings) else None
             if variant is not None:
                 key = C.cost(cand, objective, score, target, settings.precision)
                 found.append((key, -score["retention"], cand.name, stage, variant))
@@ -51,12 +61,14 @@ def pick(cands: list[C.Candidate], settings, exclude=frozenset()) -> Pick | None
     return Pick(cand.name, stage, cand.scores[stage], variant)
 
 
-def _best_effort(cands: list[C.Candidate]) -> Pick | None:
-    """Nothing kept the target: the best scored stage, shown as what the search reached."""
-    stages = [(score["retention"], c, k) for c in cands for k, score in c.scores.items()]
+def _best_effort(cands: list[C.Candidate], settings, queries: int) -> Pick | None:
+    """Nothing kept the target: the best stage whose score decides (else the best scored), shown as what the
+    search reached."""
+    stages = [(decided(score, queries, settings), score["retention"], c, k) for c in cands
+              for k, score in c.scores.items()]
     if not stages:
         return None
-    _, cand, stage = max(stages, key=lambda s: s[0])
+    *_, cand, stage = max(stages, key=lambda s: s[:2])
     return Pick(cand.name, stage, cand.scores[stage], cand.scores[stage])
 
 
@@ -168,14 +180,19 @@ def _stored_known_item(row, chosen: dict) -> dict | None:
     return row.known_item
 
 
-def _verdict(report, target: float, chosen: dict, sts_gated: bool) -> dict:
+def _verdict(report, target: float, chosen: dict, sts_gated: bool, max_noise: float) -> dict:
     """verify's gate, each labelled set again for the vectors as stored, and the known-item retention on every
     corpus in full (the search scored a sample), also as stored: a corpus whose whole 95% interval lies below
     the target fails; one below it within its noise is noted."""
     known = [(a.name, _stored_known_item(a, chosen)) for a in report.agreement if a.known_item]
     missed, noted = _as_stored(report, target, chosen, sts_gated), []
-    below = [name for name, k in known if k["retention"] < target]
+    unsure = {name: why for name, k in known if (why := undecided(k["queries"], k.get("ci95"), max_noise))}
+    below = [name for name, k in known if k["retention"] < target or name in unsure]
     for name, k in known:
+        if name in unsure:
+            missed.append(f"known-item retention on all of {name} = {k['retention']:.3f}, undecided: "
+                          f"{unsure[name]} (give more documents, --check-queries, or --max-noise)")
+            continue
         if k["retention"] >= target:
             continue
         line = f"known-item retention on all of {name} = {k['retention']:.3f}, needs >= {target:g}"
@@ -208,15 +225,16 @@ def finish(ctx, cands: list[C.Candidate], out: Path, *, overwrite: bool) -> Auto
     from espresso_export.searching.recipe_file import write_recipe
 
     s = ctx.settings
-    winner = pick(cands, s)
-    result = AutoResult.of(ctx, cands, winner or _best_effort(cands), met=winner is not None)
+    queries = len(ctx.scorer.ev.cloze)
+    winner = pick(cands, s, queries)
+    result = AutoResult.of(ctx, cands, winner or _best_effort(cands, s, queries), met=winner is not None)
     with atomic_output(out, overwrite=overwrite, inputs=[ctx.source]) as tmp:
         tried: set[tuple[str, str]] = set()
         while winner is not None:
             cand = next(c for c in cands if c.name == winner.name)
             winner = _answer(ctx, cand, winner, tmp, result)
             tried.add((winner.name, winner.stage_name))
-            nxt = pick(cands, s, exclude=frozenset(tried)) if len(tried) < MAX_ANSWERS else None
+            nxt = pick(cands, s, queries, exclude=frozenset(tried)) if len(tried) < MAX_ANSWERS else None
             if nxt is not None and not result.verify["known_item_below"] and _fewer_bytes(s, nxt, winner):
                 winner = _second_answer(ctx, cands, nxt, tmp, result)
                 cand = next(c for c in cands if c.name == winner.name)
@@ -307,5 +325,5 @@ def _answer(ctx, cand: C.Candidate, winner: Pick, tmp: Path, result: AutoResult)
                 f"{form['retention']:.3f} on all of them, the fewest bytes that do")
             winner = replace(winner, variant=form)
     result.winner = winner
-    result.verify = _verdict(report, s.min_retention, winner.variant, bool(s.sts))
+    result.verify = _verdict(report, s.min_retention, winner.variant, bool(s.sts), s.max_noise)
     return winner

@@ -26,6 +26,7 @@ from espresso_export.core.console import err_console
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.extras import require
 from espresso_export.core.files import check_output, write_text_atomic
+from espresso_export.core.evidence import MIN_ITEMS
 from espresso_export.core.settings import resolve
 from espresso_export.searching import candidates as C
 from espresso_export.searching.all_documents import settle
@@ -142,7 +143,7 @@ def _checked_queries(s: AutoSettings) -> set[str]:
     found: set[str] = set()
     for spec, queries in zip(s.corpus, s.queries or [None] * len(s.corpus)):
         corpus = load_corpus(spec, queries, method="auto", limit=s.check_queries, seed=s.seed,
-                             known_items=s.known_items)
+                             known_items=s.known_items, field=s.corpus_field)
         found.update(corpus.queries, corpus.cloze.texts if corpus.cloze is not None else ())
     return {" ".join(t.split()) for t in found}
 
@@ -164,8 +165,13 @@ def _document_sentences(documents: list[str], count: int, rng: random.Random, *,
 
 
 def _prepare(source: str, s: AutoSettings, work: Work, progress: bool) -> Context:
-    docs = read_documents(s.corpus)
+    docs = read_documents(s.corpus, field=s.corpus_field)
     ev = eval_set(docs, passages=s.eval_passages, queries=s.eval_queries, seed=s.seed, method=s.known_items)
+    if len(ev.cloze) < MIN_ITEMS:  # before any model work: no score over so few queries could decide a target
+        raise ValidationError(
+            f"the search's sample of {len(ev.passages):,} documents gives {len(ev.cloze)} known-item queries "
+            f"({ev.cloze.method}), fewer than the {MIN_ITEMS} a score needs: give more documents (--corpus) or a "
+            "larger sample (--eval-passages)")
     model = SourceModel(source, s.device)
     src = source_step(model, work, ev, s)
     dim = s.dim or min(src["width"], 384)

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from espresso_export.core.formatting import number
+from espresso_export.core.evidence import MAX_NOISE, undecided
 from espresso_export.core.types import WithinNoise
 from espresso_export.verification.latency_report import rounded
 
@@ -24,6 +25,7 @@ class Thresholds:
     min_retrieval_retention: float | None = None  # every retrieval set's nDCG@10 retention
     within_noise: WithinNoise = WithinNoise.VALUE  # a retention check whose interval holds its threshold
     min_agreement: float | None = None  # every corpus' agreement@10 with the source's ranking
+    max_noise: float = MAX_NOISE  # a corpus estimate whose interval is wider on either side decides nothing
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "within_noise", WithinNoise(self.within_noise))  # "pass" from the API too
@@ -31,7 +33,7 @@ class Thresholds:
     def to_dict(self) -> dict:
         return {"min_retention": self.min_retention, "max_latency_ratio": self.max_latency_ratio,
                 "min_retrieval_retention": self.min_retrieval_retention, "within_noise": self.within_noise.value,
-                "min_agreement": self.min_agreement}
+                "min_agreement": self.min_agreement, "max_noise": self.max_noise}
 
 
 def interval_list(ci: tuple[float, float] | None) -> list[float] | None:
@@ -103,6 +105,18 @@ def _at_least(name: str, value: float | None, bound: float, interval: tuple[floa
     return _decided(name, f">= {bound:g}", value, finite(value) and value >= bound, interval, noisy, policy)
 
 
+def _estimate_at_least(name: str, value: float | None, bound: float, interval, items: int,
+                       thresholds: Thresholds) -> Check:
+    """A label-free estimate's ``value >= bound``: failed as undecided, whatever the policy, when too few queries
+    or too wide an interval stand behind it (:func:`~espresso_export.core.evidence.undecided`)."""
+    why = undecided(items, interval, thresholds.max_noise)
+    if why is None or not finite(value):
+        return _at_least(name, value, bound, interval, thresholds.within_noise)
+    return Check(name, f">= {bound:g}", value, False, interval,
+                 shown=f"{value:.4f}, undecided: {why} (give more queries: --queries, more documents, or "
+                       "--max-noise)")
+
+
 def _at_most(name: str, value: float | None, bound: float, interval: tuple[float, float] | None = None,
              policy: WithinNoise = WithinNoise.VALUE, reliable: bool = True) -> Check:
     """``value <= bound`` (a latency ratio, whose timing may not be reliable)."""
@@ -135,8 +149,8 @@ def gate_checks(report, thresholds: Thresholds) -> list[Check]:
                                     thresholds.within_noise))
     if thresholds.min_agreement is not None:
         for row in getattr(report, "agreement", None) or []:
-            checks.append(_at_least(f"agreement@10 on {row.name}", row.agreement_at_10, thresholds.min_agreement,
-                                    row.agreement_ci95, thresholds.within_noise))
+            checks.append(_estimate_at_least(f"agreement@10 on {row.name}", row.agreement_at_10,
+                                             thresholds.min_agreement, row.agreement_ci95, row.queries, thresholds))
     return checks
 
 

@@ -9,10 +9,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from espresso_export.core.evidence import MAX_NOISE
 from espresso_export.core.parsing import parse_int_list, parse_name_list
-from espresso_export.core.settings import check_choices, setting
+from espresso_export.core.settings import check_choices, declared_as, setting
 from espresso_export.core.types import IndexKind, Pooling, WithinNoise
 from espresso_export.core.common_settings import POOLING_HELP, seed_setting, trust_remote_code_setting
+from espresso_export.distilling.distill_settings import DistillSettings
 
 MEASURE_THREADS_HELP = ("Intra-op threads for torch and onnxruntime (fixed for every model measured). Default: "
                         "torch's default, the physical core count.")
@@ -119,6 +121,7 @@ class VerifySettings:
              "BEIR folder. No labels needed: the source's ranking is the reference (agreement@10, nDCG@10 with the "
              "source's ranks as grades, recall@100 of its top 10), and the known-item retention (a sentence, title "
              "or half cut out of its document, the rest found: the candidate's nDCG@10 over the source's).")
+    corpus_field: Optional[str] = declared_as(DistillSettings, "corpus_field")  # of every --corpus, as distill's
     queries: list[str] = setting(
         default_factory=list, path="data",
         help="Queries for the --corpus searches (.txt one a line, .jsonl), repeatable: one per --corpus, in order. "
@@ -127,7 +130,7 @@ class VerifySettings:
         "auto", choices=("auto", "sentence", "title", "passage"),
         help="Pseudo-queries when no --queries: a passage's title, one sentence of a passage, or the passage "
              "itself (its own passage left out of the results); auto: title when the corpus has titles, else "
-             "sentence.")
+             "sentence where most passages have two or more, else the passage (5+ words).")
     agreement_queries: int = setting(200, min=1, help="Queries searched per --corpus, at most (a seeded sample).")
     known_items: str = setting("auto", choices=("auto", "sentence", "title", "half"),
                                help="What a --corpus's known-item query is, cut out of its document: a sentence, "
@@ -178,6 +181,9 @@ class VerifySettings:
                                 "too small to decide): value (decide on the measured value), pass (fail only when "
                                 "the whole interval is below: a CI gate that does not flap) or fail (pass only when "
                                 "the whole interval is at or above: a strict release gate).")
+    max_noise: float = setting(MAX_NOISE, min=0.001, help="Gate: the widest half of a 95% interval a --corpus "
+                               "estimate (agreement@10, known-item retention) may have and still decide its "
+                               "threshold; wider, or fewer than 10 queries, and the check fails as undecided.")
     batch_size: int = setting(64, min=1, renamed_from=("encode_batch_size",), help="Sentences per forward pass.")
     cache: bool = setting(True, help="Keep the source's embeddings under $ESPRESSO_CACHE (default "
                                      "~/.cache/espresso-export), keyed by its files, the texts and the batch size, "
@@ -214,7 +220,7 @@ class VerifySettings:
 
         return Thresholds(min_retention=self.min_retention, max_latency_ratio=self.max_latency_ratio,
                           min_retrieval_retention=self.min_retrieval_retention, within_noise=self.within_noise,
-                          min_agreement=self.min_agreement)
+                          min_agreement=self.min_agreement, max_noise=self.max_noise)
 
 
 def declared_default(name: str) -> Any:

@@ -11,7 +11,8 @@ import pytest
 
 pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[retrieval]')")
 
-SMALL = dict(eval_passages=80, eval_queries=24, max_texts=400, batch_size=16, threads=1, known_items="title")
+SMALL = dict(eval_passages=80, eval_queries=24, max_texts=400, batch_size=16, threads=1, known_items="title",
+             max_noise=10.0)
 
 
 def test_a_student_is_healed_by_hpd_and_its_recipe_rebuilds_it(tmp_path, tiny_models, docs):

@@ -95,7 +95,8 @@ def test_report_has_every_field(full_report):
     gate = report["gate"]
     assert gate["passed"] is True and gate["failed"] == []
     assert gate["thresholds"] == {"min_retention": 0.5, "max_latency_ratio": 5.0, "min_retrieval_retention": None,
-                                  "within_noise": "value", "min_agreement": None}
+                                  "within_noise": "value", "min_agreement": None,
+                                  "max_noise": 0.1}
     assert len(gate["checks"]) == 4  # two STS sets + two batch sizes
     assert all(c["decided_by"] == "value" for c in gate["checks"])
     assert any("smoke set" in note and "NOT a benchmark" in note for note in report["notes"])

@@ -89,14 +89,29 @@ def test_agreement_gate_fails_below_its_threshold_exit_3(tiny_bert, other_bert, 
     assert report["gate"]["thresholds"]["min_agreement"] == 0.99
 
 
-def test_agreement_gate_passes_and_given_queries_are_used(tiny_bert, other_bert, docs, tmp_path):
+def test_agreement_gate_passes_and_given_queries_are_used(tiny_bert, docs, tmp_path):
+    queries = tmp_path / "queries.txt"
+    rng = random.Random(3)
+    queries.write_text("".join(f"{rng.choice(WORDS)} by the {rng.choice(WORDS)} {i}\n" for i in range(12)),
+                       encoding="utf-8")
+    code, report = _run(str(tiny_bert), "--against", str(tiny_bert), "--corpus", str(docs), "--queries",
+                        str(queries), "--min-agreement", "0.5", tmp_path=tmp_path)
+    row = report["agreement"][0]
+    assert code == 0 and row["queries"] == 12 and row["queries_from"] == "queries.txt"
+    assert report["gate"]["passed"]
+
+
+def test_an_agreement_over_too_few_queries_decides_no_gate_exit_3(tiny_bert, other_bert, docs, tmp_path):
+    """Three queries: whatever agreement they read, they cannot tell a candidate that keeps the source's ranking
+    from one that does not, so the gate fails as undecided (never passes by luck), with the numbers."""
     queries = tmp_path / "queries.txt"
     queries.write_text("apple by the river\nstone tower at dawn\ncopper lantern\n", encoding="utf-8")
     code, report = _run(str(other_bert), "--against", str(tiny_bert), "--corpus", str(docs), "--queries",
-                        str(queries), "--min-agreement", "0.01", tmp_path=tmp_path)
-    row = report["agreement"][0]
-    assert code == 0 and row["queries"] == 3 and row["queries_from"] == "queries.txt"
-    assert report["gate"]["passed"]
+                        str(queries), "--min-agreement", "0.01", "--within-noise", "pass", tmp_path=tmp_path)
+    assert code == 3 and not report["gate"]["passed"]
+    api = verify(other_bert, tiny_bert, corpus=[str(docs)], queries=[str(queries)], min_agreement=0.01, **API)
+    (check,) = api.failed
+    assert "undecided: 3 queries, fewer than the 10" in check.describe() and "--queries" in check.describe()
 
 
 def test_a_nan_agreement_fails_the_gate():
@@ -221,7 +236,7 @@ def test_dims_at_the_full_width_equal_the_untruncated_numbers(tiny_bert, other_b
 
 def _fixed_report() -> VerifyReport:
     """A report with fixed numbers: every new table, as the terminal shows it."""
-    per_query = np.array([[0.9, 0.95, 1.0], [0.7, 0.8, 1.0], [0.8, 0.85, 0.9], [0.6, 0.7, 1.0]])
+    per_query = np.tile([[0.9, 0.95, 1.0], [0.7, 0.8, 1.0], [0.8, 0.85, 0.9], [0.6, 0.7, 1.0]], (2, 1))  # an interval holding 0.8
     results = [VariantAgreement(Variant(p, d, r), Agreement(10, 100, per_query * f), b)
                for p, d, r, f, b in (("float32", 128, 0, 1.0, 2_560_045), ("int8", 128, 0, 0.99, 640_301),
                                      ("binary", 128, 0, 0.8, 80_045), ("binary", 128, 4, 0.95, 80_045),
