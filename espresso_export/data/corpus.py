@@ -26,6 +26,7 @@ from espresso_export.data.files import (
     sniff_delimiter,
     table_rows,
     text_lines,
+    text_value,
     titled,
 )
 from espresso_export.data.hub_datasets import (
@@ -92,11 +93,11 @@ def _jsonl_texts(path: Path, text: str, field: str | None) -> list[str]:
             raise error(f"{where}: no {field or ' or '.join(TEXT_FIELDS)!r} field (the record has: "
                         f"{', '.join(map(str, obj)) or 'nothing'}; name the text's field with {path.name}#FIELD, or "
                         "--corpus-field / corpus_field: in a recipe)")
-        value = "" if obj[key] is None else str(obj[key])
+        value = text_value(obj[key], where, key)  # null: an empty text, dropped and counted; NaN, 12, [..]: refused
         # a document's title goes in front of its text, as verify embeds BEIR documents: for the field the user
         # named too (`--corpus-field body` dropped the title)
         with_title = (key == "text" or field is not None) and key != "title" and "title" in obj
-        items.append(titled(obj, value) if with_title else value)
+        items.append(titled(obj, value, where) if with_title else value)
     return items
 
 
@@ -137,7 +138,7 @@ def _parquet_texts(path: Path, column: str | None) -> list[str]:
     name = column or next((c for c in TEXT_FIELDS if c in table.column_names), None)
     if name is None or name not in table.column_names:
         raise (ValidationError if column is None else NotInSource)(f"{path}: no column {column or ' or '.join(TEXT_FIELDS)!r}; columns: {table.column_names}")
-    return ["" if v is None else str(v) for v in table.column(name).to_pylist()]
+    return [text_value(v, f"{path}: row {i}", name) for i, v in enumerate(table.column(name).to_pylist(), 1)]
 
 
 def corpus_texts(path: str | Path, *, field: str | None = None, column: str | None = None) -> tuple[str, list[str]]:
@@ -174,7 +175,7 @@ def _hub_split_texts(dataset: HubDataset, field: str | None, column: str | None)
     if name is None or name not in names:
         raise (ValidationError if field is None and column is None else NotInSource)(f"Hub dataset {dataset}: no column {name or ' or '.join(TEXT_FIELDS)!r}; "
                               f"columns: {', '.join(names)}")
-    return ["" if row[name] is None else str(row[name]) for row in rows]
+    return [text_value(row[name], f"Hub dataset {dataset}: row {i}", name) for i, row in enumerate(rows, 1)]
 
 
 def _spec_texts(spec: str, field: str | None, column: str | None) -> tuple[str, list[str]]:

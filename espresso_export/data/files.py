@@ -121,11 +121,35 @@ def jsonl_objects(path: Path, text: str):
         yield where, obj
 
 
-def titled(obj: dict, text: str) -> str:
+def _shown(value) -> str:
+    """A non-string JSON value as a user wrote it: ``NaN``, ``the number 12``, ``true``, ``a list``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value != value:
+        return "NaN"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    return {list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def text_value(value, where: str, name: str) -> str:
+    """A record's text field as a string: a string as it is, ``null`` as an empty text (skipped and counted as
+    empty where texts are read); anything else (a number, NaN, true, a list, an object) is refused naming
+    ``where`` (the file and line), never turned into the text "nan" or "[1, 2]"."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    raise ValidationError(f"{where}: the {name!r} field holds {_shown(value)}, not a string (write the text in "
+                          "quotes; null reads as an empty text)")
+
+
+def titled(obj: dict, text: str, where: str = "a record") -> str:
     """``text`` of a jsonl record with its ``title`` in front (BEIR's corpus.jsonl), as retrieval embeds a document:
-    healing on a collection then sees the documents as verify and search encode them."""
+    healing on a collection then sees the documents as verify and search encode them. A title that is not a
+    string is refused (:func:`text_value`)."""
     text = text.strip()
-    title = str(obj.get("title") or "").strip()
+    title = text_value(obj.get("title"), where, "title").strip()
     return f"{title} {text}".strip() if title else text
 
 

@@ -14,6 +14,7 @@ from espresso_export.data.files import (
     open_text,
     parse_score,
     text_lines,
+    text_value,
     titled,
 )
 from espresso_export.data.sts_sets import StsPairs
@@ -62,7 +63,8 @@ def _beir_texts(path: Path, *, with_title: bool) -> tuple[list[str], list[str]]:
         if key in seen:
             raise ValidationError(f"{where}: duplicate _id {key!r}")
         seen.add(key)
-        text = titled(obj, str(obj["text"])) if with_title else str(obj["text"]).strip()
+        value = text_value(obj["text"], where, "text")
+        text = titled(obj, value, where) if with_title else value.strip()
         if not text:
             raise ValidationError(f"{where}: empty text for _id {key!r}")
         ids.append(key)
@@ -72,12 +74,23 @@ def _beir_texts(path: Path, *, with_title: bool) -> tuple[list[str], list[str]]:
     return ids, texts
 
 
-def _beir_file(folder: Path, stem: str) -> Path:
+def _beir_file(folder: Path, stem: str, what: str = "a retrieval set") -> Path:
     for name in (f"{stem}.jsonl", f"{stem}.jsonl.gz"):
         if (folder / name).is_file():
             return folder / name
-    raise ValidationError(f"{folder} is not a retrieval set: no {stem}.jsonl (BEIR layout: corpus.jsonl, "
-                          "queries.jsonl, qrels/test.tsv)")
+    layout = "corpus.jsonl" if stem == "corpus" and what != "a retrieval set" else \
+        "corpus.jsonl, queries.jsonl, qrels/test.tsv"
+    raise ValidationError(f"{folder} is not {what}: no {stem}.jsonl (BEIR layout: {layout})")
+
+
+def read_beir_corpus(folder: str | Path) -> tuple[list[str], list[str]]:
+    """``(ids, documents)`` of a BEIR folder's ``corpus.jsonl`` alone, as :func:`read_retrieval` reads them ("title
+    text", in file order): a folder of documents, with or without queries and qrels (labels are for
+    ``--retrieval``; a ``--corpus`` needs none)."""
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise NotFoundError(f"corpus not found: {folder} is not a folder")
+    return _beir_texts(_beir_file(folder, "corpus", "a corpus folder"), with_title=True)
 
 
 def _qrels_file(folder: Path, split: str) -> Path:

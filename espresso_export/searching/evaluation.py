@@ -10,7 +10,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from espresso_export.data.pseudo_queries import ClozeQueries, Passages, cloze_queries, read_passages
+from espresso_export.core.errors import ValidationError
+from espresso_export.data.pseudo_queries import MIN_WORDS, ClozeQueries, Passages, choose_queries, read_passages
 from espresso_export.runtime.precision import bytes_per_vector, truncate
 from espresso_export.verification.agreement import DEPTH, K, agreement, ranked_ids
 from espresso_export.verification.known_item import cloze_index, known_item
@@ -18,13 +19,15 @@ from espresso_export.verification.known_item import cloze_index, known_item
 RESCORE = 4  # binary: 4 x top-k by Hamming distance, re-ranked (sentence-transformers' semantic_search_faiss default)
 
 
-def read_documents(specs: list[str]) -> Passages:
-    """Every document of every ``--corpus`` spec, as an index holds them (titles in front)."""
-    parts = [read_passages(s) for s in specs]
+def read_documents(specs: list[str], *, field: str | None = None) -> Passages:
+    """Every document of every ``--corpus`` spec, as an index holds them (titles in front; ``field``: the jsonl
+    field or csv column of those that name none, ``--corpus-field``)."""
+    parts = [read_passages(s, field=field) for s in specs]
     titles = None
     if any(p.titles for p in parts):
         titles = [t for p in parts for t in (p.titles or [""] * len(p.texts))]
-    return Passages(name="+".join(p.name for p in parts), texts=[t for p in parts for t in p.texts], titles=titles)
+    return Passages(name="+".join(p.name for p in parts), texts=[t for p in parts for t in p.texts], titles=titles,
+                    duplicates=sum(p.duplicates for p in parts))
 
 
 @dataclass(frozen=True)
@@ -35,21 +38,31 @@ class EvalSet:
     cloze: ClozeQueries  # origins index ``passages``
     held_out: frozenset[int]  # positions in the whole corpus of the queries' passages: never healed on
     others: list[str] = field(default_factory=list)  # the documents not in the sample (:mod:`.all_documents`)
+    duplicates: int = 0  # repeated documents dropped (each kept once)
 
     def to_dict(self) -> dict:
-        return {"passages": len(self.passages), "queries": len(self.cloze), "query_method": self.cloze.method}
+        return {"passages": len(self.passages), "queries": len(self.cloze), "query_method": self.cloze.method,
+                "duplicates_dropped": self.duplicates}
 
 
 def eval_set(docs: Passages, *, passages: int, queries: int, seed: int, method: str = "auto") -> EvalSet:
-    """A seeded sample of ``passages`` documents and ``queries`` known-item queries made from it."""
+    """A seeded sample of ``passages`` documents and ``queries`` known-item queries made from it, chosen as
+    ``verify --corpus`` chooses them (:func:`~espresso_export.data.pseudo_queries.choose_queries`); a corpus that
+    gives none is refused before any model is loaded, naming what to give."""
     n = len(docs.texts)
     chosen = sorted(random.Random(seed).sample(range(n), min(passages, n)))
     sub = replace(docs, texts=[docs.texts[i] for i in chosen],
                   titles=None if docs.titles is None else [docs.titles[i] for i in chosen])
-    cloze = cloze_queries(sub, method, limit=queries, seed=seed)
+    made = choose_queries(sub, agreement=None, known_items=method, limit=queries, seed=seed)
+    cloze = made.known_items
+    if cloze is None:
+        raise ValidationError(
+            f"{docs.name}: no known-item query could be made from its {n:,} documents ({made.why_no_known_items}): "
+            f"auto scores candidates on queries cut out of your documents; give documents of two or more sentences, "
+            f"with titles or of {2 * MIN_WORDS}+ words (--corpus; --corpus-field names a jsonl field holding them)")
     taken = set(chosen)
     return EvalSet(sub.texts, cloze, frozenset(chosen[i] for i in cloze.origins),
-                   [x for i, x in enumerate(docs.texts) if i not in taken])
+                   [x for i, x in enumerate(docs.texts) if i not in taken], docs.duplicates)
 
 
 @dataclass

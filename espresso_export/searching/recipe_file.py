@@ -65,6 +65,8 @@ def steps_of(ctx, cand, pick, weights: str) -> list[dict] | None:
     verify = {"corpus": _paths(s.corpus), "queries": _paths(s.queries), "retrieval": _paths(s.retrieval),
               "sts": _paths(s.sts) or ["builtin"], "agreement_queries": s.check_queries,
               "known_items": s.known_items}  # the final check's queries, as auto made them
+    if s.corpus_field is not None:
+        verify["corpus_field"] = s.corpus_field
     if s.sts:
         verify["min_retention"] = s.min_retention
     if s.retrieval:

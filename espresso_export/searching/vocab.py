@@ -18,7 +18,8 @@ def vocab_texts(ctx) -> Path:
     """Every document (titles in front, whitespace collapsed) and every healing text, each once: written once."""
     path = ctx.work.path(VOCAB_FILE)
     if not path.exists():
-        docs = [" ".join(t.split()) for t in read_documents(ctx.settings.corpus).texts]
+        s = ctx.settings
+        docs = [" ".join(t.split()) for t in read_documents(s.corpus, field=s.corpus_field).texts]
         heal = ctx.heal_file.read_text(encoding="utf-8").splitlines()
         write_text_atomic(path, "\n".join(t for t in dict.fromkeys(docs + heal) if t) + "\n")
     return path

@@ -89,10 +89,10 @@ def unit(x: np.ndarray) -> np.ndarray:
 
 def load_agreement(corpus: str, *, queries: str | None, method: str, limit: int, seed: int) -> AgreementTarget:
     """The corpus' passages and the queries searched: ``queries`` (a seeded sample of ``limit`` when there are
-    more), or ``limit`` pseudo-queries by ``method`` (``auto``: titles where the records have them, else a
-    sentence of each passage), made once for every point."""
+    more), or ``limit`` pseudo-queries by ``method`` chosen as verify chooses them
+    (:func:`~espresso_export.data.pseudo_queries.choose_queries`), made once for every point."""
     from espresso_export.data.corpus import read_corpus
-    from espresso_export.data.pseudo_queries import pseudo_queries, read_passages
+    from espresso_export.data.pseudo_queries import choose_queries, read_passages
 
     passages = read_passages(corpus)
     if len(passages.texts) < 2:
@@ -103,10 +103,12 @@ def load_agreement(corpus: str, *, queries: str | None, method: str, limit: int,
             keep = sorted(np.random.default_rng(seed).choice(len(texts), limit, replace=False).tolist())
             texts = [texts[i] for i in keep]
         return AgreementTarget(str(corpus), passages.texts, texts, "queries")
-    if method == "auto":
-        method = "title" if passages.titles else "sentence"
-    made = pseudo_queries(passages, method, limit=limit, seed=seed)
-    return AgreementTarget(str(corpus), passages.texts, made.texts, f"pseudo-{method}", made.exclude)
+    chosen = choose_queries(passages, agreement=method, known_items=None, limit=limit, seed=seed)
+    made = chosen.agreement
+    if made is None:
+        raise ValidationError(f"--corpus {corpus}: no pseudo-query could be made ({chosen.why_no_agreement}): give "
+                              "your own queries for it with --queries")
+    return AgreementTarget(str(corpus), passages.texts, made.texts, f"pseudo-{made.method}", made.exclude)
 
 
 def set_reference(sets, emb: np.ndarray, rows: Callable[[list[str]], np.ndarray]) -> None:

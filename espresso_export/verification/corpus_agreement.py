@@ -1,8 +1,9 @@
 """Agreement on the user's own documents (``verify --corpus``): no labels, the source's ranking is the reference.
 
-Each corpus is searched with the user's queries (``--queries``) or pseudo-queries made from the corpus
-(:mod:`espresso_export.data.pseudo_queries`; ``auto``: titles where the passages have them, else a sentence
-of a passage, the title being the better predictor of labelled retention where both exist). The source's top
+Each corpus is searched with the user's queries (``--queries``) or pseudo-queries made from the corpus, chosen
+by the rule ``auto`` searches by too (:func:`~espresso_export.data.pseudo_queries.choose_queries`: ``auto``
+takes titles where the passages have them, the title being the better predictor of labelled retention where
+both exist, else a sentence of a passage, else the passage itself). The source's top
 10 at float32 is searched once; the candidate's vectors are searched in every stored form
 (:class:`~espresso_export.verification.vectors.Variant`) and scored by :mod:`.agreement`.
 """
@@ -40,41 +41,39 @@ class CorpusSet:
     exclude: list[int] | None  # per query, the passage left out of its results (a pseudo-query's own)
     queries_from: str  # "queries.txt" or "pseudo-queries (title)"
     cloze: object = None  # ClozeQueries for the known-item retention (None when none could be made)
+    duplicates: int = 0  # repeated texts dropped from the corpus (each kept once)
+    no_known_items: str | None = None  # why no known-item query could be made
 
 
 def load_corpus(spec: str, queries: str | None, *, method: str, limit: int, seed: int,
-                known_items: str) -> CorpusSet:
-    """Read ``spec`` (:func:`~espresso_export.data.pseudo_queries.read_passages`) and its queries: at most
-    ``limit``, a seeded sample of the given ones, or pseudo-queries by ``method`` (``auto``: title, else
-    sentence); and its known-item queries by ``known_items``."""
+                known_items: str, field: str | None = None) -> CorpusSet:
+    """Read ``spec`` (:func:`~espresso_export.data.pseudo_queries.read_passages`, ``field`` its jsonl field) and its
+    queries: at most ``limit``, a seeded sample of the given ones, or pseudo-queries by ``method``; and its
+    known-item queries by ``known_items``, both chosen by
+    :func:`~espresso_export.data.pseudo_queries.choose_queries`. A corpus that gives no query at all, and no
+    ``queries``, is refused naming ``--queries``."""
     from pathlib import Path
 
+    from espresso_export.core.errors import ValidationError
     from espresso_export.data.corpus import read_corpus
-    from espresso_export.data.pseudo_queries import pseudo_queries, read_passages
+    from espresso_export.data.pseudo_queries import choose_queries, read_passages
 
-    passages = read_passages(spec)
-    cloze = _cloze(passages, known_items, limit, seed)
+    passages = read_passages(spec, field=field)
+    chosen = choose_queries(passages, agreement=None if queries is not None else method, known_items=known_items,
+                            limit=limit, seed=seed)
+    shape = {"cloze": chosen.known_items, "duplicates": chosen.duplicates,
+             "no_known_items": chosen.why_no_known_items}
     if queries is not None:
         texts = read_corpus(queries).sentences
         if len(texts) > limit:
             texts = [texts[i] for i in sorted(random.Random(seed).sample(range(len(texts)), limit))]
-        return CorpusSet(spec, passages.name, passages.texts, texts, None, Path(queries).name, cloze)
-    chosen = ("title" if passages.titles else "sentence") if method == "auto" else method
-    made = pseudo_queries(passages, chosen, limit=limit, seed=seed)
-    shown = f"pseudo-queries ({chosen}, auto)" if method == "auto" else f"pseudo-queries ({chosen})"
-    return CorpusSet(spec, passages.name, passages.texts, made.texts, made.exclude, shown, cloze)
-
-
-def _cloze(passages, method: str, limit: int, seed: int):
-    """Known-item queries by ``method`` (:func:`~espresso_export.data.pseudo_queries.cloze_queries`), or None for
-    a corpus that gives none."""
-    from espresso_export.core.errors import ValidationError
-    from espresso_export.data.pseudo_queries import cloze_queries
-
-    try:
-        return cloze_queries(passages, method, limit=limit, seed=seed)
-    except ValidationError:
-        return None
+        return CorpusSet(spec, passages.name, passages.texts, texts, None, Path(queries).name, **shape)
+    made = chosen.agreement
+    if made is None:
+        raise ValidationError(f"{passages.name}: no pseudo-query could be made from its {len(passages.texts)} "
+                              f"texts ({chosen.why_no_agreement}): give your own queries for it with --queries")
+    shown = f"pseudo-queries ({made.method}, auto)" if method == "auto" else f"pseudo-queries ({made.method})"
+    return CorpusSet(spec, passages.name, passages.texts, made.texts, made.exclude, shown, **shape)
 
 
 @dataclass(frozen=True)
@@ -101,6 +100,8 @@ class AgreementRow:
     results: list[VariantAgreement]
     finite: bool = True  # False: a model's vectors hold NaN or inf, and no agreement is defined
     known_item: dict | None = None  # KnownItem.to_dict() and the query method: the retention-scale estimate
+    duplicates: int = 0  # repeated texts dropped from the corpus (each kept once)
+    no_known_items: str | None = None  # why no known-item query could be made
 
     @property
     def agreement_at_10(self) -> float:
@@ -116,7 +117,8 @@ class AgreementRow:
         means = main.means() if self.finite else {n: math.nan for n in main.names()}
         intervals = main.intervals() if self.finite else {n: None for n in main.names()}
         return {"name": self.name, "spec": self.spec, "passages": self.passages, "queries": self.queries,
-                "queries_from": self.queries_from, **{n: rounded(v) for n, v in means.items()},
+                "queries_from": self.queries_from, "duplicates_dropped": self.duplicates,
+                "no_known_items": self.no_known_items, **{n: rounded(v) for n, v in means.items()},
                 "ci95": {n: interval_list(iv) for n, iv in intervals.items()},
                 "variants": [r.to_dict() for r in self.results] if self.finite else [],
                 "known_item": self.known_item}
@@ -136,7 +138,7 @@ def measure_corpus(data: CorpusSet, caches: dict[str, EncodeCache], forms: Vecto
     cq = unit(candidate.encode(data.queries, role="query"), c_sim)
     cd = unit(candidate.encode(data.passages, role="document"), c_sim)
     shape = {"name": data.name, "spec": data.spec, "passages": len(data.passages), "queries": len(data.queries),
-             "queries_from": data.queries_from}
+             "queries_from": data.queries_from, "duplicates": data.duplicates, "no_known_items": data.no_known_items}
     if not _finite(sq, sd, cq, cd):
         nan = Agreement(K, DEPTH, np.full((len(data.queries), 3), np.nan))
         return AgreementRow(**shape, results=[VariantAgreement(wanted[0], nan, 0)], finite=False)

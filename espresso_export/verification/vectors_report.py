@@ -38,7 +38,8 @@ def _ranges_note(ranges: dict[str, str], precisions) -> list[str]:
 def _agreement_section(row: AgreementRow, ranges: dict[str, str]):
     from espresso_export.verification.report import Section
 
-    title = (f"agreement with the source's ranking: {row.name} ({row.passages:,} passages, {row.queries} "
+    repeated = f", {row.duplicates:,} duplicates dropped" if row.duplicates else ""
+    title = (f"agreement with the source's ranking: {row.name} ({row.passages:,} passages{repeated}, {row.queries} "
              f"{row.queries_from})")
     known = row.known_item is not None
     headers = (*HEADERS, "agree@10", "nDCG@10", "rec@100", *(("known-item",) if known else ()))
@@ -57,6 +58,8 @@ def _agreement_section(row: AgreementRow, ranges: dict[str, str]):
           if iv is not None]
     notes = [f"95% interval over the {row.queries} queries (bootstrap), {main.variant.label}: " + ", ".join(ci)] \
         if ci else []
+    if row.no_known_items:
+        notes.insert(0, f"no known-item retention: no known-item query could be made ({row.no_known_items})")
     if row.known_item is not None:
         k, iv = row.known_item, row.known_item.get("ci95")
         notes.insert(0, f"known-item retention ({k['method']}, {k['queries']} queries): {k['retention']:.3f}"

@@ -230,7 +230,7 @@ def verify(
     retrieval_sets = [(spec, load_retrieval(spec, columns=settings.columns, min_score=settings.relevant_score,
                                             limit=settings.sts_limit)) for spec in settings.retrieval]
     corpora = [load_corpus(spec, queries, method=settings.pseudo_queries, limit=settings.agreement_queries,
-                           seed=settings.seed, known_items=settings.known_items)
+                           seed=settings.seed, known_items=settings.known_items, field=settings.corpus_field)
                for spec, queries in zip(settings.corpus, settings.queries or [None] * len(settings.corpus))]
     threads = settings.threads or default_threads()
     with fixed_threads(threads):

@@ -1,0 +1,1 @@
+"""The data readers' tests (a package: its module names do not clash with other folders' tests)."""
