@@ -246,11 +246,12 @@ def _known_item_order(passages: Passages, share: float) -> list[str]:
 
 def _agreement_order(passages: Passages, share: float) -> list[tuple[str, int]]:
     """Titles where the records have them (the choice whose agreement followed labelled nDCG@10 retention best),
-    else sentences where most passages have two or more, else each passage itself (a one-sentence text is its own
-    sentence) of ``MIN_WORDS``+ words."""
+    else sentences where most passages have two or more, else the first half of one-sentence texts (as the known
+    items are made: a query never a whole text, which auto may heal on), else each passage itself of
+    ``MIN_WORDS``+ words (texts too short to halve)."""
     first = [("title", 0)] if passages.titles else []
-    return list(dict.fromkeys([*first, *([("sentence", 0)] if share >= 0.5 else []), ("passage", MIN_WORDS),
-                               ("sentence", 0)]))
+    return list(dict.fromkeys([*first, *([("sentence", 0)] if share >= 0.5 else []), ("half", 0),
+                               ("passage", MIN_WORDS), ("sentence", 0)]))
 
 
 def _first_enough(passages: Passages, order: list[tuple[str, int]], limit: int, seed: int) -> PseudoQueries:
@@ -285,7 +286,8 @@ def _check(method: str | None, allowed: tuple[str, ...], what: str) -> None:
 def choose_queries(passages: Passages, *, agreement: str | None = "auto", known_items: str | None = "auto",
                    limit: int = LIMIT, seed: int = 0, keep_origin: bool = False) -> Chosen:
     """The pseudo-queries of a corpus, by one rule for every command: at most ``limit`` agreement queries by
-    ``agreement`` (a method of :data:`METHODS`, ``auto``, or None: the user's queries are searched instead) and
+    ``agreement`` (a method of :data:`METHODS`; ``auto``, which may take ``half`` too; or None: the user's
+    queries are searched instead) and
     known-item queries by ``known_items`` (:data:`KNOWN_ITEM_METHODS`, ``auto`` or None). ``auto`` takes the
     first method, in an order that suits the corpus (:func:`_agreement_order`, :func:`_known_item_order`), that
     makes :data:`ENOUGH` queries, else the one making most. Neither raises for a corpus that gives none: the
@@ -316,7 +318,7 @@ def _why(passages: Passages, method: str, *, known: bool = False) -> str:
     if method == "auto" and known:
         return f"no title, no passage of two sentences, no text of {2 * MIN_WORDS}+ words"
     if method == "auto":
-        return f"no title, no sentence or text of {MIN_WORDS}+ words"
+        return f"no title, no sentence or text of {MIN_WORDS}+ words"  # half of a text needs twice as many
     return {"sentence": f"no passage of two or more sentences of {MIN_WORDS}+ words",
             "half": f"no text of {2 * MIN_WORDS}+ words", "title": "no title differs from its text",
             "passage": "no passage"}[method]

@@ -243,6 +243,15 @@ def nested_widths(dim: int) -> list[int]:
     return [d for d in NESTED_WIDTHS if d <= dim]
 
 
+def head_width(dim: int, texts: int) -> int:
+    """The widest PCA head ``texts`` distinct texts can fit, a PCA to k dims needing k + 1 of them: ``dim``, else the
+    widest nested width below it that they fit (0: none). Every head of a search is fitted on the healing texts
+    (a heal's targets; a plain cut's when the searched documents are too few) or on more texts than them."""
+    if texts > dim:
+        return dim
+    return max((d for d in nested_widths(dim) if d < texts), default=0)
+
+
 def variants(scorer: Scorer, vectors: Vectors, dims: list[int], precisions: list[str]) -> list[dict]:
     """Every (width, precision) the index could store, scored: the nested widths of a PCA head and each
     output precision."""

@@ -71,6 +71,7 @@ def rung0(ctx) -> list[C.Candidate]:
     depths = _depths(s, ctx.speed.depth)
     if not depths and s.student is None:
         raise ValidationError(f"--layers {s.layers}: the source has {ctx.speed.depth} layers; give depths below it")
+    _fit_width(ctx)
     out = []
     for d in depths:
         out.append(_plain(ctx, C.Candidate(f"L{d}", d), None))
@@ -80,6 +81,20 @@ def rung0(ctx) -> list[C.Candidate]:
     if s.student is not None:
         out.append(_plain(ctx, C.Candidate("student", 0, student=s.student), None))
     return out
+
+
+def _fit_width(ctx) -> None:
+    """The candidates' width narrowed to what the healing texts can fit (:func:`.candidates.head_width`), said in
+    the log: a PCA head needs more texts than dims, and a small corpus has fewer than the default 384."""
+    fitted = C.head_width(ctx.dim, ctx.heal_texts)
+    if fitted == ctx.dim:
+        return
+    if not fitted:
+        raise ValidationError(f"only {ctx.heal_texts} healing texts: a PCA head of {C.NESTED_WIDTHS[0]} dims needs "
+                              f"{C.NESTED_WIDTHS[0] + 1}; give more documents (--corpus) or --sentences")
+    ctx.say(f"width: {fitted} dims, not {ctx.dim}: a PCA head needs more texts than dims, and there are "
+            f"{ctx.heal_texts:,} healing texts (more documents, or --sentences, allow a wider one)")
+    ctx.dim = fitted
 
 
 def _plain(ctx, cand: C.Candidate, same_depth: C.Candidate | None) -> C.Candidate:

@@ -130,7 +130,8 @@ class VerifySettings:
         "auto", choices=("auto", "sentence", "title", "passage"),
         help="Pseudo-queries when no --queries: a passage's title, one sentence of a passage, or the passage "
              "itself (its own passage left out of the results); auto: title when the corpus has titles, else "
-             "sentence where most passages have two or more, else the passage (5+ words).")
+             "sentence where most passages have two or more, else the first half of a one-sentence text (10+ "
+             "words), else the passage (5+ words).")
     agreement_queries: int = setting(200, min=1, help="Queries searched per --corpus, at most (a seeded sample).")
     known_items: str = setting("auto", choices=("auto", "sentence", "title", "half"),
                                help="What a --corpus's known-item query is, cut out of its document: a sentence, "

@@ -26,11 +26,11 @@ from espresso_export.data.pseudo_queries import (
 CHOSEN = {
     "titled": ("title", "title"),
     "passages": ("sentence", "sentence"),
-    "lines": ("passage", "half"),
-    "lines-gz": ("passage", "half"),
-    "cjk": ("passage", "half"),
+    "lines": ("half", "half"),
+    "lines-gz": ("half", "half"),
+    "cjk": ("half", "half"),
     "words": (None, None),
-    "five": ("passage", "half"),
+    "five": ("half", "half"),
     "beir-no-qrels": ("title", "title"),
 }
 
@@ -53,11 +53,15 @@ def test_one_rule_chooses_queries_for_every_shape(tmp_path, shape):
             assert query and target and query not in target
 
 
-def test_one_short_text_a_line_gives_halves_and_the_passages_themselves():
+def test_one_short_text_a_line_gives_halves_and_shorter_texts_themselves():
     passages = Passages("lines.txt", list(dict.fromkeys(short_lines())))
     chosen = choose_queries(passages, limit=200, seed=0)
-    assert chosen.agreement.method == "passage" and chosen.agreement.exclude == chosen.agreement.origins
-    assert all(len(passages.texts[i].split()) >= MIN_WORDS for i in chosen.agreement.origins)
+    assert chosen.agreement.method == "half" and chosen.agreement.exclude == chosen.agreement.origins
+    assert chosen.agreement.texts == chosen.known_items.texts  # one rule: the same halves, searched two ways
+    short = Passages("titles", [" ".join(t.split()[:7]) for t in passages.texts])  # product titles: 6-7 words
+    made = choose_queries(short, limit=200, seed=0)
+    assert made.agreement.method == "passage" and made.known_items is None and "10+ words" in made.why_no_known_items
+    assert all(len(short.texts[i].split()) >= MIN_WORDS for i in made.agreement.origins)
     half = chosen.known_items
     assert half.method == "half" and len(half) == sum(len(t.split()) >= 2 * MIN_WORDS for t in passages.texts)
     for query, origin, target in zip(half.texts, half.origins, half.targets):

@@ -28,10 +28,10 @@ def _verify(model: Path, corpus: Path, tmp_path: Path, *extra: str) -> tuple[int
 
 # shape -> (queries_from, known-item method, duplicates dropped)
 MEASURED = {
-    "lines": ("pseudo-queries (passage, auto)", "cloze by half", 20),
-    "lines-gz": ("pseudo-queries (passage, auto)", "cloze by half", 20),
-    "cjk": ("pseudo-queries (passage, auto)", "cloze by half", 12),
-    "five": ("pseudo-queries (passage, auto)", "cloze by half", 0),
+    "lines": ("pseudo-queries (half, auto)", "cloze by half", 20),
+    "lines-gz": ("pseudo-queries (half, auto)", "cloze by half", 20),
+    "cjk": ("pseudo-queries (half, auto)", "cloze by half", 12),
+    "five": ("pseudo-queries (half, auto)", "cloze by half", 0),
     "beir-no-qrels": ("pseudo-queries (title, auto)", "cloze by title", 0),
     "passages": ("pseudo-queries (sentence, auto)", "cloze by sentence", 0),
 }
