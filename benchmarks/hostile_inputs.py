@@ -412,6 +412,99 @@ def _bom(fx, tmp):
     return o.rc in (0, 3), f"exit {o.rc}: {(lines(o.err) or [''])[-1][:100]}"
 
 
+# --- corpora of every shape, under verify --corpus and auto --------------------------------------------------------
+
+AUTO_QUICK = ["--time-budget", "1s", "--threads", "1", "--layers", "1,2", "--eval-passages", "80",
+              "--eval-queries", "24"]
+
+
+def _corpus(shape: str, tmp: Path) -> Path:
+    from corpus_shapes import write_not_text, write_shape  # tests/corpus_shapes.py: the tests' own corpora
+
+    return write_not_text(shape, tmp / "data") if shape in ("nan", "number", "list") else write_shape(shape, tmp / "data")
+
+
+def _verify_corpus(fx: Fixture, corpus: Path, *extra) -> Outcome:
+    return cli("verify", fx.st, "--against", fx.tiny, "--sts", fx.sts, "--batch-sizes", "none", "--corpus", corpus,
+               *extra)
+
+
+def _auto_corpus(fx: Fixture, corpus: Path, out: Path) -> Outcome:
+    return cli("auto", fx.tiny, "--corpus", corpus, "-o", out, *AUTO_QUICK)
+
+
+def _searched(o: Outcome, out: Path) -> tuple[bool, str]:
+    """A usable corpus: the search ends with an answer (0) or without one (3), its record written; never 2."""
+    seen = f"exit {o.rc} in {o.seconds:.1f}s: {(lines(o.err) or ['(no stderr)'])[-1][:90]}"
+    return o.rc in (0, 3) and (out / "auto.json").is_file() and "Traceback" not in o.err, seen
+
+
+def _refused_at_once(o: Outcome, tmp: Path, *names: str) -> tuple[bool, str]:
+    """Refused with one line naming what to give (exit 2), before any model work (no source vectors written)."""
+    ok, seen = expect(o, 2)
+    said = (lines(o.err) or [""])[-1]
+    early = not list(tmp.rglob("source-vectors.npz"))
+    return ok and len(lines(o.err)) == 1 and all(n in said for n in names) and early, \
+        seen + ("" if early else "; the source was encoded first")
+
+
+for _shape, _title in (("lines", "one short text a line (with repeats)"), ("lines-gz", "one short text a line, gzipped"),
+                       ("cjk", "Chinese text, one a line"), ("five", "five documents"),
+                       ("beir-no-qrels", "a BEIR folder without qrels"), ("passages", "passages of three sentences")):
+    def _verify_usable(fx, tmp, shape=_shape):
+        o = _verify_corpus(fx, _corpus(shape, tmp))
+        return o.rc in (0, 3) and "Traceback" not in o.err, f"exit {o.rc} in {o.seconds:.1f}s"
+    case(f"corpus-{_shape}-verify", f"verify --corpus {_title}: measured (exit 0 or 3)")(_verify_usable)
+
+for _shape, _title in (("lines", "one short text a line (with repeats)"), ("cjk-many", "Chinese text, one a line"),
+                       ("beir-no-qrels", "a BEIR folder without qrels")):
+    def _auto_usable(fx, tmp, shape=_shape):
+        return _searched(_auto_corpus(fx, _corpus(shape, tmp), tmp / "out"), tmp / "out")
+    case(f"corpus-{_shape}-auto", f"auto --corpus {_title}: searched (exit 0 or 3, auto.json), never 2")(_auto_usable)
+
+
+@case("corpus-duplicates-verify", "verify --corpus with repeated texts: each read once, the repeats counted")
+def _duplicates_verify(fx, tmp):
+    report = tmp / "r.json"
+    o = _verify_corpus(fx, _corpus("lines", tmp), "--json", report)
+    row = json.loads(report.read_text())["agreement"][0] if report.is_file() else {}
+    return o.rc in (0, 3) and row.get("duplicates_dropped") == 20, \
+        f"exit {o.rc}, duplicates_dropped {row.get('duplicates_dropped')}"
+
+
+@case("corpus-words-verify", "verify --corpus of one word a line: refused (exit 2) naming --queries")
+def _words_verify(fx, tmp):
+    o = _verify_corpus(fx, _corpus("words", tmp))
+    ok, seen = expect(o, 2)
+    return ok and "--queries" in o.err and len(lines(o.err)) == 1, seen
+
+
+@case("corpus-words-auto", "auto --corpus of one word a line: refused at once (exit 2) naming --corpus")
+def _words_auto(fx, tmp):
+    return _refused_at_once(_auto_corpus(fx, _corpus("words", tmp), tmp / "out"), tmp, "--corpus")
+
+
+@case("corpus-five-auto", "auto --corpus of five documents: refused at once (exit 2), too few to score on")
+def _five_auto(fx, tmp):
+    return _refused_at_once(_auto_corpus(fx, _corpus("five", tmp), tmp / "out"), tmp, "--corpus")
+
+
+for _kind in ("nan", "number", "list"):
+    def _not_text_verify(fx, tmp, kind=_kind):
+        o = _verify_corpus(fx, _corpus(kind, tmp), "--pseudo-queries", "passage")
+        ok, seen = expect(o, 2)
+        return ok and f"{kind}.jsonl:2" in o.err and len(lines(o.err)) == 1, seen
+    case(f"corpus-text-{_kind}-verify", f"verify --corpus: a JSON Lines text of {_kind}: refused with its line")(
+        _not_text_verify)
+
+    def _not_text_auto(fx, tmp, kind=_kind):
+        o = _auto_corpus(fx, _corpus(kind, tmp), tmp / "out")
+        ok, seen = _refused_at_once(o, tmp, f"{kind}.jsonl:2")
+        return ok, seen
+    case(f"corpus-text-{_kind}-auto", f"auto --corpus: a JSON Lines text of {_kind}: refused at once with its "
+                                      "line")(_not_text_auto)
+
+
 # --- smaller: concurrency, unwritable places ---------------------------------------------------------------------
 
 @case("report-under-a-file", "verify --json under a file (unwritable): exit 2 before measuring")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tiny_models import _WORDS
 
-SHAPES = ("titled", "passages", "lines", "lines-gz", "cjk", "words", "five", "beir-no-qrels")
+SHAPES = ("titled", "passages", "lines", "lines-gz", "cjk", "cjk-many", "words", "five", "beir-no-qrels")
 CJK = ["我喜欢在公园里散步和看书，天气很好的时候。", "今天的天气非常好，我们去海边游泳吧。", "这家餐厅的菜很好吃，价格也不贵，推荐大家来。",
        "他每天早上六点起床，然后去跑步锻炼身体。", "图书馆里有很多有趣的书，学生们都喜欢来这里。", "我的朋友明天要去北京出差，下周才回来。",
        "孩子们在学校里学习音乐和数学，非常认真。", "这条河很长，河边有很多高大的树。", "晚上我们一起吃饭，然后看了一场电影。",
@@ -27,6 +27,16 @@ def short_lines(n: int = 150, seed: int = 3, repeats: int = 20) -> list[str]:
     rng = random.Random(seed)
     lines = [sentence(rng, 6, 14) for _ in range(n)]
     return lines + lines[:repeats]
+
+
+def cjk_lines(n: int = 150, seed: int = 3) -> list[str]:
+    """``n`` distinct Chinese texts of two clauses each (10+ characters): enough for a search's sample and heals."""
+    rng = random.Random(seed)
+    clauses = [c.strip("。") for text in CJK for c in text.split("，")]
+    found: dict[str, None] = {}
+    while len(found) < n:
+        found[f"{rng.choice(clauses)}，{rng.choice(clauses)}。"] = None
+    return list(found)
 
 
 def write_shape(shape: str, folder: Path) -> Path:
@@ -48,6 +58,9 @@ def write_shape(shape: str, folder: Path) -> Path:
     elif shape == "cjk":
         path = folder / "cjk.txt"
         path.write_text("\n".join(CJK * 2) + "\n", encoding="utf-8")  # each text twice: 12 repeats
+    elif shape == "cjk-many":
+        path = folder / "cjk-many.txt"
+        path.write_text("\n".join(cjk_lines()) + "\n", encoding="utf-8")
     elif shape == "words":
         path = folder / "words.txt"
         path.write_text("\n".join(_WORDS) + "\n")

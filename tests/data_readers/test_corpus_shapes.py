@@ -29,6 +29,7 @@ CHOSEN = {
     "lines": ("half", "half"),
     "lines-gz": ("half", "half"),
     "cjk": ("half", "half"),
+    "cjk-many": ("half", "half"),
     "words": (None, None),
     "five": ("half", "half"),
     "beir-no-qrels": ("title", "title"),
