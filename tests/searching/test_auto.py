@@ -4,6 +4,7 @@ recomputing, the budget holds, the outputs are complete, and the recipe it write
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -155,7 +156,9 @@ def test_a_heal_the_budget_ends_inside_stops_there_and_a_larger_budget_continues
     ctx.speed = Speed(1e-6, ctx.speed.depth, 1e-9)
     rung = Rung(1, 1, 16 * 400)
     run_dir = work.path("runs", f"{cand.name}-{rung.texts}")
-    for left in range(1, 11):  # loading and the teacher pass come first: a second more each time until training
+    # loading and the teacher pass come first: a second more each time until training (up to half a minute of
+    # them on a slow machine)
+    for left in range(1, 31):
         ctx.start, ctx.stopped = time.perf_counter() - s.budget_seconds + left, False
         assert run_rung(ctx, [cand], rung) == {}
         assert ctx.stopped and "budget ran out while healing" in ctx.log[-1]
@@ -181,16 +184,34 @@ def _as_sampled(record):
     return {**out, "scores": sampled} if "scores" in record else sampled[""]
 
 
-def test_resume_recomputes_nothing(searched, tiny_bert, docs):
-    out, first, _ = searched
-    work = out.with_name(out.name + ".auto-work")
+def _kept(before, after) -> bool:
+    """Whether a step's record ``after`` a resumed search holds what the step measured ``before``, unchanged. A plain
+    cut's record is its candidate, whose later stages (``r1``, ``r2``, ...) name the heals of the last search that
+    ran; how far a search heals, and on which ladder, depends on the machine's speed and the budget left, so only
+    the step's own stage, ``plain``, is compared there (each heal is a step of its own, compared whole)."""
+    before, after = _as_sampled(before), _as_sampled(after)
+    if isinstance(before, dict) and isinstance(after, dict) and "scores" in before:
+        def own(record):
+            return {**{k: v for k, v in record.items() if k != "scores"}, "plain": record["scores"].get("plain")}
+
+        return own(before) == own(after)
+    return before == after
+
+
+def test_resume_recomputes_nothing(searched, tiny_bert, docs, tmp_path):
+    searched_out, first, _ = searched
+    out = tmp_path / "out"  # a copy: the shared search's folders stay as the other tests read them
+    shutil.copytree(searched_out, out)
+    shutil.copytree(searched_out.with_name(searched_out.name + ".auto-work"), tmp_path / "out.auto-work")
+    work = tmp_path / "out.auto-work"
     before = json.loads((work / STATE).read_text())["steps"]
     # the same command on the same output resumes from its work folder
     result = auto(tiny_bert, out, corpus=[str(docs)], min_retention=0.9, time_budget="60s",
                   objective="bytes-per-vector", overwrite=True, **SMALL)
     after = json.loads((work / STATE).read_text())["steps"]
+    assert before.keys() <= after.keys()
     for key, value in before.items():
-        assert _as_sampled(after[key]) == _as_sampled(value), key  # nothing finished was measured again
+        assert _kept(value, after[key]), (key, value, after[key])  # nothing finished was measured again
     assert {c["name"] for c in result.candidates} == {c["name"] for c in first.candidates}
 
 
@@ -206,7 +227,9 @@ def test_the_healing_texts_hold_sentences_of_the_documents_but_no_query_of_eithe
     from espresso_export.searching.evaluation import eval_set, read_documents
 
     small = {**SMALL, "known_items": "sentence", "check_queries": 60}
-    auto(tiny_bert, tmp_path / "out", corpus=[str(docs)], min_retention=0.5, time_budget="1s", **small)
+    # a budget whose teacher share affords the 400 texts on a slow or busy machine too (the count is sized by the
+    # measured speed); the plain cuts keep 0.5, so nothing is healed and the search ends as quickly
+    auto(tiny_bert, tmp_path / "out", corpus=[str(docs)], min_retention=0.5, time_budget="120s", **small)
     work = tmp_path / "out.auto-work"
     record = json.loads((work / STATE).read_text())["steps"]["healing_texts"]
     texts = (work / "healing-texts.txt").read_text(encoding="utf-8").splitlines()
