@@ -348,6 +348,7 @@ def _inject(cli, attempts: dict[str, int], fresh: bool = False) -> list[str]:
     return points
 
 
+@pytest.mark.slow  # a few of test_signals_at_many_more_points' draws; the default run keeps the named points above
 def test_signals_at_random_points_leave_no_partial_output_and_resume_to_the_same_bytes(cli):
     attempts = {"shrink": 3, "shrink --overwrite": 3, "export": 3, "export --overwrite": 3,
                 "distill --overwrite": 6, "run": 4}

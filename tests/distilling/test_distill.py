@@ -300,6 +300,7 @@ def _pair_gap(task) -> float:
     return float(np.mean(((h[a] * h[b]).sum(1) - (t[a] * t[b]).sum(1)) ** 2))
 
 
+@pytest.mark.slow  # the pair loss's mechanics on the tiny models run by default; this is its quality on MiniLM
 def test_pair_loss_on_a_real_cut_raises_sts_and_learns_the_teachers_pair_similarities(minilm_path, shared_data,
                                                                                         tmp_path):
     stsb = shared_data / "stsb"

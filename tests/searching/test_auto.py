@@ -247,7 +247,7 @@ def test_the_healing_texts_hold_sentences_of_the_documents_but_no_query_of_eithe
     assert len(asked & set(sentence_of)) >= 50 and not asked & set(cut)
 
 
-@pytest.mark.parametrize("objective", ["latency", "size"])
+@pytest.mark.parametrize("objective", [pytest.param("latency", marks=pytest.mark.slow), "size"])  # size: a superset
 def test_the_recipe_rebuilds_the_winner(tmp_path, tiny_bert, docs, objective):
     """For the size objective the answer's vocabulary is pruned to the documents' and healing texts' tokens, and
     the recipe prunes the same way."""

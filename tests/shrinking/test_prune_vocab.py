@@ -138,6 +138,7 @@ def test_minilm_folder_is_consistent(minilm_pruned, minilm_path):
     assert after.shape == (n, 384) and bool((after == before[old_ids]).all())
 
 
+@pytest.mark.slow  # pruned MiniLM's vectors are checked by default above; ONNX of a pruned model below
 def test_minilm_pruned_loads_in_sentence_transformers_and_exports(minilm_pruned, tmp_path):
     st = pytest.importorskip("sentence_transformers")
     from espresso_export import export
