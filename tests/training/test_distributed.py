@@ -176,7 +176,8 @@ def test_a_dead_or_stuck_rank_ends_the_run_within_the_timeout_and_resumes_on_one
         fault, tiny_bert, calibration_file, tmp_path):
     args = distill_args(tiny_bert, calibration_file, tmp_path / "out", tmp_path / "cache", "--checkpoint-every", "0",
                         epochs=6)
-    procs = _start_ranks(args, **{ENV_TIMEOUT: "4"})
+    # a timeout no healthy step reaches on a slow, busy machine; the bound below is that and the current step
+    procs = _start_ranks(args, **{ENV_TIMEOUT: "10"})
     try:
         ckpt = tmp_path / "out.run" / "checkpoint" / "trainer.json"
         _wait_for(ckpt, procs)  # the first epoch is done: training is under way
@@ -190,7 +191,7 @@ def test_a_dead_or_stuck_rank_ends_the_run_within_the_timeout_and_resumes_on_one
                 p.kill()
             p.communicate()
     assert procs[0].returncode == 1, err[-2000:]
-    assert waited < 4 + 10, waited  # the timeout plus the current step, not forever
+    assert waited < 10 + 40, waited  # the timeout plus the current step, not forever
     line = [ln for ln in err.splitlines() if ln.startswith("error:")]
     assert len(line) == 1 and "rank 0 of 2" in line[0] and ENV_TIMEOUT in line[0] and "--resume" in line[0], err[-2000:]
     assert "Traceback" not in err
