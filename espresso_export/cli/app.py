@@ -277,14 +277,15 @@ def _stopped(e: BaseException) -> int:
 
 def _interrupted_note() -> str:
     """What a stop left: nothing, or the outputs that were renamed into place whole before it came."""
-    from espresso_export.core.tempfiles import written
+    from espresso_export.core.tempfiles import kept, written
 
-    done = written()
+    done, folders = written(), kept()
+    keeps = "; ".join(f"kept {p} ({what})" for p, what in folders.items())
     if not done:
-        return INTERRUPTED_NOTE
+        return f"{keeps}; nothing else written (existing outputs are unchanged)" if keeps else INTERRUPTED_NOTE
     names = ", ".join(str(p) for p in done)
-    return (f"stopped after {names} {'was' if len(done) == 1 else 'were'} written whole; nothing else written "
-            "(existing outputs are unchanged)")
+    return (f"stopped after {names} {'was' if len(done) == 1 else 'were'} written whole; {keeps + '; ' if keeps else ''}"
+            "nothing else written (existing outputs are unchanged)")
 
 
 def _os_failure(e: Exception) -> EspressoError | None:

@@ -65,8 +65,18 @@ def _print(result) -> None:
         weights = f", {result.export['weights']} weights" if result.export else ""
         console.print(f"{verdict}: {w.name} ({w.stage_name}), retention {w.stage['retention']:.3f}; vectors "
                       f"{v['dim']}-d {v['precision']} ({v['bytes_per_vector']} bytes){weights}", highlight=False)
-    console.print(f"model, export, verify.json, card, recipe.yaml, auto.{{json,csv,png}}: {result.output} "
-                  f"({result.seconds / 60:.1f} min)", highlight=False)
+    console.print(f"{_written(result.output)}: {result.output} ({result.seconds / 60:.1f} min)", highlight=False,
+                  soft_wrap=True)  # a path is never broken across lines
+
+
+def _written(out: Path) -> str:
+    """The parts of the output that exist: after a miss only the search's record is written."""
+    parts = [label for name, label in (("model", "model"), ("export", "export"), ("verify.json", "verify.json"),
+                                       ("README.md", "card"), ("recipe.yaml", "recipe.yaml"))
+             if (out / name).exists()]
+    record = [ext for ext in ("json", "csv", "png") if (out / f"auto.{ext}").exists()]
+    return ", ".join(parts + [f"auto.{{{','.join(record)}}}" if len(record) > 1 else f"auto.{record[0]}"]
+                     if record else parts) or "nothing written"
 
 
 auto = app.command(

@@ -62,6 +62,15 @@ def check_output(target: str | os.PathLike, *, overwrite: bool, inputs: Sequence
     return target
 
 
+def check_outside(target: Path, inputs: Sequence[str | os.PathLike], *, beside: Path | None = None) -> None:
+    """Refuse an output (or ``beside``, a folder the command writes next to it) inside an input folder: what the
+    command writes would land among the user's data, and a later run would read it as input."""
+    for src in local_paths(inputs):
+        for path in (target, beside):
+            if path is not None and src.is_dir() and path != src and is_within(path, src):
+                raise ValidationError(f"output {path} is inside the input folder {src}: choose an -o outside it")
+
+
 def check_replaceable(folder: Path) -> None:
     """``--overwrite`` replaces only an empty folder or one espresso-export wrote, decided by content: a record
     whose fields the tool writes, and no entry that kind of output does not hold (a thesis, photos)."""

@@ -127,14 +127,32 @@ def note_written(path: str | os.PathLike) -> None:
         _written.append(path)
 
 
+_kept: dict[Path, str] = {}  # folders of work a stopped command keeps on purpose, and what they are for
+
+
+def note_kept(path: str | os.PathLike, what: str) -> None:
+    """Record that ``path`` (a folder of work, e.g. ``auto``'s) is kept after a stop, for ``what``."""
+    _kept[Path(path)] = what
+
+
+def kept() -> dict[Path, str]:
+    """The folders :func:`note_kept` recorded that exist, and what each is for."""
+    return {p: what for p, what in _kept.items() if p.exists()}
+
+
 def written() -> list[Path]:
-    """The outputs renamed into place since the last :func:`forget_written`."""
-    return list(_written)
+    """The outputs renamed into place since the last :func:`forget_written` that are still there: not one inside a
+    temporary folder (removed with it) or inside a kept folder (named by :func:`kept`), nor a file of a folder
+    listed whole."""
+    folders = [*_kept, *(p for p in _written if p.is_dir())]
+    return [p for p in _written if p.exists() and not any(is_temp_name(part) for part in p.parts)
+            and not any(p != f and f in p.parents for f in folders)]
 
 
 def forget_written() -> None:
     _written.clear()
+    _kept.clear()
 
 
-__all__ = ["OLD", "TMP", "clean_stale", "forget_written", "note_written", "owner_gone", "owner_tag", "temp_name",
-           "written"]
+__all__ = ["OLD", "TMP", "clean_stale", "forget_written", "kept", "note_kept", "note_written", "owner_gone",
+           "owner_tag", "temp_name", "written"]

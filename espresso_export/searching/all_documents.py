@@ -40,7 +40,7 @@ def settle(ctx, cands: list[C.Candidate]) -> None:
         need = ctx.speed.encode(every, C.work_depth(cand, ctx.speed.depth))
         if need > max(ctx.left(), 0.0):
             ctx.say(f"{cand.name} ({chosen.stage_name}): no budget left to score it on all the documents (~"
-                    f"{need / 60:.1f} min); the final check will")
+                    f"{need / 60:.1f} min); the final check scores it there", once=True)
             return
         _rescore(ctx, cand, chosen.stage_name)
 

@@ -100,6 +100,7 @@ class AutoResult:
     vocabulary: dict | None = None  # the answer's vocabulary pruned: tokens and parameters before and after
     output: Path | None = None
     hints: list[str] = field(default_factory=list)
+    timing: dict = field(default_factory=dict)  # the budget, the finish estimated and taken, the whole command
 
     @property
     def passed(self) -> bool:
@@ -139,7 +140,7 @@ class AutoResult:
                 "met": self.met, "passed": self.passed, "winner": self.winner.to_dict() if self.winner else None,
                 "export": self.export, "verify": self.verify, "vocabulary": self.vocabulary,
                 "source_info": self.source_info,
-                "budget_seconds": self.budget_seconds, "seconds": round(self.seconds, 1),
+                "budget_seconds": self.budget_seconds, "seconds": round(self.seconds, 1), "timing": self.timing,
                 "candidates": self.candidates, "log": self.log, "hints": self.hints,
                 "output": str(self.output) if self.output else None}
 

@@ -61,8 +61,9 @@ class AutoSettings:
                                        help="What to make smallest: latency, size (bytes of weights) or "
                                             "bytes-per-vector (what the index stores per document).")
     max_latency_ratio: Optional[float] = declared_as(VerifySettings, "max_latency_ratio")
-    time_budget: str = setting("1h", help="Wall time the search may spend (90s, 45m, 2h, 1h30m), planned from "
-                                          "this machine's measured speed; the final export and check come on top.")
+    time_budget: str = setting("1h", help="Wall time of the whole command (90s, 45m, 2h, 1h30m), planned from "
+                                          "this machine's measured speed: the final export and check are "
+                                          "estimated and kept aside.")
     device: str = declared_as(TrainerSettings, "device")
     amp: str = declared_as(TrainerSettings, "amp")
     student: Optional[str] = setting(None, path="model", help="Also try this smaller pretrained model as an HPD "

@@ -16,6 +16,7 @@ from espresso_export.searching.evaluation import EvalSet, Scorer, Vectors
 from espresso_export.verification.retrieval import normalise
 
 ENCODE_BATCH = 64
+TIMED_TEXTS = 32  # one batch a candidate's speed is timed on against the source's (time_ratio)
 CALIBRATION = 2000  # healing texts a plain cut's PCA head is fitted on when the searched documents are too few
 CALIBRATION_FILE = "calibration-texts.txt"  # the searched documents, one per line: what a plain cut's head is fitted on
 
@@ -121,7 +122,7 @@ def time_ratio(source_ckpt, ckpt, texts: list[str], rounds: int = 3) -> float:
 
     from espresso_export.model.embed import encode, model_device
 
-    sample = texts[:32]
+    sample = texts[:TIMED_TEXTS]
     times: dict[int, list[float]] = {0: [], 1: []}
     devices = [model_device(m.model) for m in (source_ckpt, ckpt)]
     for r in range(rounds + 1):

@@ -40,6 +40,11 @@ class EvalSet:
     others: list[str] = field(default_factory=list)  # the documents not in the sample (:mod:`.all_documents`)
     duplicates: int = 0  # repeated documents dropped (each kept once)
 
+    @property
+    def encoded(self) -> int:
+        """Texts a candidate encodes to be scored: the documents, each query and its target."""
+        return len(self.passages) + 2 * len(self.cloze)
+
     def to_dict(self) -> dict:
         return {"passages": len(self.passages), "queries": len(self.cloze), "query_method": self.cloze.method,
                 "duplicates_dropped": self.duplicates}

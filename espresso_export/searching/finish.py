@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -117,7 +118,8 @@ def _verify(ctx, export_dir: Path, chosen: dict, width: int):
     else:
         dims = [chosen["dim"]] if chosen["dim"] < width else []
         precision = list(dict.fromkeys(["float32", chosen["precision"]]))
-    return verify(str(export_dir), ctx.source, corpus=list(s.corpus), queries=list(s.queries),
+    return verify(str(export_dir), ctx.source, corpus=list(s.corpus), corpus_field=s.corpus_field,
+                  queries=list(s.queries),
                   retrieval=list(s.retrieval), sts=list(s.sts) or ["builtin"], dims=dims, precision=precision,
                   rescore=RESCORE if "binary" in precision else 0,
                   min_retention=s.min_retention if s.sts else None,
@@ -225,6 +227,7 @@ def finish(ctx, cands: list[C.Candidate], out: Path, *, overwrite: bool) -> Auto
     from espresso_export.searching.recipe_file import write_recipe
 
     s = ctx.settings
+    began = time.perf_counter()
     queries = len(ctx.scorer.ev.cloze)
     winner = pick(cands, s, queries)
     result = AutoResult.of(ctx, cands, winner or _best_effort(cands, s, queries), met=winner is not None)
@@ -259,6 +262,10 @@ def finish(ctx, cands: list[C.Candidate], out: Path, *, overwrite: bool) -> Auto
             _card(tmp / "model", tmp / "export", tmp / "verify.json", tmp, f"{Path(ctx.source).name}-auto")
             write_recipe(ctx, cand, winner, result.export["weights"], tmp)
         result.output = out
+        now = time.perf_counter()
+        result.seconds = now - ctx.start
+        result.timing = {"budget_seconds": s.budget_seconds, "finish_estimated_seconds": round(ctx.reserve, 1),
+                         "finish_seconds": round(now - began, 1), "seconds": round(result.seconds, 1)}
         result.write(tmp)
     return result
 

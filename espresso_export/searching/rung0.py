@@ -4,11 +4,14 @@ are prefixes of the source: the source's own pass over the sample (:func:`source
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from espresso_export.core.errors import ValidationError
 from espresso_export.searching import candidates as C
 from espresso_export.searching.auto_settings import AutoSettings
+from espresso_export.searching.budget import cut_seconds, minutes
 from espresso_export.searching.evaluation import Vectors
 from espresso_export.searching.rungs import score_stage
 from espresso_export.searching.work import Work
@@ -73,14 +76,24 @@ def rung0(ctx) -> list[C.Candidate]:
         raise ValidationError(f"--layers {s.layers}: the source has {ctx.speed.depth} layers; give depths below it")
     _fit_width(ctx)
     out = []
-    for d in depths:
+    if s.student is not None:  # the user named it: always scored
+        out.append(_plain(ctx, C.Candidate("student", 0, student=s.student), None))
+    n_eval = ctx.scorer.ev.encoded
+    overhead = ctx.speed.encode(4 * C.TIMED_TEXTS, ctx.speed.depth)  # time_ratio's rounds, until one is measured
+    for i, d in enumerate(sorted(depths, reverse=True)):  # deepest first: the likeliest to keep a target untrained
+        need = cut_seconds(ctx.speed, d, n_eval, overhead)
+        if i and ctx.work.done(f"plain-L{d}") is None and need > ctx.left():
+            ctx.say(f"rung 0: the budget left ({minutes(max(ctx.left(), 0))}) does not cover the cuts of "
+                    f"{d} layers or fewer (~{minutes(need)} each): not scored; a larger --time-budget scores them")
+            break
+        started, fresh = time.perf_counter(), ctx.work.done(f"plain-L{d}") is None
         out.append(_plain(ctx, C.Candidate(f"L{d}", d), None))
         spread = out[-1]
+        if fresh:  # measured here, not read back: what building, heading and timing a cut costs beyond encoding
+            overhead = max(0.0, time.perf_counter() - started - ctx.speed.encode(n_eval, d))
         if d < ctx.speed.depth and spread.layers != list(range(d)):  # shrink keeps the first ones for ESE models
             out.append(_plain(ctx, C.Candidate(f"L{d}f", d, layers=list(range(d))), spread))
-    if s.student is not None:
-        out.append(_plain(ctx, C.Candidate("student", 0, student=s.student), None))
-    return out
+    return sorted(out, key=lambda c: (c.student is not None, c.depth, c.name))
 
 
 def _fit_width(ctx) -> None:

@@ -23,7 +23,7 @@ def stage_key(cand: C.Candidate, texts: int) -> str:
 def run_rung(ctx, active: list[C.Candidate], rung) -> dict[str, float]:
     """Known-item retention of each candidate healed at this rung (those the budget reached)."""
     found: dict[str, float] = {}
-    n_eval = len(ctx.scorer.ev.passages) + 2 * len(ctx.scorer.ev.cloze)
+    n_eval = ctx.scorer.ev.encoded
     for cand in active:
         key = stage_key(cand, rung.texts)
         done = ctx.work.done(key)

@@ -25,12 +25,13 @@ from pathlib import Path
 from espresso_export.core.console import err_console
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.extras import require
-from espresso_export.core.files import check_output, write_text_atomic
+from espresso_export.core.files import check_output, check_outside, write_text_atomic
 from espresso_export.core.evidence import MIN_ITEMS
 from espresso_export.core.settings import resolve
 from espresso_export.searching import candidates as C
 from espresso_export.searching.all_documents import settle
 from espresso_export.searching.auto_settings import AutoSettings
+from espresso_export.searching.budget import finish_seconds, minutes
 from espresso_export.searching.evaluation import Scorer, Vectors, eval_set, read_documents
 from espresso_export.searching.plan import (
     ETA,
@@ -46,7 +47,7 @@ from espresso_export.searching.plan import (
 )
 from espresso_export.searching.rung0 import rung0, source_step
 from espresso_export.searching.rungs import run_rung
-from espresso_export.searching.work import Work, fingerprint
+from espresso_export.searching.work import WORK_SUFFIX, Work, fingerprint
 
 DEFAULT_TEXTS = 20_000  # healing texts at most by default
 TEACHER_SHARE = 0.25  # of the budget, at most, for the teacher's pass over the healing texts
@@ -84,17 +85,23 @@ class Context:
     heal_texts: int
     progress: bool
     model: SourceModel
-    start: float = field(default_factory=time.perf_counter)
+    start: float = field(default_factory=time.perf_counter)  # when the command began: the budget covers it all
+    reserve: float = 0.0  # seconds of the budget kept for the finish (:func:`.budget.finish_seconds`)
     log: list[str] = field(default_factory=list)
     stopped: bool = False  # the budget ran out
 
     def left(self) -> float:
-        return self.settings.budget_seconds - (time.perf_counter() - self.start)
+        """Seconds of the budget left for the search: the finish's estimate kept aside."""
+        return self.settings.budget_seconds - self.reserve - (time.perf_counter() - self.start)
 
-    def say(self, line: str) -> None:
+    def say(self, line: str, *, once: bool = False) -> None:
+        """A line of the search's log, printed whole (the terminal wraps it, not rich); ``once``: not again when
+        the log already holds it (a check each settle repeats)."""
+        if once and line in self.log:
+            return
         self.log.append(line)
         if self.progress:
-            err_console().print(line, highlight=False)
+            err_console().print(line, highlight=False, soft_wrap=True)
 
 
 def _healing_texts(docs, ev, s: AutoSettings, seconds_per_text: float, work: Work) -> dict:
@@ -164,7 +171,8 @@ def _document_sentences(documents: list[str], count: int, rng: random.Random, *,
     return cut
 
 
-def _prepare(source: str, s: AutoSettings, work: Work, progress: bool) -> Context:
+def _prepare(source: str, s: AutoSettings, work: Work, progress: bool, start: float | None = None) -> Context:
+    start = time.perf_counter() if start is None else start
     docs = read_documents(s.corpus, field=s.corpus_field)
     ev = eval_set(docs, passages=s.eval_passages, queries=s.eval_queries, seed=s.seed, method=s.known_items)
     if len(ev.cloze) < MIN_ITEMS:  # before any model work: no score over so few queries could decide a target
@@ -184,10 +192,17 @@ def _prepare(source: str, s: AutoSettings, work: Work, progress: bool) -> Contex
     scorer = Scorer(ev, Vectors.load(work.path("source-vectors.npz")))
     speed = Speed(src["seconds_per_text"], src["depth"], work.state.get("train_cost", TRAIN_COST))
     ctx = Context(source, s, work, scorer, speed, dim, src["width"], Path(heal["file"]), heal["texts"], progress,
-                  model)
+                  model, start=start, reserve=finish_seconds(s, len(docs.texts), speed))
     ctx.say(f"documents: {len(docs.texts):,} ({len(ev.passages):,} searched, {len(ev.cloze)} known-item queries "
             f"by {ev.cloze.method}); healing texts: {heal['texts']:,}; source: {src['depth']} layers, "
             f"{src['width']} dims, {1 / src['seconds_per_text']:.0f} texts/s here")
+    spent = time.perf_counter() - start
+    line = (f"budget {minutes(s.budget_seconds)}: {minutes(spent)} spent, the export and final check ~"
+            f"{minutes(ctx.reserve)} kept aside, {minutes(max(ctx.left(), 0))} for rung 0 and the heals")
+    if ctx.left() <= 0:
+        line += (f"; expected total ~{minutes(spent + ctx.reserve)} at least (the source's pass, one depth's plain "
+                 "cuts and the finish are always done)")
+    ctx.say(line)
     return ctx
 
 
@@ -200,21 +215,29 @@ def auto(source: str | os.PathLike, output: str | os.PathLike, settings: AutoSet
     from espresso_export.searching.finish import finish
     from espresso_export.verification.latency import default_threads, fixed_threads
 
+    start = time.perf_counter()
     s = resolve(AutoSettings, settings, kwargs, call="auto")
     source = os.fspath(source)
-    out = check_output(output, overwrite=overwrite, inputs=[source, s.corpus, s.queries, s.sentences, s.retrieval,
-                                                            s.sts, s.student])
+    inputs = [source, s.corpus, s.queries, s.sentences, s.retrieval, s.sts, s.student]
+    out = check_output(output, overwrite=overwrite, inputs=inputs)
+    check_outside(out, inputs, beside=out.with_name(out.name + WORK_SUFFIX))
     require("retrieval", "plot")
     work = Work.open(out, fingerprint(source, s), overwrite=overwrite)
-    with fixed_threads(s.threads or default_threads()):
-        ctx = _prepare(source, s, work, progress)
-        cands = rung0(ctx)
-        settle(ctx, cands)
-        ctx.model.release()
-        _search(ctx, cands)
-        _earlier_heals(ctx, cands)
-        settle(ctx, cands)
-        result = finish(ctx, cands, out, overwrite=overwrite)
+    try:
+        with fixed_threads(s.threads or default_threads()):
+            ctx = _prepare(source, s, work, progress, start)
+            if (reused := work.reused()) is not None:
+                ctx.say(reused)
+            cands = rung0(ctx)
+            settle(ctx, cands)
+            ctx.model.release()
+            _search(ctx, cands)
+            _earlier_heals(ctx, cands)
+            settle(ctx, cands)
+            result = finish(ctx, cands, out, overwrite=overwrite)
+    except BaseException:
+        work.discard_if_empty()  # refused or stopped before any step: no folder of nothing left behind
+        raise
     if not (result.met and not ctx.stopped):  # a larger budget may do better: the work is what it continues
         result.hints.append(f"the work folder {work.folder} is kept: the same command with a larger --time-budget "
                             "and --overwrite continues this search")
@@ -289,7 +312,7 @@ def _fit_rungs(ctx: Context, viable: list[C.Candidate], seconds: float):
     if not viable or seconds <= 0:
         return []
     depth = sum(C.work_depth(c, ctx.speed.depth) for c in viable) / len(viable)
-    n_eval = len(ctx.scorer.ev.passages) + 2 * len(ctx.scorer.ev.cloze)
+    n_eval = ctx.scorer.ev.encoded
     return plan_rungs(len(viable), depth, seconds, ctx.speed, batch_size=ctx.settings.batch_size,
                       max_texts=2 * ctx.heal_texts, score_texts=n_eval)
 
@@ -320,7 +343,7 @@ def _spread(ordered: list[C.Candidate], n: int, starts: dict[str, float]) -> lis
 
 def _estimate(ctx: Context, rungs, chosen: list[C.Candidate]) -> float:
     depth = sum(C.work_depth(c, ctx.speed.depth) for c in chosen) / max(len(chosen), 1)
-    n_eval = len(ctx.scorer.ev.passages) + 2 * len(ctx.scorer.ev.cloze)
+    n_eval = ctx.scorer.ev.encoded
     return sum(r.candidates * (ctx.speed.train(r.texts, depth) + ctx.speed.encode(n_eval, depth)) for r in rungs)
 
 
@@ -352,7 +375,7 @@ def _extend(ctx: Context, active: list[C.Candidate], rung) -> None:
     the healing texts as :data:`EXTEND_EPOCHS` (the texts were sized by the teacher pass's share of the
     budget, so a fast heal reaches that cap while budget is left)."""
     target = ctx.settings.min_retention
-    n_eval = len(ctx.scorer.ev.passages) + 2 * len(ctx.scorer.ev.cloze)
+    n_eval = ctx.scorer.ev.encoded
     cap = EXTEND_EPOCHS * ctx.heal_texts
     while active and not ctx.stopped:
         last = f"r{rung.index}"

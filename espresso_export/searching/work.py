@@ -3,7 +3,8 @@
 
 It sits beside the output (``OUT.auto-work``) and holds ``auto-state.json``: what the search is (the
 settings that change what is measured: not the budget, the threads or what is kept), and one record per
-finished step. A folder without that file is not ours and is never removed; a state for other settings is
+finished step; it is made with the first step's files, so a search refused or stopped before any work leaves none.
+A folder without that file is not ours and is never removed; a state for other settings is
 replaced only with ``--overwrite``, and then only in part when just the healing settings changed: rung 0 (the
 source's pass and the plain cuts) does not depend on them, so it is kept and only the heals are done again. The
 folder is removed once the output is written, unless ``--keep-work``.
@@ -19,8 +20,10 @@ from typing import Any, NamedTuple
 
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.files import write_text_atomic
+from espresso_export.core.tempfiles import note_kept
 
 STATE = "auto-state.json"
+WORK_SUFFIX = ".auto-work"  # the work folder is the output's sibling OUT.auto-work
 FORMAT = 3  # 2: known-item queries by sentence first; 3: the healing settings keyed apart
 # the answer's choice, not what a step computes
 NOT_MEASURED = ("time_budget", "threads", "keep_work", "objective", "min_retention", "max_latency_ratio", "sts",
@@ -74,16 +77,13 @@ def fingerprint(source: str, settings: Any) -> Key:
 class Work:
     """The work folder and its state; :meth:`done` / :meth:`put` read and record finished steps."""
 
-    def __init__(self, folder: Path, state: dict) -> None:
+    def __init__(self, folder: Path, state: dict, *, created: bool = False) -> None:
         self.folder, self.state = folder, state
-
-    @property
-    def resumed(self) -> int:
-        return len(self.state["steps"])
+        self.created = created  # this search made the folder (it held no earlier search's work)
 
     @classmethod
     def open(cls, output: Path, key: Key, *, overwrite: bool) -> Work:
-        folder = output.with_name(output.name + ".auto-work")
+        folder = output.with_name(output.name + WORK_SUFFIX)
         marker = folder / STATE
         if folder.exists() and not marker.is_file():
             raise ValidationError(f"{folder} exists and is not an auto work folder (no {STATE}): move it away")
@@ -102,10 +102,26 @@ class Work:
                 raise ValidationError(f"{folder} holds a search of another source or other settings: pass "
                                       "--overwrite to start over (it is removed), or use another -o")
             shutil.rmtree(folder)
-        folder.mkdir(parents=True)
-        work = cls(folder, {"format": FORMAT, "fingerprint": key.measured, "healing": key.healing, "steps": {}})
-        work.save()
-        return work
+        # made on the first step written: a search refused or stopped before any work leaves no folder behind
+        return cls(folder, {"format": FORMAT, "fingerprint": key.measured, "healing": key.healing, "steps": {}},
+                   created=True)
+
+    def reused(self) -> str | None:
+        """What an earlier search of this folder left for this one (None: nothing), as the search says it."""
+        steps = self.state["steps"]
+        if not steps or self.created:
+            return None
+        plain = sum(k.startswith("plain-") for k in steps)
+        heals = sum(k.startswith("heal-") for k in steps)
+        parts = [f"rung 0 ({plain} plain cut{'s' * (plain != 1)})" if plain else "the source's pass"]
+        if heals:
+            parts.append(f"{heals} heal{'s' * (heals != 1)}")
+        return f"continuing the search in {self.folder}: {' and '.join(parts)} reused"
+
+    def discard_if_empty(self) -> None:
+        """A folder this search made and recorded no step in holds nothing worth keeping: removed."""
+        if self.created and not self.state["steps"] and self.folder.is_dir():
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     def _forget_heals(self, healing: str) -> None:
         """Drop what the heals of other healing settings measured and wrote (a plain cut whose head was fitted on
@@ -121,6 +137,8 @@ class Work:
                 path.unlink()
 
     def path(self, *parts: str) -> Path:
+        if not (self.folder / STATE).is_file():
+            self.save()  # the folder is ours from its first file on: its state marks it
         p = self.folder.joinpath(*parts)
         p.parent.mkdir(parents=True, exist_ok=True)
         return p
@@ -134,6 +152,8 @@ class Work:
         return value
 
     def save(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        note_kept(self.folder, "the search's work so far: the same command continues it")
         write_text_atomic(self.folder / STATE, json.dumps(self.state, indent=1, default=str) + "\n")
 
     def remove(self) -> None:

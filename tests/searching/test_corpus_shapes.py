@@ -114,8 +114,6 @@ def test_every_option_a_message_under_auto_names_is_its_own(tmp_path, tiny_bert,
     assert named and named <= options, sorted(named - options)
 
 
-@pytest.mark.xfail(strict=True, reason="the final check (searching/finish.py _verify) does not yet pass "
-                                       "corpus_field to verify: remove this mark when it does")
 def test_corpus_field_is_read_by_the_search_and_its_final_check(tmp_path, tiny_bert, capsys):
     rng = random.Random(5)
     body = tmp_path / "body.jsonl"

@@ -1,0 +1,66 @@
+"""What ``--time-budget`` covers: the whole command, the export and final check included.
+
+A user gives a budget to fit the search into a slot (a CI job, a lunch break), so the command's wall time is what
+it bounds. Once the source's pass has measured this machine's speed, the finish (the answer's export, verify on
+all the documents, the card) is estimated and kept aside, rung 0 scores the plain cuts that fit (deepest first:
+with no time to heal, only a cut that keeps the target untrained can answer), and the heals plan within the rest.
+What no budget can skip (the source's pass, one depth's plain cuts, the finish) is said up front with the total
+it makes when it is more than the budget.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+FINISH_FIXED = 15.0  # seconds: the ONNX export, its int8 weights and their validation, the card and the recipe
+ANSWER_SHARE = 0.5  # the answer's encoding time as a share of the source's, before the answer is known
+ALONE = 2.5  # a text encoded alone (verify times batch size 1) costs about this many times its share of a batch
+STS_TEXTS = 3000  # texts per STS set given with --sts, about (STS-B test: 2,758)
+BUILTIN_STS_TEXTS = 340  # the shipped smoke set the final check reads when no --sts is given
+TIMED_ROUND = 3  # verify's timed rounds at least per batch size, each every latency text through both models
+
+
+def _lines(path: Path) -> int:
+    try:
+        with open(path, "rb") as fh:
+            return sum(1 for _ in fh)
+    except OSError:
+        return 0
+
+
+def _labelled_texts(s) -> int:
+    """Texts the final check encodes for the labelled sets: each STS set's sentences, each retrieval set's corpus
+    and queries (line counts of its files: cheap, and close enough for an estimate)."""
+    texts = STS_TEXTS * len(s.sts) if s.sts else BUILTIN_STS_TEXTS
+    for spec in s.retrieval:
+        folder = Path(spec).expanduser()
+        texts += _lines(folder / "corpus.jsonl") + _lines(folder / "queries.jsonl")
+    return texts
+
+
+def finish_seconds(s, documents: int, speed) -> float:
+    """The finish of one answer, estimated from the source's measured speed: the export encodes the search's
+    sample twice (int8 and float32 kept or not); verify encodes every document, the final check's queries and
+    their targets, and the labelled sets with the source and the answer, then times both models at each batch
+    size (:mod:`espresso_export.verification.latency`, 5 s of extra rounds each, as the finish asks)."""
+    from espresso_export.verification.verify_settings import declared_default
+
+    queries = len(s.corpus) * 3 * min(s.check_queries, documents)  # agreement, known-item, their targets
+    texts = documents + queries + _labelled_texts(s)
+    verify = speed.encode(texts, speed.depth) * (1 + ANSWER_SHARE)
+    timed = declared_default("latency_texts") * TIMED_ROUND
+    sizes = declared_default("batch_sizes")
+    latency = sum(speed.encode(timed + 3 * b, speed.depth) * (1 + ANSWER_SHARE) * (ALONE if b == 1 else 1) + 5.0
+                  for b in sizes)
+    export = FINISH_FIXED + 2 * speed.encode(min(documents, s.eval_passages), speed.depth * ANSWER_SHARE)
+    return export + verify + latency
+
+
+def cut_seconds(speed, depth: int, texts: int, overhead: float) -> float:
+    """A plain cut in rung 0: ``texts`` encoded at ``depth`` layers, plus what the last cut cost beyond its
+    encoding (building it, fitting its head, timing it against the source)."""
+    return speed.encode(texts, depth) + overhead
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min"
