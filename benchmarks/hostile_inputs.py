@@ -505,6 +505,53 @@ for _kind in ("nan", "number", "list"):
                                       "line")(_not_text_auto)
 
 
+@case("auto-output-inside-input", "auto -o inside the model's folder: refused (exit 2), nothing written there")
+def _auto_inside_input(fx, tmp):
+    model = shutil.copytree(fx.tiny, tmp / "model")
+    before = sorted(p.name for p in model.iterdir())
+    o = cli("auto", model, "--corpus", _corpus("passages", tmp), "-o", model / "small", *AUTO_QUICK)
+    ok, seen = expect(o, 2)
+    return ok and sorted(p.name for p in model.iterdir()) == before, seen
+
+
+@case("auto-refused-no-work-folder", "auto refused before any work (an empty corpus): no OUT.auto-work left")
+def _auto_refused_clean(fx, tmp):
+    empty = tmp / "empty.txt"
+    empty.write_text("\n\n", encoding="utf-8")
+    o = _auto_corpus(fx, empty, tmp / "out")
+    ok, seen = expect(o, 2)
+    return ok and sorted(p.name for p in tmp.iterdir()) == ["empty.txt"], seen
+
+
+@case("auto-few-queries", "auto on a sample giving 6 known-item queries: never exit 0 (refused at once)")
+def _auto_few_queries(fx, tmp):
+    docs = tmp / "few.jsonl"
+    docs.write_text("".join(json.dumps({"_id": str(i), "title": f"record {i} title", "text": f"the body of {i}"})
+                            + "\n" for i in range(6)), encoding="utf-8")
+    return _refused_at_once(_auto_corpus(fx, docs, tmp / "out"), tmp, "fewer than the 10", "--eval-passages")
+
+
+@case("auto-interrupted-resumed", "SIGINT during auto: exit 130 naming the work folder kept; the rerun says what "
+                                  "it reuses and ends 0 or 3")
+def _auto_interrupted(fx, tmp):
+    corpus, out = _corpus("passages", tmp), tmp / "out"
+    search = ["auto", fx.tiny, "--corpus", corpus, "-o", out, "--threads", "1", "--eval-passages", "80",
+              "--eval-queries", "24"]
+    args = [sys.executable, "-m", "espresso_export", *search, "--time-budget", "10m", "--min-retention", "0.999"]
+    proc = subprocess.Popen(list(map(str, args)), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    state = tmp / "out.auto-work" / "auto-state.json"
+    deadline = time.time() + 240
+    while time.time() < deadline and not (state.is_file() and '"plain-' in state.read_text()):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    stopped = proc.returncode == 130 and f"kept {tmp / 'out.auto-work'}" in err and ".tmp-" not in err
+    again = cli(*search, "--time-budget", "1s")
+    reused = "continuing the search in" in again.err and again.rc in (0, 3)
+    return stopped and reused, (f"stop: exit {proc.returncode}: {(lines(err) or ['(no stderr)'])[-1][:70]}; "
+                                f"rerun: exit {again.rc}")
+
+
 # --- smaller: concurrency, unwritable places ---------------------------------------------------------------------
 
 @case("report-under-a-file", "verify --json under a file (unwritable): exit 2 before measuring")
