@@ -33,7 +33,8 @@ def _auto(settings: AutoSettings, *, model: str, output: Path, overwrite: bool, 
         print_hints(result.hints)
     if not result.passed:
         failed = "; ".join(result.verify["failed"]) if result.verify and result.verify["failed"] else \
-            f"no candidate kept {result.target:g} of the source"
+            f"no score could decide whether a candidate keeps {result.target:g} of the source" \
+            if result.undecided else f"no candidate kept {result.target:g} of the source"
         raise GateFailedError(f"auto: {failed} (record: {result.output}/auto.json)")
 
 

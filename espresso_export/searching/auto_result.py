@@ -101,6 +101,7 @@ class AutoResult:
     output: Path | None = None
     hints: list[str] = field(default_factory=list)
     timing: dict = field(default_factory=dict)  # the budget, the finish estimated and taken, the whole command
+    undecided: bool = False  # not met, while stages read at or above the target by scores too noisy to decide it
 
     @property
     def passed(self) -> bool:
@@ -116,6 +117,7 @@ class AutoResult:
                      source_info={**ctx.work.done("source"), "evaluation": ctx.scorer.ev.to_dict()},
                      budget_seconds=s.budget_seconds, seconds=time.perf_counter() - ctx.start, log=list(ctx.log))
         if not met:
+            result.undecided = _undecided(s, cands, len(ctx.scorer.ev.cloze)) is not None
             result.hints.append(_missed(s, cands, winner, len(ctx.scorer.ev.cloze)))
         return result
 
@@ -137,7 +139,7 @@ class AutoResult:
         from espresso_export import __version__
 
         return {"espresso_version": __version__, "source": self.source, "objective": self.objective, "target_retention": self.target,
-                "met": self.met, "passed": self.passed, "winner": self.winner.to_dict() if self.winner else None,
+                "met": self.met, "undecided": self.undecided, "passed": self.passed, "winner": self.winner.to_dict() if self.winner else None,
                 "export": self.export, "verify": self.verify, "vocabulary": self.vocabulary,
                 "source_info": self.source_info,
                 "budget_seconds": self.budget_seconds, "seconds": round(self.seconds, 1), "timing": self.timing,
