@@ -138,8 +138,9 @@ class AutoResult:
     def to_dict(self) -> dict:
         from espresso_export import __version__
 
-        return {"espresso_version": __version__, "source": self.source, "objective": self.objective, "target_retention": self.target,
-                "met": self.met, "undecided": self.undecided, "passed": self.passed, "winner": self.winner.to_dict() if self.winner else None,
+        return {"espresso_version": __version__, "source": self.source, "objective": self.objective,
+                "target_retention": self.target, "met": self.met, "undecided": self.undecided, "passed": self.passed,
+                "winner": self.winner.to_dict() if self.winner else None,
                 "export": self.export, "verify": self.verify, "vocabulary": self.vocabulary,
                 "source_info": self.source_info,
                 "budget_seconds": self.budget_seconds, "seconds": round(self.seconds, 1), "timing": self.timing,

@@ -20,8 +20,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from espresso_export.core.files import atomic_output, write_text_atomic
 from espresso_export.core.evidence import undecided
+from espresso_export.core.files import atomic_output, write_text_atomic
 from espresso_export.searching import candidates as C
 from espresso_export.searching.auto_result import AutoResult, Pick, measured_on
 from espresso_export.searching.evaluation import RESCORE, Vectors

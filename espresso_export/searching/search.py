@@ -24,9 +24,9 @@ from pathlib import Path
 
 from espresso_export.core.console import err_console
 from espresso_export.core.errors import ValidationError
+from espresso_export.core.evidence import MIN_ITEMS
 from espresso_export.core.extras import require
 from espresso_export.core.files import check_output, check_outside, write_text_atomic
-from espresso_export.core.evidence import MIN_ITEMS
 from espresso_export.core.settings import resolve
 from espresso_export.searching import candidates as C
 from espresso_export.searching.all_documents import settle
