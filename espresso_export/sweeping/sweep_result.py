@@ -154,7 +154,9 @@ class SweepResult:
 
     def point_dict(self, p: SweepPoint) -> dict:
         d = asdict(p)
-        d["speedup"] = round(p.sentences_per_s / self.source_sentences_per_s, 4) if self.source_sentences_per_s else None
+        # from the speeds as the JSON holds them (4 decimals), so a sweep.json read back gives the same speed-up
+        source = round(self.source_sentences_per_s, 4)
+        d["speedup"] = round(round(p.sentences_per_s, 4) / source, 4) if source else None
         for key in ("spearman", "retention", "sentences_per_s", "p50_ms", "explained_variance"):
             if d[key] is not None:
                 d[key] = round(d[key], 4)
