@@ -140,8 +140,9 @@ def test_sweep_keeps_its_data_when_the_plot_fails(tiny_bert, tmp_path):
     """matplotlib importable but its pyplot broken: sweep.json and sweep.csv are written, the note says why."""
     import json
 
+    # one thread and a short timing (not what is checked here): on a busy 2-core machine this sweep took a minute
     res = _run_blocked(("matplotlib.pyplot",), "sweep", tiny_bert, "--layers", "2", "--dims", "8", "--sts-limit", "40",
-                       "-o", tmp_path / "out")
+                       "--threads", "1", "--latency-texts", "16", "--latency-rounds", "1", "-o", tmp_path / "out")
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "out" / "sweep.csv").is_file() and not (tmp_path / "out" / "sweep.png").exists()
     notes = json.loads((tmp_path / "out" / "sweep.json").read_text())["notes"]
