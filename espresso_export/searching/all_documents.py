@@ -56,9 +56,15 @@ def _rescore(ctx, cand: C.Candidate, stage_name: str) -> None:
     sample = {k: stage[k] for k in SAMPLE_KEYS}
     stage.update(main, variants=C.variants(scorer, vectors, C.nested_widths(ctx.dim), list(OUTPUT_PRECISIONS)),
                  sample=sample, documents=len(every.passages))
-    ctx.work.put(_step(cand, stage_name, stage), cand.to_dict() if stage_name == "plain" else stage)
+    ctx.work.put(_step(cand, stage_name, stage), _plain_record(cand) if stage_name == "plain" else stage)
     ctx.say(f"{cand.name} ({stage_name}): known-item retention {sample['retention']:.3f} on the sample, "
             f"{main['retention']:.3f} on all {len(every.passages):,} documents: that decides from here")
+
+
+def _plain_record(cand: C.Candidate) -> dict:
+    """The ``plain-`` step as rung 0 records it: the candidate with its plain stage alone (its heals are steps of
+    their own)."""
+    return {**cand.to_dict(), "scores": {"plain": cand.to_dict()["scores"]["plain"]}}
 
 
 def _step(cand: C.Candidate, stage_name: str, stage: dict) -> str:

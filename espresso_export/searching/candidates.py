@@ -4,6 +4,7 @@ targets shared through one cache) and scored on the evaluation set."""
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -40,7 +41,9 @@ class Candidate:
 
     @classmethod
     def from_dict(cls, d: dict) -> Candidate:
-        return cls(**d)
+        """A copy: a candidate read from the work folder's state gains stages (heals) that are steps of their own,
+        never entries of the plain cut's recorded step."""
+        return cls(**copy.deepcopy(d))
 
     def last(self) -> tuple[str, dict] | None:
         """The latest measured stage and its score (the longest heal)."""

@@ -61,3 +61,15 @@ def test_other_healing_settings_heal_again_and_keep_rung_0(tmp_path):
     assert again.folder.joinpath("source-vectors.npz").is_file()
     assert not any(again.folder.joinpath(n).exists() for n in ("heals", "teacher-cache", "healing-texts.txt"))
     assert Work.open(tmp_path / "out", other, overwrite=False).done("source") == {"depth": 1}  # the state saved
+
+
+def test_a_candidate_read_from_the_state_does_not_write_its_later_stages_into_the_plain_step():
+    """A heal's stage is a step of its own: a candidate read back from ``plain-L2`` and healed must leave that
+    record as rung 0 measured it (a shared dict once gave it a later ``r1``, and a resumed search a stale one)."""
+    from espresso_export.searching.candidates import Candidate
+
+    recorded = Candidate("L2", 2, layers=[0, 3], scores={"plain": {"retention": 0.9}}).to_dict()
+    cand = Candidate.from_dict(recorded)
+    cand.scores["r1"] = {"retention": 0.95, "texts": 500}
+    cand.scores["plain"]["sample"] = {"retention": 0.93}
+    assert recorded["scores"] == {"plain": {"retention": 0.9}}
