@@ -136,8 +136,11 @@ def own_process():
     the process's output when it exits non-zero; returns its stdout."""
 
     def run(body: str, *args, timeout: float = 600) -> str:
-        proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(body), *map(str, args)],
-                              capture_output=True, text=True, timeout=timeout)
+        # Ctrl-C handled as in a terminal: a test run started in the background (nohup, a CI job) starts its
+        # processes with SIGINT ignored, and Python then never installs the handler that raises KeyboardInterrupt
+        prelude = "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", prelude + textwrap.dedent(body),
+                               *map(str, args)], capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0:
             pytest.fail(f"its own process exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}", pytrace=False)
         return proc.stdout
