@@ -15,9 +15,10 @@ from pathlib import Path
 FINISH_FIXED = 15.0  # seconds: the ONNX export, its int8 weights and their validation, the card and the recipe
 ANSWER_SHARE = 0.5  # the answer's encoding time as a share of the source's, before the answer is known
 ALONE = 2.5  # a text encoded alone (verify times batch size 1) costs about this many times its share of a batch
-STS_TEXTS = 3000  # texts per STS set given with --sts, about (STS-B test: 2,758)
+STS_TEXTS = 3000  # texts per STS set given with --sts, about: an estimate, not read (STS-B's test split's size)
 BUILTIN_STS_TEXTS = 340  # the shipped smoke set the final check reads when no --sts is given
 TIMED_ROUND = 3  # verify's timed rounds at least per batch size, each every latency text through both models
+LATENCY_BUDGET = 5.0  # seconds of extra timed rounds per batch size the finish's verify may take
 
 
 def _lines(path: Path) -> int:
@@ -42,7 +43,7 @@ def finish_seconds(s, documents: int, speed) -> float:
     """The finish of one answer, estimated from the source's measured speed: the export encodes the search's
     sample twice (int8 and float32 kept or not); verify encodes every document, the final check's queries and
     their targets, and the labelled sets with the source and the answer, then times both models at each batch
-    size (:mod:`espresso_export.verification.latency`, 5 s of extra rounds each, as the finish asks)."""
+    size (:mod:`espresso_export.verification.latency`, :data:`LATENCY_BUDGET` of extra rounds each)."""
     from espresso_export.verification.verify_settings import declared_default
 
     queries = len(s.corpus) * 3 * min(s.check_queries, documents)  # agreement, known-item, their targets
@@ -50,7 +51,7 @@ def finish_seconds(s, documents: int, speed) -> float:
     verify = speed.encode(texts, speed.depth) * (1 + ANSWER_SHARE)
     timed = declared_default("latency_texts") * TIMED_ROUND
     sizes = declared_default("batch_sizes")
-    latency = sum(speed.encode(timed + 3 * b, speed.depth) * (1 + ANSWER_SHARE) * (ALONE if b == 1 else 1) + 5.0
+    latency = sum(speed.encode(timed + 3 * b, speed.depth) * (1 + ANSWER_SHARE) * (ALONE if b == 1 else 1) + LATENCY_BUDGET
                   for b in sizes)
     export = FINISH_FIXED + 2 * speed.encode(min(documents, s.eval_passages), speed.depth * ANSWER_SHARE)
     return export + verify + latency

@@ -24,6 +24,7 @@ from espresso_export.core.evidence import undecided
 from espresso_export.core.files import atomic_output, write_text_atomic
 from espresso_export.searching import candidates as C
 from espresso_export.searching.auto_result import AutoResult, Pick, measured_on
+from espresso_export.searching.budget import LATENCY_BUDGET
 from espresso_export.searching.evaluation import RESCORE, Vectors
 from espresso_export.verification.retrieval import normalise
 
@@ -126,7 +127,7 @@ def _verify(ctx, export_dir: Path, chosen: dict, width: int):
                   min_retrieval_retention=s.min_retention if s.retrieval else None,
                   max_latency_ratio=s.max_latency_ratio, threads=s.threads, known_items=s.known_items,
                   agreement_queries=s.check_queries, seed=s.seed,
-                  latency_budget=5.0,  # seconds of extra rounds per batch size: the search already spent the budget
+                  latency_budget=LATENCY_BUDGET,  # short: the search already spent the budget
                   progress=ctx.progress)
 
 

@@ -175,7 +175,7 @@ def _prepare(source: str, s: AutoSettings, work: Work, progress: bool, start: fl
     start = time.perf_counter() if start is None else start
     docs = read_documents(s.corpus, field=s.corpus_field)
     # at most half the documents queried: a query's document is never healed on, and a small corpus must leave
-    # the heals documents of its own (150 FAQ entries with the default 200 queries left none)
+    # the heals documents of its own (the default query count would otherwise take every document of one)
     queries = min(s.eval_queries, max(MIN_ITEMS, len(docs.texts) // 2))
     ev = eval_set(docs, passages=s.eval_passages, queries=queries, seed=s.seed, method=s.known_items)
     if len(ev.cloze) < MIN_ITEMS:  # before any model work: no score over so few queries could decide a target
