@@ -46,6 +46,7 @@ from _models import CACHE, SHARED, minilm, mpnet
 
 from espresso_export.core.cpu import cpu_model, int8_isa, usable_cores
 from espresso_export.core.metrics import spearman
+from espresso_export.core.vectors import l2_normalised
 from espresso_export.data import read_retrieval, sentences_sha256
 from espresso_export.data.pseudo_queries import (
     METHODS,
@@ -61,7 +62,6 @@ from espresso_export.runtime.precision import (
 )
 from espresso_export.verification.agreement import agreement, ranked_ids
 from espresso_export.verification.known_item import known_item
-from espresso_export.verification.retrieval import normalise
 
 DBPEDIA = SHARED / "retrieval" / "dbpedia-5k"
 WORK = CACHE / "agreement"
@@ -107,10 +107,10 @@ def encoder(folder: Path, key: str | None = None, *, threads: int | None = None,
             return np.load(path)
         start = time.perf_counter()
         if shared is not None:
-            rows = normalise(shared.encode(texts, role="document" if name == "docs" else "query"))
+            rows = l2_normalised(shared.encode(texts, role="document" if name == "docs" else "query"))
             info["verify_cache"] = shared.info()
         else:
-            rows = normalise(model.encode(texts, batch_size=32))
+            rows = l2_normalised(model.encode(texts, batch_size=32))
         seconds = time.perf_counter() - start
         info["encode_seconds"] = round(info["encode_seconds"] + seconds, 1)
         print(f"  {key} {name}: {len(texts)} texts in {seconds:.0f} s", flush=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from espresso_export.core.vectors import l2_normalised
+
 
 def rankdata(x: np.ndarray) -> np.ndarray:
     """Ranks starting at 1, ties get their average rank (as scipy's default, by the same sort-based method)."""
@@ -91,9 +93,8 @@ def reciprocal_rank(ranked: list[str], grades: dict[str, float], k: int = 10) ->
 
 def top_k_by_cosine(queries: np.ndarray, docs: np.ndarray, k: int) -> np.ndarray:
     """Exact top-``k`` document positions per query by cosine similarity, best first (numpy, no index)."""
-    q = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
-    d = docs / np.maximum(np.linalg.norm(docs, axis=1, keepdims=True), 1e-12)
-    scores = q.astype(np.float32) @ d.astype(np.float32).T
+    q, d = (l2_normalised(x, dtype=None).astype(np.float32) for x in (queries, docs))  # unit at the input's precision
+    scores = q @ d.T
     k = min(k, scores.shape[1])
     top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
     order = np.argsort(-np.take_along_axis(scores, top, axis=1), axis=1, kind="stable")

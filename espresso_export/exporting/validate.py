@@ -28,6 +28,7 @@ from espresso_export.model.checkpoint import Checkpoint
 from espresso_export.data import BUILTIN, read_sts
 from espresso_export.model.embed import encode
 from espresso_export.core.metrics import cosine_rows, sts_spearman
+from espresso_export.core.vectors import l2_normalised
 from espresso_export.runtime import OnnxEncoder
 from espresso_export.core.types import Quantize
 
@@ -63,10 +64,6 @@ def probe_texts() -> list[str]:
     return [*PROBE_TEXTS, long_text(), long_text(300)]
 
 
-def _unit(x: np.ndarray) -> np.ndarray:
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-
-
 @dataclass
 class Reference:
     """The PyTorch model's unit vectors for the probe texts and the STS probe."""
@@ -85,8 +82,8 @@ def reference(ckpt: Checkpoint) -> Reference:
     probe = probe_texts()
     pairs = read_sts(BUILTIN)
     texts = pairs.sentence1 + pairs.sentence2
-    probe_vectors = _unit(encode(ckpt, probe, batch_size=1))
-    sts_vectors = _unit(encode(ckpt, texts, batch_size=32))
+    probe_vectors = l2_normalised(encode(ckpt, probe, batch_size=1))
+    sts_vectors = l2_normalised(encode(ckpt, texts, batch_size=32))
     n = len(pairs)
     return Reference(
         probe=probe, probe_vectors=probe_vectors, sts_name=BUILTIN, sts_first=pairs.sentence1,

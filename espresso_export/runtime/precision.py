@@ -29,6 +29,7 @@ import numpy as np
 
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.extras import require
+from espresso_export.core.vectors import l2_normalised
 
 PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
 SCALAR = ("int8", "uint8")
@@ -57,9 +58,7 @@ def truncate(embeddings: np.ndarray, dim: int) -> np.ndarray:
     x = np.asarray(embeddings, dtype=np.float32)
     if x.ndim != 2 or not 1 <= dim <= x.shape[1]:
         raise ValidationError(f"cannot truncate {x.shape[-1]}-d vectors to {dim} dims (1 to {x.shape[-1]})")
-    head = x[:, :dim]
-    return np.ascontiguousarray(head / np.maximum(np.linalg.norm(head, axis=1, keepdims=True), 1e-12),
-                                dtype=np.float32)
+    return l2_normalised(x[:, :dim])
 
 
 @dataclass(frozen=True)

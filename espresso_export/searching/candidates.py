@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from espresso_export.core.vectors import l2_normalised
 from espresso_export.searching.evaluation import EvalSet, Scorer, Vectors
-from espresso_export.verification.retrieval import normalise
 
 ENCODE_BATCH = 64
 TIMED_TEXTS = 32  # one batch a candidate's speed is timed on against the source's (time_ratio)
@@ -98,7 +98,7 @@ def layer_vectors(ckpt, texts: list[str], depths: list[int]) -> dict[int, np.nda
 
     states = encode_layers(ckpt, texts, sorted(set(depths) | {ckpt.depth}), batch_size=ENCODE_BATCH)
     base = renormalized(ckpt.post)
-    return {d: normalise(apply_post(torch.from_numpy(x), ckpt.post if d == ckpt.depth else base).numpy())
+    return {d: l2_normalised(apply_post(torch.from_numpy(x), ckpt.post if d == ckpt.depth else base).numpy())
             for d, x in states.items()}
 
 
@@ -194,7 +194,7 @@ def headed(cand: Candidate, unit: Vectors, rows: list[int], dim: int, calibratio
 
     pca = fit_pca(unit.passages[rows], dim)
     cand.calibration = calibration.name
-    return Vectors(*(normalise(pca.transform(x).astype(np.float32)) for x in unit.triple())), pca.as_dense()
+    return Vectors(*(l2_normalised(pca.transform(x).astype(np.float32)) for x in unit.triple())), pca.as_dense()
 
 
 def heal_settings(cand: Candidate, *, texts: int, heal_texts: int, heal_file: Path, dim: int, settings,
@@ -237,7 +237,7 @@ def documents_vectors(ckpt, texts: list[str], scoring: tuple[str, str] = FULL) -
     from espresso_export.model.embed import encode
 
     with scoring_precision(scoring):
-        return normalise(encode(ckpt, texts, batch_size=ENCODE_BATCH))
+        return l2_normalised(encode(ckpt, texts, batch_size=ENCODE_BATCH))
 
 
 NESTED_WIDTHS = (32, 48, 64, 96, 128, 192, 256, 384, 512, 768)  # the stored widths tried, up to the head's

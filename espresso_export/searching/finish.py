@@ -22,11 +22,11 @@ from pathlib import Path
 
 from espresso_export.core.evidence import undecided
 from espresso_export.core.files import atomic_output, write_text_atomic
+from espresso_export.core.vectors import l2_normalised
 from espresso_export.searching import candidates as C
 from espresso_export.searching.auto_result import AutoResult, Pick, measured_on
 from espresso_export.searching.budget import LATENCY_BUDGET
 from espresso_export.searching.evaluation import RESCORE, Vectors
-from espresso_export.verification.retrieval import normalise
 
 
 def decided(score: dict, queries: int, settings) -> bool:
@@ -98,7 +98,7 @@ def _export(ctx, model: Path, folder: Path) -> dict:
     for name, file in (("int8", None), ("float32", "onnx/model.onnx")):
         enc = OnnxEncoder(folder, file=file)
         ev = ctx.scorer.ev
-        v = Vectors(*(normalise(enc.encode(t)) for t in (ev.cloze.texts, ev.passages, ev.cloze.targets)))
+        v = Vectors(*(l2_normalised(enc.encode(t)) for t in (ev.cloze.texts, ev.passages, ev.cloze.targets)))
         measured[name] = ctx.scorer.score(v).to_dict()
     weights = "int8" if measured["int8"]["retention"] >= ctx.settings.min_retention else "float32"
     if weights == "float32":

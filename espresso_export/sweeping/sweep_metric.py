@@ -22,6 +22,7 @@ import numpy as np
 
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.metrics import sts_spearman, top_k_by_cosine
+from espresso_export.core.vectors import l2_normalised
 from espresso_export.data import RetrievalSet
 from espresso_export.verification.agreement import DEPTH, K, agreement, ranked_ids
 
@@ -74,17 +75,12 @@ class AgreementTarget:
 
     def vectors(self, emb: np.ndarray, rows: Callable[[list[str]], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """(queries, passages) as unit vectors: what an index of the exported model's outputs holds."""
-        return unit(emb[rows(self.queries)]), unit(emb[rows(self.passages)])
+        return l2_normalised(emb[rows(self.queries)]), l2_normalised(emb[rows(self.passages)])
 
     def info(self) -> dict:
         return {"name": self.name, "spec": self.spec, "kind": self.kind, "queries": len(self.queries),
                 "docs": len(self.passages), "query_source": self.method, "metric": f"agreement@{K} x100",
                 "k": K, "depth": DEPTH, "smoke_set": False}
-
-
-def unit(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    return np.ascontiguousarray(x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12))
 
 
 def load_agreement(corpus: str, *, queries: str | None, method: str, limit: int, seed: int) -> AgreementTarget:

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from espresso_export.core.errors import ValidationError
+from espresso_export.core.vectors import l2_normalised
 from espresso_export.runtime.precision import SCALAR, CalibrationRanges, bytes_per_vector, search_at
-from espresso_export.sweeping.sweep_metric import AgreementTarget, RetrievalTarget, agreement_of, set_score, unit
+from espresso_export.sweeping.sweep_metric import AgreementTarget, RetrievalTarget, agreement_of, set_score
 from espresso_export.verification.agreement import DEPTH, K
 
 
@@ -57,7 +58,7 @@ def measure(sets, emb: np.ndarray, rows: Callable[[list[str]], np.ndarray], cali
 def _ranges(calibration: np.ndarray | None) -> CalibrationRanges:
     if calibration is None or len(calibration) < 2:
         raise ValidationError("int8/uint8 need calibration sentences to fit their ranges on (--calibration)")
-    return CalibrationRanges.fit(unit(calibration))
+    return CalibrationRanges.fit(l2_normalised(calibration))
 
 
 def score_at(s, emb: np.ndarray, rows: Callable[[list[str]], np.ndarray], precision: str, ranges) -> float:
@@ -67,7 +68,7 @@ def score_at(s, emb: np.ndarray, rows: Callable[[list[str]], np.ndarray], precis
         ranked = search_at(q, d, max(K, DEPTH), precision=precision, ranges=ranges, exclude=s.exclude).ranked
         return 100.0 * agreement_of(s, ranked).means()[f"agreement_at_{K}"]
     if isinstance(s, RetrievalTarget):
-        q, d = unit(emb[rows(s.queries)]), unit(emb[rows(list(s.data.docs))])
+        q, d = l2_normalised(emb[rows(s.queries)]), l2_normalised(emb[rows(list(s.data.docs))])
         ranked = search_at(q, d, 10, precision=precision, ranges=ranges).ranked
         return 100.0 * s.data.scores(ranked, s.data.evaluated_queries)["ndcg_at_10"]
     raise ValidationError(f"{s.name}: an STS set is not scored at a vector precision (--metric retrieval or "

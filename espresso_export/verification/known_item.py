@@ -19,8 +19,8 @@ import numpy as np
 
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.metrics import ratio_interval
+from espresso_export.core.vectors import l2_normalised
 from espresso_export.runtime.precision import CalibrationRanges, search_at
-from espresso_export.verification.retrieval import normalise
 
 K = 10
 
@@ -38,7 +38,7 @@ def known_item_ndcg(queries: np.ndarray, index: np.ndarray, origins, *, k: int =
     it is in the top ``k``, else 0. The documents are stored at ``precision`` (int8 ranges fitted on them;
     binary searched by Hamming distance, ``rescore`` x ``k`` candidates re-ranked with the float query), the
     queries stay float (:func:`espresso_export.runtime.precision.search_at`)."""
-    q, d = normalise(queries), normalise(index)
+    q, d = l2_normalised(queries), l2_normalised(index)
     if q.shape[1] != d.shape[1]:
         raise ValidationError(f"queries {q.shape} and documents {d.shape} are not of one width")
     ranges = CalibrationRanges.fit(d) if precision in ("int8", "uint8") else None

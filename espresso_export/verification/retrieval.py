@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from espresso_export.core.vectors import l2_normalised
 from espresso_export.data import RetrievalSet, read_retrieval, retrieval_from_sts
 from espresso_export.data.files import BUILTIN
 from espresso_export.data.hub_datasets import hub_dataset
@@ -116,12 +117,6 @@ def index_bytes(index) -> int:
     return int(faiss.serialize_index(index).nbytes)
 
 
-def normalise(x: np.ndarray) -> np.ndarray:
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return np.ascontiguousarray(x / np.maximum(norms, 1e-12), dtype=np.float32)
-
-
 def search(query_emb: np.ndarray, doc_emb: np.ndarray, options: IndexOptions, k: int = TOP_K, *,
            similarity: str = "cosine"):
     """``(ranked corpus positions, index bytes, build seconds, median seconds to search all queries)``, ranked by
@@ -134,7 +129,7 @@ def search(query_emb: np.ndarray, doc_emb: np.ndarray, options: IndexOptions, k:
     if similarity == "dot":
         queries, docs = (np.ascontiguousarray(x, dtype=np.float32) for x in (query_emb, doc_emb))
     else:
-        queries, docs = normalise(query_emb), normalise(doc_emb)
+        queries, docs = l2_normalised(query_emb), l2_normalised(doc_emb)
     start = time.perf_counter()
     index = build_index(docs, options)
     build = time.perf_counter() - start

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from espresso_export.core.errors import ValidationError
+from espresso_export.core.vectors import l2_normalised
 from espresso_export.runtime.precision import (
     BINARY,
     SCALAR,
@@ -65,9 +66,7 @@ def variants(precisions, dims, full: int, rescore: int) -> list[Variant]:
 
 def unit(x: np.ndarray, similarity: str = "cosine") -> np.ndarray:
     """Rows as the model's users compare them: unit length for cosine, as they are for a dot-product model."""
-    from espresso_export.verification.retrieval import normalise
-
-    return np.ascontiguousarray(x, dtype=np.float32) if similarity == "dot" else normalise(x)
+    return np.ascontiguousarray(x, dtype=np.float32) if similarity == "dot" else l2_normalised(x)
 
 
 def at_width(x: np.ndarray, dim: int) -> np.ndarray:

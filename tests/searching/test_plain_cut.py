@@ -34,7 +34,7 @@ def test_the_rebuilt_plain_cut_gives_the_vectors_rung_0_scored(tmp_path, tiny_be
     from espresso_export.model.checkpoint import load
     from espresso_export.model.embed import encode
     from espresso_export.shrinking.shrink import shrink
-    from espresso_export.verification.retrieval import normalise
+    from espresso_export.core.vectors import l2_normalised
 
     ev, texts, rows, calibration = _docs(tmp_path)
     assert len(texts) == len(rows) == len(set(texts))
@@ -49,7 +49,7 @@ def test_the_rebuilt_plain_cut_gives_the_vectors_rung_0_scored(tmp_path, tiny_be
 
     rebuilt = shrink(tiny_bert, tmp_path / "cut", layers=cand.layers, dim=dim, calibration=str(calibration),
                      calibration_samples=len(texts), progress=False)
-    again = normalise(encode(load(rebuilt.output), ev.passages))
+    again = l2_normalised(encode(load(rebuilt.output), ev.passages))
     np.testing.assert_allclose(again, vectors.passages, atol=1e-4)
 
 
@@ -59,18 +59,18 @@ def test_the_first_layers_cuts_come_from_the_source_pass_and_rebuild_the_same(tm
     from espresso_export.model.checkpoint import load
     from espresso_export.model.embed import encode
     from espresso_export.shrinking.shrink import shrink
-    from espresso_export.verification.retrieval import normalise
+    from espresso_export.core.vectors import l2_normalised
 
     ev, texts, rows, calibration = _docs(tmp_path)
     source = load(tiny_bert)
     own, per_text, first = C.source_pass(source, ev, [1, 2, source.depth])
     assert per_text > 0 and sorted(first) == [1, 2]  # the source's own depth is its own vectors, not a cut
-    np.testing.assert_allclose(own.passages, normalise(encode(source, ev.passages)), atol=1e-5)
+    np.testing.assert_allclose(own.passages, l2_normalised(encode(source, ev.passages)), atol=1e-5)
     dim = min(source.output_dim - 1, len(texts) - 1)
     cand = C.Candidate("L2f", 2, layers=[0, 1])
     vectors, head = C.headed(cand, first[2], rows, dim, calibration)
     assert cand.calibration == C.CALIBRATION_FILE and head.weight.shape[0] == dim
     rebuilt = shrink(tiny_bert, tmp_path / "cut", layers=[0, 1], dim=dim, calibration=str(calibration),
                      calibration_samples=len(texts), progress=False)
-    again = normalise(encode(load(rebuilt.output), ev.cloze.texts))
+    again = l2_normalised(encode(load(rebuilt.output), ev.cloze.texts))
     np.testing.assert_allclose(again, vectors.queries, atol=1e-4)
