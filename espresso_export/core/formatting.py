@@ -1,4 +1,5 @@
-"""Numbers and tables as text, shared by the verify report and the model card (torch-free).
+"""Numbers and tables as text, shared by the verify report and the model card (torch-free), and numbers rounded
+for a JSON report.
 
 One formatter per kind of number, so the terminal report, its Markdown and the
 model card print a value the same way; a missing value is always ``n/a``.
@@ -6,9 +7,15 @@ model card print a value the same way; a missing value is always ``n/a``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 MISSING = "n/a"
+
+
+def rounded(x: float | None, digits: int = 4) -> float | None:
+    """``x`` rounded for the JSON report; ``None`` when missing, NaN or infinite (JSON has no such numbers)."""
+    return None if x is None or not math.isfinite(x) else round(float(x), digits)
 
 
 def number(x: float | None, spec: str = ".2f", suffix: str = "") -> str:

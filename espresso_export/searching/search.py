@@ -216,7 +216,7 @@ def auto(source: str | os.PathLike, output: str | os.PathLike, settings: AutoSet
     ``settings`` or its fields as keywords (``auto("minilm", "out", corpus=["docs.jsonl"], time_budget="30m")``).
     The result's ``passed`` is False when nothing met the target (the command exits 3)."""
     from espresso_export.searching.finish import finish
-    from espresso_export.verification.latency import default_threads, fixed_threads
+    from espresso_export.model.threads import default_threads, fixed_threads
 
     start = time.perf_counter()
     s = resolve(AutoSettings, settings, kwargs, call="auto")

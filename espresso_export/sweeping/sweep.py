@@ -271,7 +271,7 @@ def sweep(model: str | os.PathLike | Checkpoint, output: str | os.PathLike | Non
     (``None``: only the returned result). ``settings`` or its fields as keywords
     (``sweep("minilm", layers=[2, 3], dims=[64, 128])``), as shrink and verify take theirs; ``output=`` and
     ``settings=`` may be given by name too."""
-    from espresso_export.verification.latency import default_threads, fixed_threads
+    from espresso_export.model.threads import default_threads, fixed_threads
 
     output, settings = _call_form(output, settings, kwargs)
     settings = resolve(SweepSettings, settings, kwargs, call="sweep")

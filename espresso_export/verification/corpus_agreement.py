@@ -17,6 +17,7 @@ from functools import cached_property
 
 import numpy as np
 
+from espresso_export.core.formatting import rounded
 from espresso_export.verification.agreement import (
     DEPTH,
     Agreement,
@@ -26,7 +27,6 @@ from espresso_export.verification.agreement import (
 )
 from espresso_export.verification.embedders import EncodeCache
 from espresso_export.verification.gate import interval_list
-from espresso_export.verification.latency_report import rounded
 from espresso_export.verification.vectors import Variant, VectorForms, at_width, unit
 
 

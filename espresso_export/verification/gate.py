@@ -13,9 +13,8 @@ import math
 from dataclasses import dataclass
 
 from espresso_export.core.evidence import MAX_NOISE, undecided
-from espresso_export.core.formatting import number
+from espresso_export.core.formatting import number, rounded
 from espresso_export.core.types import WithinNoise
-from espresso_export.verification.latency_report import rounded
 
 
 @dataclass(frozen=True)

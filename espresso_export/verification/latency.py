@@ -10,8 +10,8 @@ Built as benchmark harnesses (pyperf, Google benchmark) are, because a shared ma
   source round time of the same round), which cancels slow drifts in the machine's speed.
 * **Enough repetitions.** Rounds continue (at least ``min_rounds``) until the median ratio's 95% confidence
   interval is within ``ci_target`` of it, or ``budget_s`` seconds of measuring, or ``MAX_ROUNDS``.
-* **Spread reported**, **threads fixed and recorded** (:func:`fixed_threads`), and **a verdict**:
-  :meth:`BatchTiming.reasons` lists why a measurement is not to be trusted (see :class:`Limits`).
+* **Spread reported**, **threads fixed and recorded** (:func:`~espresso_export.model.threads.fixed_threads`),
+  and **a verdict**: :meth:`BatchTiming.reasons` lists why a measurement is not to be trusted (see :class:`Limits`).
 
 The clock and the load probe are parameters, so a test can feed a noisy or a quiet clock. A batch's time
 includes tokenisation, as a caller of ``encode`` would see it.
@@ -24,14 +24,14 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from espresso_export.core.cpu import MAX_OTHER_CORES, cpu_seconds, other_cores, usable_cores
 from espresso_export.core.errors import ValidationError
+from espresso_export.core.formatting import rounded
 from espresso_export.verification.embedders import Embedder
 
 Clock = Callable[[], float]
@@ -47,11 +47,6 @@ class Limits:
     max_ci: float = 0.10  # half-width of the ratio's 95% CI / the ratio
     min_rounds: int = 3  # fewer rounds: the spread is unknown
     max_other_cores: float = MAX_OTHER_CORES  # CPU other processes used on average
-
-
-def rounded(x: float | None, digits: int = 4) -> float | None:
-    """``x`` rounded for the JSON report; ``None`` when missing, NaN or infinite (JSON has no such numbers)."""
-    return None if x is None or not math.isfinite(x) else round(float(x), digits)
 
 
 def one_minute_load() -> float | None:
@@ -178,41 +173,10 @@ class BatchTiming:
         return out
 
 
-def default_threads() -> int:
-    """torch's own default (the physical core count), else the CPU count."""
-    try:
-        import torch
-
-        return int(torch.get_num_threads())
-    except ImportError:
-        return os.cpu_count() or 1
-
-
 def torch_threads() -> int | None:
     """torch's intra-op thread count now, if torch is loaded (never imports it)."""
     torch = sys.modules.get("torch")
     return int(torch.get_num_threads()) if torch is not None else None
-
-
-@contextmanager
-def fixed_threads(threads: int | None) -> Iterator[None]:
-    """Pin torch's intra-op thread count for the block (ONNX sessions get theirs when opened)."""
-    if threads is None:
-        yield
-        return
-    if threads < 1:
-        raise ValidationError(f"--threads must be at least 1, got {threads}")
-    try:
-        import torch
-    except ImportError:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def full_batches(texts: Sequence[str], batch_size: int) -> list[list[str]]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from espresso_export.core.formatting import number
-from espresso_export.verification.latency import BatchTiming, LatencyStats, Limits, Ratio, rounded
+from espresso_export.core.formatting import number, rounded
+from espresso_export.verification.latency import BatchTiming, LatencyStats, Limits, Ratio
 
 UNRELIABLE = "?"
 ROLES = ("candidate", "source")

@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from espresso_export import __version__
 from espresso_export.core.errors import GateFailedError
-from espresso_export.core.formatting import byte_size, markdown_table, number, param_count
+from espresso_export.core.formatting import byte_size, markdown_table, number, param_count, rounded
 from espresso_export.core.metrics import ratio_interval, spearman_ratio_interval
 from espresso_export.verification.latency_report import (
     LATENCY_HEADERS,
@@ -30,7 +30,6 @@ from espresso_export.verification.latency_report import (
     latency_rows,
     latency_title,
     ratio,
-    rounded,
 )
 from espresso_export.verification.gate import Check, Thresholds, gate_checks, interval_list, noise_policy
 from espresso_export.verification.retrieval import RetrievalScores

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from espresso_export.core.formatting import rounded
 from espresso_export.core.metrics import (
     RANKING_SCORES,
     ratio_interval,
@@ -19,7 +20,6 @@ from espresso_export.core.metrics import (
 from espresso_export.data import RetrievalSet
 from espresso_export.verification.embedders import EncodeCache
 from espresso_export.verification.gate import interval_list
-from espresso_export.verification.latency_report import rounded
 from espresso_export.verification.retrieval import TOP_K, RetrievalScores
 from espresso_export.verification.sts import StsSet, retention, sts_cosines
 from espresso_export.verification.vectors import Variant, VectorForms, at_width, unit

@@ -19,9 +19,10 @@ from espresso_export.core.cpu import int8_isa
 from espresso_export.core.extras import require
 from espresso_export.data import BUILTIN, input_extras
 from espresso_export.data.files import selected_on, spec_key
+from espresso_export.model.threads import default_threads, fixed_threads
 from espresso_export.model.vocabulary import count_tokens, coverage, find_pruning, tokenizer_json
 from espresso_export.verification.embedders import EncodeCache, open_embedder
-from espresso_export.verification.latency import Plan, compare, default_threads, fixed_threads, time_loads
+from espresso_export.verification.latency import Plan, compare, time_loads
 from espresso_export.verification.latency_report import LatencyRow, LatencySetup
 from espresso_export.verification.report import RetrievalRow, StsRow, VerifyReport
 from espresso_export.verification.retrieval import IndexOptions, evaluate, load_retrieval

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from espresso_export.verification.embedders import Embedder, open_embedder
-from espresso_export.verification.latency import BatchTiming, Plan, fixed_threads, median_ci, time_batch_size
+from espresso_export.model.threads import fixed_threads
+from espresso_export.verification.latency import BatchTiming, Plan, median_ci, time_batch_size
 from espresso_export.verification.latency_report import LatencyRow, LatencySetup, latency_dict
 from espresso_export.core.types import WithinNoise
 
