@@ -14,7 +14,7 @@ import pytest
 from espresso_export.searching.search import auto
 from espresso_export.searching.work import STATE
 
-pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[retrieval]')")
+pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[eval]')")
 
 # titles: the tiny random model's cuts then score below its source, so a target can ask for a heal; its source finds
 # few known items, so its scores' intervals are wide: these tests check the search's mechanics, not its estimate

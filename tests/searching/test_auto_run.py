@@ -12,7 +12,7 @@ import pytest
 from espresso_export.cli.app import main
 from espresso_export.searching.search import auto
 
-pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[retrieval]')")
+pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[eval]')")
 
 TINY = dict(eval_passages=80, eval_queries=24, max_texts=400, batch_size=16, threads=1, known_items="title",
             max_noise=10.0)  # the tiny random model's scores are noise: these tests check the command, not them

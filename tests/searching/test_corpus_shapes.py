@@ -20,7 +20,7 @@ from espresso_export.searching.evaluation import eval_set, read_documents
 from espresso_export.searching.search import _checked_queries
 from espresso_export.verification.corpus_agreement import load_corpus
 
-pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[retrieval]')")
+pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[eval]')")
 
 QUICK = ["--time-budget", "1s", "--threads", "1", "--layers", "1,2"]
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]+")

@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[retrieval]')")
+pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[eval]')")
 
 SMALL = dict(eval_passages=80, eval_queries=24, max_texts=400, batch_size=16, threads=1, known_items="title",
              max_noise=10.0)

@@ -21,7 +21,7 @@ from espresso_export.verification.latency_report import LatencySetup
 from espresso_export.verification.report import VerifyReport
 from espresso_export.verification.vectors import Variant
 
-pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[retrieval]')")
+pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[eval]')")
 
 TINY = dict(eval_passages=80, eval_queries=24, max_texts=400, batch_size=16, threads=1, known_items="title")
 

@@ -13,7 +13,7 @@ from corpus_shapes import NOT_TEXT, write_not_text, write_shape
 
 from espresso_export.cli.app import main
 
-pytest.importorskip("faiss", reason="verify --corpus searches with faiss (pip install 'espresso-export[retrieval]')")
+pytest.importorskip("faiss", reason="verify --corpus searches with faiss (pip install 'espresso-export[eval]')")
 
 QUICK = ["--sts-limit", "40", "--batch-sizes", "none", "--threads", "1", "--no-cache"]
 
