@@ -1,11 +1,11 @@
-"""Known-item retention (verification/known_item.py) and the cloze pseudo-queries it searches with."""
+"""Known-item retention (verification/known_item.py): nDCG by hand, the retention, the cloze index, and verify's
+report of it for a corpus."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from espresso_export.data.pseudo_queries import Passages, cloze_queries
 from espresso_export.verification.known_item import cloze_index, known_item, known_item_ndcg
 
 
@@ -42,34 +42,6 @@ def test_cloze_index_replaces_each_origin_by_its_target():
     index = cloze_index(docs, [2], targets)
     assert np.array_equal(index[:2], docs[:2]) and np.allclose(index[2], 0.5)
     assert docs[2, 2] == 1.0  # the corpus' own vectors are untouched
-
-
-def test_cloze_queries_cut_the_query_out_of_its_passage():
-    passages = Passages("p", ["Paris is the capital of France. It lies on the Seine river today.",
-                              "Berlin is a large city in Germany. Its wall fell in the year 1989 for good."])
-    made = cloze_queries(passages, "sentence", limit=5, seed=0)
-    assert made.method == "sentence" and len(made) == 2
-    for query, origin, target in zip(made.texts, made.origins, made.targets):
-        assert query in passages.texts[origin] and query not in target
-        assert target and len(target) < len(passages.texts[origin])
-
-
-def test_cloze_queries_by_title_target_the_body():
-    passages = Passages("p", ["Paris Paris is the capital of France.", "Berlin Berlin is in Germany."],
-                        titles=["Paris", "Berlin"])
-    made = cloze_queries(passages, "auto", limit=5, seed=0)
-    assert made.method == "title"  # one sentence each: titles
-    bodies = {"Paris": "Paris is the capital of France.", "Berlin": "Berlin is in Germany."}
-    assert {q: t for q, t in zip(made.texts, made.targets)} == bodies  # the title taken off the front
-
-
-def test_short_texts_are_cut_in_halves():
-    passages = Passages("p", ["a man is playing a large flute on the stage tonight",
-                              "two dogs run across the green field after a red ball"])
-    made = cloze_queries(passages, "auto", limit=5, seed=0)
-    assert made.method == "half" and len(made) == 2
-    for query, origin, target in zip(made.texts, made.origins, made.targets):
-        assert f"{query} {target}" == passages.texts[origin]
 
 
 def test_verify_reports_the_known_item_retention_of_a_corpus(tmp_path, tiny_bert, tiny_cut):
