@@ -164,6 +164,31 @@ def test_the_readme_stays_short_and_the_docs_hold_no_lab_notes():
     assert notes == []
 
 
+BENCHMARKS = ROOT / "benchmarks" / "README.md"
+# the story of a run, which benchmarks/log/ keeps: who ran it when, what changed between its parts
+HISTORY = re.compile(r"\bsessions?\b|\bissues? #?\d+|(?<![\w`/])#\d+\b|\b(?:fixed|changed) between\b|\bafter a fix\b"
+                     r"|\bthe code (?:fixed|changed)\b|\b(?:earlier|later|next|previous) runs?\b", re.IGNORECASE)
+CELL_WORDS = 40  # a table cell longer than this tells a story instead of giving a number
+
+
+def _history(text: str) -> list[str]:
+    """The lab notes of a benchmark page: history words in its prose and tables, and table cells that narrate."""
+    found = [m.group(0) for m in HISTORY.finditer(text)]
+    cells = [c.strip() for line in text.splitlines() if line.startswith("|") for c in line.strip().strip("|").split("|")]
+    return found + [c[:60] + "..." for c in cells if len(c.split()) > CELL_WORDS]
+
+
+def test_the_benchmark_page_holds_headline_rows_not_history():
+    """benchmarks/README.md gives each result once, with its machine, date and command; a row's history ("the
+    seventh session", "the code fixed between them", a 124-word cell) belongs in benchmarks/log/. Dates stay:
+    every row names the day it was measured."""
+    assert _history("| run | 17.1 min | the L6 answer (2026-11-28, seventh session: rescored) |")
+    assert _history("| " + "word " * (CELL_WORDS + 1) + "|")
+    assert _history("three parts on one work folder, the code fixed between them")
+    assert not _history("| (a) | dbpedia-5k, `--time-budget 20m` | 17.1 min | EPYC AVX512-VNNI/BF16 | 2026-11-28 |")
+    assert _history(BENCHMARKS.read_text(encoding="utf-8")) == []
+
+
 def test_every_option_of_a_synopsis_exists():
     """Synopses (`shrink MODEL --layers L [--dim k]`) are not parsed: their command and option names are."""
     commands, checked, unknown = _cli(), 0, []
@@ -309,7 +334,7 @@ def test_every_recipe_block_is_a_valid_recipe():
 def _verify_gated(page_text: str, commands: list[str], healed: set[str]) -> list[str]:
     wrong = []
     for c in commands:
-        if not (c.startswith("espresso-export verify") and "--min-retention 0.95" in c):
+        if not (c.startswith("espresso-export verify") and "--min-sts-retention 0.95" in c):
             continue
         candidate = c.split()[2]
         if candidate in healed:
@@ -322,8 +347,9 @@ def _verify_gated(page_text: str, commands: list[str], healed: set[str]) -> list
 
 
 def test_the_docs_gate_a_model_that_can_pass():
-    """The verify example gated the plain cut at --min-retention 0.95, which keeps 85% (exit 3): every gated
-    verify measures a distilled (healed) model or its export, and the plain cut's verify says it fails."""
+    """The verify example gated the plain cut at 0.95 STS retention (`--min-sts-retention`), which it misses
+    (exit 3): every gated verify measures a distilled (healed) model or its export, and the plain cut's verify says
+    it fails."""
     commands = {b.page: [] for b in _blocks(SHELL)}
     for b in _blocks(SHELL):
         commands[b.page] += [" ".join(c.split()) for c in _commands(b.body)]
@@ -332,7 +358,7 @@ def test_the_docs_gate_a_model_that_can_pass():
               for m in [re.search(r"-o (\S+)", c)] if m}
     healed |= {m.group(1) for c in every if c.startswith("espresso-export export") and c.split()[2] in healed
                for m in [re.search(r"-o (\S+)", c)] if m}
-    gated = [c for c in every if c.startswith("espresso-export verify") and "--min-retention 0.95" in c]
+    gated = [c for c in every if c.startswith("espresso-export verify") and "--min-sts-retention 0.95" in c]
     assert len(gated) >= 2
     wrong = [w for page, cs in commands.items() for w in _verify_gated(page.read_text(encoding="utf-8"), cs, healed)]
     assert wrong == []
@@ -350,3 +376,66 @@ def test_the_blocks_marked_run_run(block, tmp_path):
     for argv in lines:
         done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
         assert done.returncode == 0, (str(block), argv, done.stderr[-2000:])
+
+
+AUTO_PAGE = ROOT / "docs" / "commands" / "auto.md"
+AUTO_WORDS = 1000  # a reference page: what it does, a table per phase, what you get, exit codes, examples
+
+
+def test_the_auto_page_is_a_reference_a_reader_finishes():
+    """docs/commands/auto.md grew to 2,600 words, one 947-word list among them: it stays at most 1,000 words
+    (counted as `wc -w` counts them, tables and code included), with one example per objective and every exit
+    code `auto` gives."""
+    text = AUTO_PAGE.read_text(encoding="utf-8")
+    assert len(text.split()) <= AUTO_WORDS
+    commands = [c for b in _blocks(SHELL) if b.page == AUTO_PAGE for c in _commands(b.body)]
+    for objective in ("latency", "size", "bytes-per-vector"):
+        assert any(f"--objective {objective}" in " ".join(c.split()) for c in commands), objective
+    exits = text[text.index("## Exit codes"):]
+    assert all(f"**{code}**" in exits for code in (0, 1, 2, 3, 130, 143))
+
+
+# A benchmark figure is a measured number a page quotes: a retention or correlation to three decimals (0.975), a
+# speed-up (4.42x), a measured time or size with decimals (30.4 min, 18.7 MB), a share kept (keeps about 85%). A
+# threshold (`>= 0.9999`, within 0.993) and anything in code are settings, not measurements.
+FIGURE = re.compile(r"(?<![\w.])\d\.\d{3,}(?![\w.])"
+                    r"|(?<![\w.])\d+(?:\.\d+)?x(?![\w-])"
+                    r"|(?<![\w.])\d+\.\d+\s?(?:ms|s|min|h|kB|MB|GB)\b"
+                    r"|\b(?:(?:keeps?|kept|keeping|retains?|retained)\s+(?:about\s+|only\s+|nearly\s+)?|about\s+)"
+                    r"\d+(?:\.\d+)?(?:-\d+)?%")
+THRESHOLD = re.compile(r"(?:>=|<=|>|<|≥|≤|\bwithin|\bat least|\bat most|\babove|\bbelow)\s*$")
+BENCHMARK_LINK = re.compile(r"\[[^\]]*\]\([^)\s]*benchmarks/[^)\s]*\)")
+
+
+def _figures(text: str) -> list[str]:
+    """The benchmark figures of a page outside code and outside the text of a link to benchmarks/."""
+    found = []
+    for line in _prose_lines(text):
+        line = BENCHMARK_LINK.sub("[]", re.sub(r"`[^`]*`", "``", line))
+        found += [m.group(0) for m in FIGURE.finditer(line) if not THRESHOLD.search(line[:m.start()])]
+    return found
+
+
+def _prose_lines(text: str) -> list[str]:
+    """The lines outside fenced blocks."""
+    lines, fence = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fence = not fence
+        elif not fence:
+            lines.append(line)
+    return lines
+
+
+def test_no_benchmark_figure_in_the_docs_outside_a_link():
+    """A measured number goes stale where it is copied: docs/ quote a benchmark only as the text of a link to
+    benchmarks/ (its README's rows or the log), where the machine, date and command stand beside it."""
+    assert _figures("the 4-layer heal keeps 0.975 of the source") == ["0.975"]
+    assert _figures("the plain cut keeps about 85% and fails; int8 ran at 4.42x in 30.4 min") == [
+        "keeps about 85%", "4.42x", "30.4 min"]
+    assert _figures("[keeps 0.975](../../benchmarks/README.md#auto) with `--min-retention 0.97`, a 95% interval") == []
+    assert _figures("min cosine >= 0.9999, within 0.993 of fp32; default 0.1; 4 x top-k") == []
+    assert _figures("```text\n0.975\n```\n") == []
+    pages = [p for p in sorted((ROOT / "docs").rglob("*.md")) if p.name != "architecture.md"]
+    figures = [(str(p.relative_to(ROOT)), f) for p in pages for f in _figures(p.read_text(encoding="utf-8"))]
+    assert figures == []
