@@ -50,9 +50,9 @@ from espresso_export.core.vectors import l2_normalised
 from espresso_export.data import read_retrieval, sentences_sha256
 from espresso_export.data.pseudo_queries import (
     METHODS,
-    cloze_queries,
+    known_item_queries,
     pseudo_queries,
-    read_passages,
+    read_documents_of,
 )
 from espresso_export.runtime.precision import (
     CalibrationRanges,
@@ -293,9 +293,9 @@ def main() -> None:
 
         torch.set_num_threads(args.threads)
     other = args.source != "minilm"  # another source: its cuts and vectors are kept apart from MiniLM's
-    data, passages = subset(read_retrieval(DBPEDIA), read_passages(DBPEDIA), args.docs, args.seed)
+    data, passages = subset(read_retrieval(DBPEDIA), read_documents_of(DBPEDIA), args.docs, args.seed)
     sets = query_sets(args.limit, args.seed, data, passages)
-    cloze = {m: cloze_queries(passages, m, limit=args.limit, seed=args.seed) for m in CLOZE}
+    cloze = {m: known_item_queries(passages, m, limit=args.limit, seed=args.seed) for m in CLOZE}
     source = SOURCES[args.source]()
     dims = [int(d) for d in args.dims.split(",")]
     encoded = {}

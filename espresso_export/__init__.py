@@ -47,7 +47,7 @@ _LAZY = {
     "Thresholds": ("espresso_export.verification.report", "Thresholds"),
     "open_embedder": ("espresso_export.verification.embedders", "open_embedder"),
     "sweep": ("espresso_export.sweeping.sweep", "sweep"),
-    "auto": ("espresso_export.searching.search", "auto"),
+    "auto": ("espresso_export.searching.auto", "auto"),
     "AutoSettings": ("espresso_export.searching.auto_settings", "AutoSettings"),
     "AutoResult": ("espresso_export.searching.auto_result", "AutoResult"),
     "SweepSettings": ("espresso_export.sweeping.sweep_settings", "SweepSettings"),

@@ -20,10 +20,10 @@ def _auto(settings: AutoSettings, *, model: str, output: Path, overwrite: bool, 
 
     Searches depth, healing, width and vector precision for the smallest model keeping --min-retention of the
     source on your documents (no labels needed), within --time-budget; exports, verifies and documents the
-    winner, with a recipe that rebuilds it."""
+    answer, with a recipe that rebuilds it."""
     from espresso_export.cli.render import print_hints, print_json
     from espresso_export.core.errors import GateFailedError
-    from espresso_export.searching.search import auto
+    from espresso_export.searching.auto import auto
 
     result = auto(model, output, settings, overwrite=overwrite, progress=not json_out)
     if json_out:
@@ -44,7 +44,7 @@ def _print(result) -> None:
 
     console = out_console()
     bytes_objective = result.objective == "bytes-per-vector"
-    headers = ["model", "stage", "texts", "retention", "agr@10", "time", "B/vec at target" if bytes_objective
+    headers = ["model", "heal", "texts", "retention", "agr@10", "time", "B/vec at target" if bytes_objective
                else "B/vec"]
 
     def size(r: dict) -> str:
@@ -53,19 +53,18 @@ def _print(result) -> None:
         return "-" if r["bytes_at_target"] is None else str(r["bytes_at_target"])
 
     found = result.rows()
-    rows = [[r["candidate"], r["stage"], f"{r['texts']:,}", f"{r['retention']:.3f}" + ("*" if r["documents"] else ""),
+    rows = [[r["candidate"], r["heal"], f"{r['texts']:,}", f"{r['retention']:.3f}" + ("*" if r["documents"] else ""),
              f"{r['agreement_at_10']:.3f}", f"x{r['latency_ratio']:.2f}", size(r)] for r in found]
     show(grid(f"candidates (known-item retention on your documents; target {result.target:g})", headers, rows,
               console.width, right=headers[2:], whole=headers))
     if any(r["documents"] for r in found):
         console.print("* on all the documents; the others on the search's sample of them", highlight=False)
-    w = result.winner
-    if w is not None:
-        v = w.variant
-        verdict = "winner" if result.met else "best reached (target not met)"
+    a = result.answer
+    if a is not None:
+        verdict = "answer" if result.met else "best reached (target not met)"
         weights = f", {result.export['weights']} weights" if result.export else ""
-        console.print(f"{verdict}: {w.name} ({w.stage_name}), retention {w.stage['retention']:.3f}; vectors "
-                      f"{v['dim']}-d {v['precision']} ({v['bytes_per_vector']} bytes){weights}", highlight=False)
+        console.print(f"{verdict}: {a.describe()}, retention {a.measured.retention:.3f}; vectors "
+                      f"{a.form.describe()}{weights}", highlight=False)
     console.print(f"{_written(result.output)}: {result.output} ({result.seconds / 60:.1f} min)", highlight=False,
                   soft_wrap=True)  # a path is never broken across lines
 

@@ -6,7 +6,7 @@ Three ways, each drawing its passages at random (seeded) up to a cap:
 * ``title``: the passage's title (BEIR ``corpus.jsonl`` and other jsonl records with a ``title``);
 * ``passage``: the passage itself, for passage-to-passage neighbours.
 
-:func:`cloze_queries` makes known-item queries from titles, sentences or halves (the query cut out of its
+:func:`known_item_queries` makes known-item queries from titles, sentences or halves (the query cut out of its
 passage) for the label-free retention estimate of :mod:`espresso_export.verification.known_item`.
 
 :func:`choose_queries` is the one rule both ``verify --corpus`` and ``auto`` choose by, for every shape a corpus
@@ -46,7 +46,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|(?<=[。！？])
 
 
 @dataclass(frozen=True)
-class Passages:
+class Documents:
     """A corpus as an index holds it (a jsonl record's title in front of its text) and, where the records
     have them, each passage's title (empty for a record without one); ``duplicates``: texts dropped as repeats
     of earlier ones (each is kept once)."""
@@ -98,7 +98,7 @@ def _distinct(texts: list[str]) -> tuple[list[str], int]:
     return kept, len(texts) - len(kept)
 
 
-def read_passages(spec: str | Path, *, field: str | None = None) -> Passages:
+def read_documents_of(spec: str | Path, *, field: str | None = None) -> Documents:
     """A BEIR folder (its ``corpus.jsonl`` alone, in file order: no queries or qrels needed) or a corpus file
     (:func:`read_corpus`, ``field`` naming its jsonl field or csv column): distinct non-empty texts, with titles
     where the records have them and the count of repeated texts dropped."""
@@ -106,9 +106,9 @@ def read_passages(spec: str | Path, *, field: str | None = None) -> Passages:
     if path.is_dir():
         texts, duplicates = _distinct(read_beir_corpus(path)[1])
         corpus = _corpus_file(path)
-        return Passages(path.name, texts, None if corpus is None else _titles(corpus, texts), duplicates)
+        return Documents(path.name, texts, None if corpus is None else _titles(corpus, texts), duplicates)
     read = read_corpus(str(spec), field=field)
-    return Passages(path.name, read.sentences, _titles(path, read.sentences, field) if path.is_file() else None,
+    return Documents(path.name, read.sentences, _titles(path, read.sentences, field) if path.is_file() else None,
                     read.counts()["duplicates_dropped"])
 
 
@@ -131,13 +131,13 @@ def _sentence_of(text: str, rng: np.random.Generator) -> str | None:
     return usable[int(rng.integers(len(usable)))]
 
 
-def passage_body(passages: Passages, i: int) -> str:
+def document_body(passages: Documents, i: int) -> str:
     """A passage's text without the title the index puts in front of it (sentences are taken from the body)."""
     text, title = passages.texts[i], passages.titles[i].strip() if passages.titles else ""
     return text[len(title):].strip() if title and text.startswith(title + " ") else text
 
 
-def _title_of(passages: Passages, i: int) -> str | None:
+def _title_of(passages: Documents, i: int) -> str | None:
     title = passages.titles[i].strip() if passages.titles else ""
     return title if title and title != passages.texts[i].strip() else None
 
@@ -151,7 +151,7 @@ def _half_of(text: str) -> tuple[str, str] | None:
     return " ".join(text[:cut].split()), " ".join(text[cut:].split())
 
 
-def _query_of(passages: Passages, i: int, method: str, rng: np.random.Generator, min_words: int) -> str | None:
+def _query_of(passages: Documents, i: int, method: str, rng: np.random.Generator, min_words: int) -> str | None:
     if method == "passage":
         text = passages.texts[i]
         return text if len(words(text)) >= min_words else None
@@ -160,10 +160,10 @@ def _query_of(passages: Passages, i: int, method: str, rng: np.random.Generator,
     if method == "half":
         half = _half_of(passages.texts[i])
         return None if half is None else half[0]
-    return _sentence_of(passage_body(passages, i), rng)
+    return _sentence_of(document_body(passages, i), rng)
 
 
-def _made(passages: Passages, method: str, limit: int, seed: int, min_words: int = 0) -> PseudoQueries:
+def _made(passages: Documents, method: str, limit: int, seed: int, min_words: int = 0) -> PseudoQueries:
     """At most ``limit`` queries by ``method`` from passages drawn at random (``seed``), each distinct; passages
     that give none (no title, a single sentence, too few words) skipped. May be empty."""
     rng = np.random.default_rng(seed)
@@ -182,7 +182,7 @@ def _made(passages: Passages, method: str, limit: int, seed: int, min_words: int
     return PseudoQueries(method, texts, origins)
 
 
-def pseudo_queries(passages: Passages, method: str, *, limit: int = LIMIT, seed: int = 0,
+def pseudo_queries(passages: Documents, method: str, *, limit: int = LIMIT, seed: int = 0,
                    keep_origin: bool = False) -> PseudoQueries:
     """At most ``limit`` pseudo-queries by ``method`` from passages drawn at random (``seed``); passages that
     give none (no title, a single sentence) are skipped. The same inputs give the same queries."""
@@ -201,10 +201,10 @@ def pseudo_queries(passages: Passages, method: str, *, limit: int = LIMIT, seed:
 
 
 @dataclass(frozen=True)
-class ClozeQueries:
+class KnownItemQueries:
     """Known-item pseudo-queries: each query's one relevant document is its own passage with the query cut out
     of it (``targets[i]`` replaces passage ``origins[i]`` in the index), so finding it takes meaning, not the
-    query's words (the inverse cloze task of Lee et al., 2019, ORQA)."""
+    query's words (Lee et al., 2019, ORQA's inverse cloze task)."""
 
     method: str
     texts: list[str]
@@ -220,23 +220,23 @@ def _cut_out(text: str, query: str) -> str:
     return " ".join((text[:at] + " " + text[at + len(query):]).split()) if at >= 0 else text
 
 
-def _cloze(passages: Passages, made: PseudoQueries) -> ClozeQueries:
+def _known_item_queries(passages: Documents, made: PseudoQueries) -> KnownItemQueries:
     """Each query's target: for a title, the passage's body; for a sentence, the passage without it; for a half
     (the first half of a text's words), the other half."""
     if made.method == "half":
         targets = [_half_of(passages.texts[i])[1] for i in made.origins]  # type: ignore[index]
     else:
-        targets = [passage_body(passages, i) if made.method == "title" else _cut_out(passages.texts[i], q)
+        targets = [document_body(passages, i) if made.method == "title" else _cut_out(passages.texts[i], q)
                    for q, i in zip(made.texts, made.origins)]
-    return ClozeQueries(made.method, made.texts, made.origins, targets)
+    return KnownItemQueries(made.method, made.texts, made.origins, targets)
 
 
-def _sentence_share(passages: Passages, sample: int = 200) -> float:
+def _sentence_share(passages: Documents, sample: int = 200) -> float:
     n = min(sample, len(passages.texts))
     return sum(len(split_sentences(t)) >= 2 for t in passages.texts[:n]) / max(n, 1)
 
 
-def _known_item_order(passages: Passages, share: float) -> list[str]:
+def _known_item_order(passages: Documents, share: float) -> list[str]:
     """Sentences where most passages have two or more (their task is harder: the source itself misses some
     targets, so the score does not saturate near the source, where a target such as 97% sits, and errs low there
     rather than high), else titles where the records have them, else halves of one-sentence texts."""
@@ -244,7 +244,7 @@ def _known_item_order(passages: Passages, share: float) -> list[str]:
     return list(dict.fromkeys([*first, *(["title"] if passages.titles else []), "half", "sentence"]))
 
 
-def _agreement_order(passages: Passages, share: float) -> list[tuple[str, int]]:
+def _agreement_order(passages: Documents, share: float) -> list[tuple[str, int]]:
     """Titles where the records have them (the choice whose agreement followed labelled nDCG@10 retention best),
     else sentences where most passages have two or more, else the first half of one-sentence texts (as the known
     items are made: a query never a whole text, which auto may heal on), else each passage itself of
@@ -254,7 +254,7 @@ def _agreement_order(passages: Passages, share: float) -> list[tuple[str, int]]:
                                ("passage", MIN_WORDS), ("sentence", 0)]))
 
 
-def _first_enough(passages: Passages, order: list[tuple[str, int]], limit: int, seed: int) -> PseudoQueries:
+def _first_enough(passages: Documents, order: list[tuple[str, int]], limit: int, seed: int) -> PseudoQueries:
     """The first method of ``order`` making ``ENOUGH`` queries (or ``limit``), else the one making most (the
     earlier on a tie); empty when none makes any."""
     best = PseudoQueries(order[0][0], [], [])
@@ -272,7 +272,7 @@ class Chosen:
     when none could be made, or none was asked), why none could be, and the repeated texts dropped."""
 
     agreement: PseudoQueries | None
-    known_items: ClozeQueries | None
+    known_items: KnownItemQueries | None
     duplicates: int
     why_no_agreement: str | None = None
     why_no_known_items: str | None = None
@@ -283,7 +283,7 @@ def _check(method: str | None, allowed: tuple[str, ...], what: str) -> None:
         raise ValidationError(f"{what} are made from {', '.join(allowed)} (or auto), not {method!r}")
 
 
-def choose_queries(passages: Passages, *, agreement: str | None = "auto", known_items: str | None = "auto",
+def choose_queries(passages: Documents, *, agreement: str | None = "auto", known_items: str | None = "auto",
                    limit: int = LIMIT, seed: int = 0, keep_origin: bool = False) -> Chosen:
     """The pseudo-queries of a corpus, by one rule for every command: at most ``limit`` agreement queries by
     ``agreement`` (a method of :data:`METHODS`; ``auto``, which may take ``half`` too; or None: the user's
@@ -302,17 +302,17 @@ def choose_queries(passages: Passages, *, agreement: str | None = "auto", known_
         made = _first_enough(passages, _agreement_order(passages, share), limit, seed)
     elif agreement is not None:
         made = _made(passages, agreement, limit, seed)
-    cloze = None
+    found = None
     if known_items is not None:
         order = _known_item_order(passages, share) if known_items == "auto" else [known_items]
-        cloze = _first_enough(passages, [(m, 0) for m in order], limit, seed)
+        found = _first_enough(passages, [(m, 0) for m in order], limit, seed)
     return Chosen(None if not made else PseudoQueries(made.method, made.texts, made.origins, keep_origin),
-                  None if not cloze else _cloze(passages, cloze), passages.duplicates,
+                  None if not found else _known_item_queries(passages, found), passages.duplicates,
                   None if agreement is None or made else _why(passages, agreement),
-                  None if known_items is None or cloze else _why(passages, known_items, known=True))
+                  None if known_items is None or found else _why(passages, known_items, known=True))
 
 
-def _why(passages: Passages, method: str, *, known: bool = False) -> str:
+def _why(passages: Documents, method: str, *, known: bool = False) -> str:
     if method == "title" and not passages.titles:
         return "the records have no titles"
     if method == "auto" and known:
@@ -324,8 +324,8 @@ def _why(passages: Passages, method: str, *, known: bool = False) -> str:
             "passage": "no passage"}[method]
 
 
-def cloze_queries(passages: Passages, method: str = "auto", *, limit: int = LIMIT, seed: int = 0) -> ClozeQueries:
-    """Known-item queries by ``method`` (``title``, ``sentence``, ``half`` or ``auto``), each with its cloze target:
+def known_item_queries(passages: Documents, method: str = "auto", *, limit: int = LIMIT, seed: int = 0) -> KnownItemQueries:
+    """Known-item queries by ``method`` (``title``, ``sentence``, ``half`` or ``auto``), each with its target (the document with the query cut out):
     :func:`choose_queries`' rule; a corpus that gives none is refused."""
     chosen = choose_queries(passages, agreement=None, known_items=method, limit=limit, seed=seed)
     if chosen.known_items is None:

@@ -209,7 +209,7 @@ def _complete(step: Step, folder: Path) -> bool:
 
 
 def _advance(step: Step, folder: Path, flow: _Flow) -> None:
-    if step.kind == "auto":  # the winner and its export, as a model step and an export step would leave them
+    if step.kind == "auto":  # the answer and its export, as a model step and an export step would leave them
         flow.model, flow.export, flow.report = str(folder / "model"), folder / "export", folder / "verify.json"
         return
     if step.kind == "shrink":
@@ -346,7 +346,7 @@ def _run_push(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite:
 
 
 def _run_auto(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):
-    from espresso_export.searching.search import auto
+    from espresso_export.searching.auto import auto
 
     c = step.config
     r = auto(flow.model, folder, replace(c, threads=c.threads or flow.threads), overwrite=overwrite,
@@ -354,9 +354,9 @@ def _run_auto(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite:
     data = r.to_dict()
     if not r.passed:
         raise GateFailedError(f"auto: no candidate kept {r.target:g} of the source (record: {folder}/auto.json)")
-    w = r.winner
-    return data, (f"{w.name} ({w.stage_name}): known-item retention {w.stage['retention']:.3f}, vectors "
-                  f"{w.variant['dim']}-d {w.variant['precision']}, {r.export['weights']} weights")
+    a = r.answer
+    return data, (f"{a.describe()}: known-item retention {a.measured.retention:.3f}, vectors "
+                  f"{a.form.dim}-d {a.form.precision}, {r.export['weights']} weights")
 
 
 def _settings_only(step_config, cls: type):

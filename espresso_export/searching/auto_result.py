@@ -1,5 +1,5 @@
-"""What ``auto`` returns and writes: every candidate's measured stages (``auto.json``, ``auto.csv``), the plot of
-quality against the objective (``auto.png``), and the winner."""
+"""What ``auto`` returns and writes: every candidate's measured heals (``auto.json``, ``auto.csv``), the plot of
+quality against the objective (``auto.png``), and the answer."""
 
 from __future__ import annotations
 
@@ -9,78 +9,67 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from espresso_export.core.evidence import undecided
 from espresso_export.core.files import write_text_atomic
+from espresso_export.searching.answer import Answer
+from espresso_export.searching.auto_settings import AutoSettings
+from espresso_export.searching.candidates import Candidate, Heal, find
+from espresso_export.searching.context import Context
+from espresso_export.searching.halving import ETA, LONGER_GAIN
+from espresso_export.searching.plots import plot_auto
 
-CSV_FIELDS = ("candidate", "stage", "texts", "retention", "ci95_low", "ci95_high", "documents", "sample_retention",
+CSV_FIELDS = ("candidate", "heal", "texts", "retention", "ci95_low", "ci95_high", "documents", "sample_retention",
               "agreement_at_10", "latency_ratio", "params", "dim", "bytes_per_vector", "bytes_at_target", "dropped")
 
 
-def measured_on(stage: dict) -> str:
-    """Where a stage's retention was measured: the search's sample, or all the documents
-    (:mod:`.all_documents`)."""
-    if "sample" in stage:
-        return f"all {stage['documents']:,} documents with the search's queries"
+def measured_on(heal: Heal) -> str:
+    """Where a heal's retention was measured: the search's sample, or all the documents (:mod:`.all_documents`)."""
+    if heal.on_all_documents:
+        return f"all {heal.documents:,} documents with the search's queries"
     return "the search's sample"
 
 
-def _undecided(s, cands, queries: int) -> str | None:
-    """The stages that read at or above the target by a score too noisy to decide it, the widest first: the
+def _undecided(s: AutoSettings, cands: list[Candidate], queries: int) -> str | None:
+    """The heals that read at or above the target by a score too noisy to decide it, the widest first: the
     search cannot tell whether they keep it, which no longer heal changes."""
-    from espresso_export.core.evidence import undecided
-
-    found = sorted(((why, c.name, k, sc["retention"]) for c in cands for k, sc in c.scores.items()
-                    if sc["retention"] >= s.min_retention
-                    and (why := undecided(queries, sc.get("ci95"), s.max_noise))), key=lambda f: f[3], reverse=True)
+    found = sorted(((why, c.name, k, h.retention) for c in cands for k, h in c.scores.items()
+                    if h.retention >= s.min_retention
+                    and (why := undecided(queries, h.score.ci95, s.max_noise))), key=lambda f: f[3], reverse=True)
     if not found:
         return None
-    why, name, stage, value = found[0]
-    return (f"{len(found)} stage(s) read at or above {s.min_retention:g} but cannot decide it, e.g. {name} ({stage}) "
+    why, name, heal, value = found[0]
+    return (f"{len(found)} heal(s) read at or above {s.min_retention:g} but cannot decide it, e.g. {name} ({heal}) "
             f"{value:.3f}: {why}; give more documents or known-item queries (--eval-passages, --eval-queries, "
             "--corpus) or accept wider intervals (--max-noise)")
 
 
-def _missed(s, cands, best: Pick | None, queries: int) -> str:
+def _missed(s: AutoSettings, cands: list[Candidate], best: Answer | None, queries: int) -> str:
     """What the search reached, and what more time would likely give: the best candidate's last heal gained
-    ``g`` over its previous stage; a heal :data:`.plan.ETA` times as long gains about half as much again
-    (:func:`.plan.slack`)."""
-    from espresso_export.searching.plan import ETA, LONGER_GAIN
-
+    ``g`` over its previous one; a heal :data:`.halving.ETA` times as long gains about
+    :data:`.halving.LONGER_GAIN` as much again."""
     if best is None:
         return f"no candidate kept {s.min_retention:g} of the source and none was measured"
     unsure = _undecided(s, cands, queries)
     if unsure is not None:
         return unsure
-    line = (f"no candidate kept {s.min_retention:g} of the source: the best reached {best.stage['retention']:.3f} "
-            f"({best.name}, {best.stage_name})")
-    cand = next(c for c in cands if c.name == best.name)
-    stages = [v["retention"] for v in cand.scores.values()]
-    if len(stages) >= 2 and stages[-1] > stages[-2]:
-        likely = stages[-1] + LONGER_GAIN * (stages[-1] - stages[-2])
+    line = (f"no candidate kept {s.min_retention:g} of the source: the best reached {best.measured.retention:.3f} "
+            f"({best.describe()})")
+    cand = find(cands, best.name)
+    heals = [h.retention for h in cand.scores.values()]
+    if len(heals) >= 2 and heals[-1] > heals[-2]:
+        likely = heals[-1] + LONGER_GAIN * (heals[-1] - heals[-2])
         line += (f"; a heal {ETA}x as long would likely reach about {likely:.3f} (a larger --time-budget continues "
                  "this search)")
-    deeper = [c.depth for c in cands if c.depth > cand.depth and c.student is None]
+    deeper = [c.depth for c in cands if c.depth > cand.depth and c.is_cut]
     if not deeper:
         line += "; no deeper cut was tried: widen --layers or lower --min-retention"
     return line
 
 
-def _at_target(stage: dict, target: float) -> int | None:
+def _at_target(heal: dict, target: float) -> int | None:
     """The fewest bytes per vector of a stored form (width, precision) that keeps the target, if measured."""
-    ok = [v["bytes_per_vector"] for v in stage.get("variants", []) if v["retention"] >= target]
+    ok = [v["bytes_per_vector"] for v in heal.get("variants", []) if v["retention"] >= target]
     return min(ok) if ok else None
-
-
-@dataclass(frozen=True)
-class Pick:
-    name: str
-    stage_name: str
-    stage: dict
-    variant: dict  # the stored form chosen: dim, precision, retention, bytes_per_vector
-
-    def to_dict(self) -> dict:
-        return {"candidate": self.name, "stage": self.stage_name, "retention": self.stage["retention"],
-                "agreement_at_10": self.stage["agreement_at_10"], "texts": self.stage.get("texts", 0),
-                "vectors": {k: self.variant[k] for k in ("dim", "precision", "bytes_per_vector", "retention")}}
 
 
 @dataclass
@@ -89,7 +78,7 @@ class AutoResult:
     objective: str
     target: float
     met: bool  # a candidate kept the target
-    winner: Pick | None  # the answer when met; else the best the search reached
+    answer: Answer | None  # when met; else the best the search reached
     candidates: list[dict]
     source_info: dict
     budget_seconds: float
@@ -101,32 +90,32 @@ class AutoResult:
     output: Path | None = None
     hints: list[str] = field(default_factory=list)
     timing: dict = field(default_factory=dict)  # the budget, the finish estimated and taken, the whole command
-    undecided: bool = False  # not met, while stages read at or above the target by scores too noisy to decide it
+    undecided: bool = False  # not met, while heals read at or above the target by scores too noisy to decide it
 
     @property
     def passed(self) -> bool:
         return self.met and (self.verify is None or self.verify["passed"])
 
     @classmethod
-    def of(cls, ctx, cands, winner: Pick | None, *, met: bool) -> AutoResult:
+    def of(cls, ctx: Context, cands: list[Candidate], answer: Answer | None, *, met: bool) -> AutoResult:
         import time
 
         s = ctx.settings
-        result = cls(source=ctx.source, objective=s.objective.value, target=s.min_retention, met=met, winner=winner,
+        result = cls(source=ctx.source, objective=s.objective.value, target=s.min_retention, met=met, answer=answer,
                      candidates=[c.to_dict() for c in cands],
-                     source_info={**ctx.work.done("source"), "evaluation": ctx.scorer.ev.to_dict()},
+                     source_info={**ctx.work.done("source"), "sample": ctx.sample.to_dict()},
                      budget_seconds=s.budget_seconds, seconds=time.perf_counter() - ctx.start, log=list(ctx.log))
         if not met:
-            result.undecided = _undecided(s, cands, len(ctx.scorer.ev.cloze)) is not None
-            result.hints.append(_missed(s, cands, winner, len(ctx.scorer.ev.cloze)))
+            result.undecided = _undecided(s, cands, ctx.queries) is not None
+            result.hints.append(_missed(s, cands, answer, ctx.queries))
         return result
 
     def rows(self) -> list[dict]:
         out = []
         for c in self.candidates:
-            for stage, sc in c["scores"].items():
+            for heal, sc in c["scores"].items():
                 ci = sc.get("ci95") or [None, None]
-                out.append({"candidate": c["name"], "stage": stage, "texts": sc.get("texts", 0),
+                out.append({"candidate": c["name"], "heal": heal, "texts": sc.get("texts", 0),
                             "retention": sc["retention"], "ci95_low": ci[0], "ci95_high": ci[1],
                             "documents": sc.get("documents", ""),
                             "sample_retention": sc["sample"]["retention"] if "sample" in sc else "",
@@ -140,7 +129,7 @@ class AutoResult:
 
         return {"espresso_version": __version__, "source": self.source, "objective": self.objective,
                 "target_retention": self.target, "met": self.met, "undecided": self.undecided, "passed": self.passed,
-                "winner": self.winner.to_dict() if self.winner else None,
+                "answer": self.answer.to_dict() if self.answer else None,
                 "export": self.export, "verify": self.verify, "vocabulary": self.vocabulary,
                 "source_info": self.source_info,
                 "budget_seconds": self.budget_seconds, "seconds": round(self.seconds, 1), "timing": self.timing,
@@ -155,8 +144,6 @@ class AutoResult:
         return buf.getvalue()
 
     def write(self, folder: Path) -> None:
-        from espresso_export.searching.plots import plot_auto
-
         try:  # the measurements are the result; a plot that cannot be drawn must not take them down
             plot_auto(self, folder / "auto.png")
         except Exception as e:  # matplotlib raises assorted errors (backends, fonts, a broken install)

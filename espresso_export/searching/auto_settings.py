@@ -1,4 +1,4 @@
-"""The settings of ``auto``, declared once: the API (:func:`espresso_export.searching.search.auto`), the ``auto``
+"""The settings of ``auto``, declared once: the API (:func:`espresso_export.searching.auto.auto`), the ``auto``
 command and the recipe's ``auto`` keys derive from this class. Settings that are verify's or distill's (the
 labelled sets, the latency gate, the training length, threads) are their declarations, taken whole.
 Torch-free, so ``--help`` stays instant."""
@@ -22,11 +22,14 @@ from espresso_export.verification.verify_settings import (
 )
 
 OUTPUT_PRECISIONS = ("float32", "int8", "binary")  # what the index may store; binary searched with rescoring
+DEFAULT_MAX_DIM = 384  # the candidates' default width at most: all-MiniLM-L6-v2's, the common small-model width
+DEFAULT_TEXTS = 20_000  # healing texts at most by default
+MIN_HEALING_TEXTS = 100  # --max-texts at least: fewer is too short a heal to say anything
 
 
 @dataclass
 class AutoSettings:
-    """:func:`espresso_export.searching.search.auto`: what the model must keep, what it minimises, and the
+    """:func:`espresso_export.searching.auto.auto`: what the model must keep, what it minimises, and the
     budget the search spends."""
 
     corpus: list[str] = setting(
@@ -73,7 +76,7 @@ class AutoSettings:
                                 help="Depths to consider, comma-separated (2,3,4). Default: every depth below "
                                      "the source's.")
     dim: Optional[int] = setting(None, min=8, help="Width the candidates are healed at (a PCA head). Default: the "
-                                                   "source's width, at most 384.")
+                                                   f"source's width, at most {DEFAULT_MAX_DIM}.")
     precision: Union[str, list[str]] = setting(
         default_factory=lambda: list(OUTPUT_PRECISIONS), cli_type=str, parse=parse_name_list,
         help="Output precisions the index may store (float32,int8,binary; binary is searched with rescoring).")
@@ -89,8 +92,8 @@ class AutoSettings:
         help="Prune the answer's vocabulary to the tokens of your documents and the healing texts (prune-vocab): "
              "a smaller embedding table, the same vectors for any text made of those tokens. Default: on for "
              "--objective size.")
-    max_texts: Optional[int] = setting(None, min=100, help="Healing texts at most. Default: what the budget "
-                                                           "allows, up to 20,000.")
+    max_texts: Optional[int] = setting(None, min=MIN_HEALING_TEXTS, help="Healing texts at most. Default: what "
+                                                                         f"the budget allows, up to {DEFAULT_TEXTS:,}.")
     max_seq_len: Optional[int] = setting(None, min=8, help="Truncate healing texts to this many tokens. Default: "
                                                            "distill's choice from the healing texts' lengths.")
     batch_size: int = setting(32, min=1, help="Healing batch size.")

@@ -10,7 +10,11 @@ it makes when it is more than the budget.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+
+from espresso_export.distilling.student import STUDENT_PCA_SAMPLES  # distill encodes these before training
+from espresso_export.searching.auto_settings import AutoSettings
 
 FINISH_FIXED = 15.0  # seconds: the ONNX export, its int8 weights and their validation, the card and the recipe
 ANSWER_SHARE = 0.5  # the answer's encoding time as a share of the source's, before the answer is known
@@ -19,6 +23,32 @@ STS_TEXTS = 3000  # texts per STS set given with --sts, about: an estimate, not 
 BUILTIN_STS_TEXTS = 340  # the shipped smoke set the final check reads when no --sts is given
 TIMED_ROUND = 3  # verify's timed rounds at least per batch size, each every latency text through both models
 LATENCY_BUDGET = 5.0  # seconds of extra timed rounds per batch size the finish's verify may take
+TRAIN_COST = 3.0  # a training step on a text costs about 3 forward passes (forward, backward), until measured
+
+
+@dataclass
+class Speed:
+    """Seconds per text of this machine, from the source's measured encoding; ``train_cost`` is replaced by what
+    the first heal measured."""
+
+    seconds_per_text: float  # the source's encoding, per text of the documents
+    depth: int  # the source's layers
+    train_cost: float = TRAIN_COST
+
+    def encode(self, texts: int, depth: float) -> float:
+        """Seconds to encode ``texts`` with a model costing ``depth`` of the source's layers per text
+        (:func:`.candidates.work_depth`)."""
+        return texts * self.seconds_per_text * max(depth, 1e-3) / self.depth
+
+    def train(self, texts: int, depth: float) -> float:
+        """A heal: the student's own PCA sample encoded once (distill's projection start), then the training."""
+        return self.encode(min(texts, STUDENT_PCA_SAMPLES), depth) + self.train_cost * self.encode(texts, depth)
+
+    def observe(self, texts: int, depth: float, seconds: float) -> None:
+        """A heal of ``texts`` texts at ``depth`` layers took ``seconds`` (the teacher pass aside)."""
+        rest = seconds - self.encode(min(texts, STUDENT_PCA_SAMPLES), depth)
+        if texts > 0 and rest > 0:
+            self.train_cost = max(1.0, rest / self.encode(texts, depth))
 
 
 def _lines(path: Path) -> int:
@@ -29,7 +59,7 @@ def _lines(path: Path) -> int:
         return 0
 
 
-def _labelled_texts(s) -> int:
+def _labelled_texts(s: AutoSettings) -> int:
     """Texts the final check encodes for the labelled sets: each STS set's sentences, each retrieval set's corpus
     and queries (line counts of its files: cheap, and close enough for an estimate)."""
     texts = STS_TEXTS * len(s.sts) if s.sts else BUILTIN_STS_TEXTS
@@ -39,7 +69,7 @@ def _labelled_texts(s) -> int:
     return texts
 
 
-def finish_seconds(s, documents: int, speed) -> float:
+def finish_seconds(s: AutoSettings, documents: int, speed: Speed) -> float:
     """The finish of one answer, estimated from the source's measured speed: the export encodes the search's
     sample twice (int8 and float32 kept or not); verify encodes every document, the final check's queries and
     their targets, and the labelled sets with the source and the answer, then times both models at each batch
@@ -57,7 +87,7 @@ def finish_seconds(s, documents: int, speed) -> float:
     return export + verify + latency
 
 
-def cut_seconds(speed, depth: int, texts: int, overhead: float) -> float:
+def cut_seconds(speed: Speed, depth: int, texts: int, overhead: float) -> float:
     """A plain cut in rung 0: ``texts`` encoded at ``depth`` layers, plus what the last cut cost beyond its
     encoding (building it, fitting its head, timing it against the source)."""
     return speed.encode(texts, depth) + overhead

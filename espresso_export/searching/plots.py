@@ -1,5 +1,5 @@
-"""``auto.png``: every measured stage of every candidate, known-item retention against the objective's cost, the
-target line, the winner marked."""
+"""``auto.png``: every measured heal of every candidate, known-item retention against the objective's cost, the
+target line, the answer marked."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 COST_LABEL = {"latency": "time per text, relative to the source (torch, this machine)",
               "size": "parameters (millions)",
-              "bytes-per-vector": "bytes per stored vector (each candidate's last stage: every width and precision)"}
+              "bytes-per-vector": "bytes per stored vector (each candidate's last heal: every width and precision)"}
 
 
 def _name(source: str) -> str:
@@ -24,8 +24,8 @@ def _cost(row: dict, objective: str) -> float:
 
 
 def _series(result, name: str, rows: list[dict]) -> tuple[list[float], list[float]]:
-    """A candidate's points: its stages by the objective's cost; for bytes per vector, the frontier of its last
-    stage's stored forms (each width and precision), the trade-off the objective chooses on."""
+    """A candidate's points: its heals by the objective's cost; for bytes per vector, the frontier of its last
+    heal's stored forms (each width and precision), the trade-off the objective chooses on."""
     if result.objective != "bytes-per-vector":
         pts = [r for r in rows if r["candidate"] == name]
         return [_cost(r, result.objective) for r in pts], [r["retention"] for r in pts]
@@ -54,13 +54,13 @@ def plot_auto(result, path: Path) -> Path:
             ax.plot(xs, ys, "o-", color=colors[i % 10], ms=4, lw=1, label=name, alpha=0.85)
         ax.axhline(result.target, color="gray", ls=":", lw=1, label=f"target {result.target:g}")
         ax.axhline(1.0, color="black", ls="--", lw=0.8, label="source")
-        if result.winner is not None:
-            w, v = result.winner, result.winner.variant
-            row = next(r for r in rows if r["candidate"] == w.name and r["stage"] == w.stage_name)
-            x = v["bytes_per_vector"] if result.objective == "bytes-per-vector" else _cost(row, result.objective)
-            ax.plot([x], [v["retention"]], "*", ms=16, color="crimson",
-                    label=("winner" if result.met else "best reached") + f": {w.name} ({w.stage_name}), "
-                          f"{v['dim']}-d {v['precision']}")
+        if result.answer is not None:
+            a, form = result.answer, result.answer.form
+            row = next(r for r in rows if r["candidate"] == a.name and r["heal"] == a.heal)
+            x = form.bytes_per_vector if result.objective == "bytes-per-vector" else _cost(row, result.objective)
+            ax.plot([x], [form.retention], "*", ms=16, color="crimson",
+                    label=("answer" if result.met else "best reached") + f": {a.describe()}, "
+                          f"{form.dim}-d {form.precision}")
         if result.objective == "bytes-per-vector":
             ax.set_xscale("log", base=2)
         ax.set_xlabel(COST_LABEL[result.objective])

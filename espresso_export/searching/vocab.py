@@ -9,12 +9,13 @@ import shutil
 from pathlib import Path
 
 from espresso_export.core.files import write_text_atomic
-from espresso_export.searching.evaluation import read_documents
+from espresso_export.searching.context import Context
+from espresso_export.searching.scoring import read_documents
 
 VOCAB_FILE = "vocab-texts.txt"  # the texts whose tokens the answer keeps (beside the recipe, which prunes on it)
 
 
-def vocab_texts(ctx) -> Path:
+def vocab_texts(ctx: Context) -> Path:
     """Every document (titles in front, whitespace collapsed) and every healing text, each once: written once."""
     path = ctx.work.path(VOCAB_FILE)
     if not path.exists():
@@ -25,7 +26,7 @@ def vocab_texts(ctx) -> Path:
     return path
 
 
-def prune_answer(ctx, folder: Path) -> dict:
+def prune_answer(ctx: Context, folder: Path) -> dict:
     """Prune the model in ``folder`` in place; what it kept."""
     from espresso_export.shrinking.pruning import prune_vocab
 

@@ -24,7 +24,7 @@ from espresso_export.core.tempfiles import note_kept
 
 STATE = "auto-state.json"
 WORK_SUFFIX = ".auto-work"  # the work folder is the output's sibling OUT.auto-work
-FORMAT = 3  # 2: known-item queries by sentence first; 3: the healing settings keyed apart
+FORMAT = 4  # 2: known-item queries by sentence first; 3: the healing settings keyed apart; 4: vectors' keys renamed
 # the answer's choice, not what a step computes
 NOT_MEASURED = ("time_budget", "threads", "keep_work", "objective", "min_retention", "max_latency_ratio", "sts",
                 "retrieval", "precision", "prune_vocab")
@@ -32,6 +32,17 @@ NOT_MEASURED = ("time_budget", "threads", "keep_work", "objective", "min_retenti
 HEALING = ("sentences", "doc_share", "doc_sentences", "max_texts", "max_seq_len", "batch_size", "queries",
            "check_queries")
 HEALING_FILES = ("healing-texts.txt", "heals", "runs", "teacher-cache")  # what the heals wrote
+PLAIN_STEP, HEAL_STEP = "plain-", "heal-"  # the step names' prefixes: a candidate plain, a candidate healed
+
+
+def plain_step(name: str) -> str:
+    """The step recording candidate ``name`` plain (rung 0)."""
+    return f"{PLAIN_STEP}{name}"
+
+
+def heal_step(name: str, texts: int) -> str:
+    """The step recording candidate ``name`` healed on ``texts`` texts."""
+    return f"{HEAL_STEP}{name}-{texts}"
 
 
 def stamp(spec: str | None) -> Any:
@@ -111,8 +122,8 @@ class Work:
         steps = self.state["steps"]
         if not steps or self.created:
             return None
-        plain = sum(k.startswith("plain-") for k in steps)
-        heals = sum(k.startswith("heal-") for k in steps)
+        plain = sum(k.startswith(PLAIN_STEP) for k in steps)
+        heals = sum(k.startswith(HEAL_STEP) for k in steps)
         parts = [f"rung 0 ({plain} plain cut{'s' * (plain != 1)})" if plain else "the source's pass"]
         if heals:
             parts.append(f"{heals} heal{'s' * (heals != 1)}")
@@ -146,6 +157,11 @@ class Work:
     def done(self, step: str) -> Any:
         return self.state["steps"].get(step)
 
+    def heals_of(self, name: str) -> list[dict]:
+        """The heals of candidate ``name`` recorded in this folder, in the order of their step names."""
+        prefix = f"{HEAL_STEP}{name}-"
+        return [v for k, v in sorted(self.state["steps"].items()) if k.startswith(prefix)]
+
     def put(self, step: str, value: Any) -> Any:
         self.state["steps"][step] = value
         self.save()
@@ -166,7 +182,7 @@ def _of_heals(step: str, value: Any) -> bool:
     """Whether a recorded step depends on the healing texts: they, the teacher's pass over them, the heals, and
     a plain cut (not the student) whose PCA head was fitted on them (a corpus of no more documents than the head's
     width)."""
-    if step in ("healing_texts", "teacher") or step.startswith("heal-"):
+    if step in ("healing_texts", "teacher") or step.startswith(HEAL_STEP):
         return True
-    return step.startswith("plain-") and value.get("student") is None and value.get("calibration") is None
+    return step.startswith(PLAIN_STEP) and value.get("student") is None and value.get("calibration") is None
 

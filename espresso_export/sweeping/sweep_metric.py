@@ -88,9 +88,9 @@ def load_agreement(corpus: str, *, queries: str | None, method: str, limit: int,
     more), or ``limit`` pseudo-queries by ``method`` chosen as verify chooses them
     (:func:`~espresso_export.data.pseudo_queries.choose_queries`), made once for every point."""
     from espresso_export.data.corpus import read_corpus
-    from espresso_export.data.pseudo_queries import choose_queries, read_passages
+    from espresso_export.data.pseudo_queries import choose_queries, read_documents_of
 
-    passages = read_passages(corpus)
+    passages = read_documents_of(corpus)
     if len(passages.texts) < 2:
         raise ValidationError(f"--corpus {corpus}: agreement needs at least 2 passages, found {len(passages.texts)}")
     if queries is not None:

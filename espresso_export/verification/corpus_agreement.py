@@ -40,14 +40,14 @@ class CorpusSet:
     queries: list[str]
     exclude: list[int] | None  # per query, the passage left out of its results (a pseudo-query's own)
     queries_from: str  # "queries.txt" or "pseudo-queries (title)"
-    cloze: object = None  # ClozeQueries for the known-item retention (None when none could be made)
+    known_item_queries: object = None  # KnownItemQueries for the known-item retention (None when none could be made)
     duplicates: int = 0  # repeated texts dropped from the corpus (each kept once)
     no_known_items: str | None = None  # why no known-item query could be made
 
 
 def load_corpus(spec: str, queries: str | None, *, method: str, limit: int, seed: int,
                 known_items: str, field: str | None = None) -> CorpusSet:
-    """Read ``spec`` (:func:`~espresso_export.data.pseudo_queries.read_passages`, ``field`` its jsonl field) and its
+    """Read ``spec`` (:func:`~espresso_export.data.pseudo_queries.read_documents_of`, ``field`` its jsonl field) and its
     queries: at most ``limit``, a seeded sample of the given ones, or pseudo-queries by ``method``; and its
     known-item queries by ``known_items``, both chosen by
     :func:`~espresso_export.data.pseudo_queries.choose_queries`. A corpus that gives no query at all, and no
@@ -56,12 +56,12 @@ def load_corpus(spec: str, queries: str | None, *, method: str, limit: int, seed
 
     from espresso_export.core.errors import ValidationError
     from espresso_export.data.corpus import read_corpus
-    from espresso_export.data.pseudo_queries import choose_queries, read_passages
+    from espresso_export.data.pseudo_queries import choose_queries, read_documents_of
 
-    passages = read_passages(spec, field=field)
+    passages = read_documents_of(spec, field=field)
     chosen = choose_queries(passages, agreement=None if queries is not None else method, known_items=known_items,
                             limit=limit, seed=seed)
-    shape = {"cloze": chosen.known_items, "duplicates": chosen.duplicates,
+    shape = {"known_item_queries": chosen.known_items, "duplicates": chosen.duplicates,
              "no_known_items": chosen.why_no_known_items}
     if queries is not None:
         texts = read_corpus(queries).sentences
@@ -163,14 +163,14 @@ class _KnownItems:
     method: str
     origins: list[int]
     source: np.ndarray
-    candidate: tuple[np.ndarray, np.ndarray, np.ndarray]  # its (query, corpus, cloze target) vectors
+    candidate: tuple[np.ndarray, np.ndarray, np.ndarray]  # its (query, corpus, known-item target) vectors
 
     @classmethod
     def of(cls, data: CorpusSet, source: EncodeCache, candidate: EncodeCache, sd, cd, s_sim,
            c_sim) -> _KnownItems | None:
-        from espresso_export.verification.known_item import cloze_index, known_item_ndcg
+        from espresso_export.verification.known_item import known_item_index, known_item_ndcg
 
-        c = data.cloze
+        c = data.known_item_queries
         if c is None:
             return None
         triples = []
@@ -181,18 +181,18 @@ class _KnownItems:
         if not _finite(*triples[0], *triples[1]):
             return None
         q, d, t = triples[0]
-        return cls(c.method, list(c.origins), known_item_ndcg(q, cloze_index(d, c.origins, t), c.origins),
+        return cls(c.method, list(c.origins), known_item_ndcg(q, known_item_index(d, c.origins, t), c.origins),
                    triples[1])
 
     def at(self, variant: Variant) -> dict:
         """With the candidate's documents stored as ``variant``."""
         from espresso_export.verification.known_item import (
             KnownItem,
-            cloze_index,
+            known_item_index,
             known_item_ndcg,
         )
 
         q, d, t = (at_width(x, variant.dim) for x in self.candidate)
-        found = known_item_ndcg(q, cloze_index(d, self.origins, t), self.origins, precision=variant.precision,
+        found = known_item_ndcg(q, known_item_index(d, self.origins, t), self.origins, precision=variant.precision,
                                 rescore=variant.rescore)
-        return {**KnownItem(found, self.source).to_dict(), "method": f"cloze by {self.method}"}
+        return {**KnownItem(found, self.source).to_dict(), "method": f"known items by {self.method}"}

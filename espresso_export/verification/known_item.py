@@ -5,7 +5,7 @@ Agreement@10 (:mod:`.agreement`) orders candidates as labelled retention does, b
 retention (a candidate can keep nearly all of the source's nDCG@10 while sharing little more than half of its top
 10: the tail of a top 10 is where models differ most and matters least). A target such as "keep 97%" needs a
 score on the retention scale. Known-item search gives one without labels: each query
-(:func:`~espresso_export.data.pseudo_queries.cloze_queries`, a title or a sentence cut out of its passage) has
+(:func:`~espresso_export.data.pseudo_queries.known_item_queries`, a title or a sentence cut out of its passage) has
 exactly one relevant document, what is left of its passage, which replaces the passage in the index. Both
 models search that index; the estimate is the candidate's mean nDCG@10 over the source's, with the same paired
 bootstrap interval as the labelled retentions (:func:`espresso_export.core.metrics.ratio_interval`).
@@ -25,8 +25,8 @@ from espresso_export.runtime.precision import CalibrationRanges, search_at
 K = 10
 
 
-def cloze_index(docs: np.ndarray, origins, targets: np.ndarray) -> np.ndarray:
-    """The corpus' vectors with each query's passage replaced by its cloze target's vector."""
+def known_item_index(docs: np.ndarray, origins, targets: np.ndarray) -> np.ndarray:
+    """The corpus' vectors with each query's passage replaced by its target's vector (the document with the query cut out)."""
     index = np.array(docs, dtype=np.float32, copy=True)
     index[np.asarray(origins, dtype=np.int64)] = targets
     return index
@@ -73,9 +73,9 @@ class KnownItem:
 
 def known_item(source: tuple[np.ndarray, np.ndarray, np.ndarray], candidate: tuple[np.ndarray, np.ndarray, np.ndarray],
                origins, *, precision: str = "float32", rescore: int = 0) -> KnownItem:
-    """``source`` and ``candidate``: each model's (query, corpus, cloze target) vectors; the candidate's documents
+    """``source`` and ``candidate``: each model's (query, corpus, known-item target) vectors; the candidate's documents
     stored at ``precision``, the source's at float32 (the reference)."""
     q, d, t = candidate
-    found = known_item_ndcg(q, cloze_index(d, origins, t), origins, precision=precision, rescore=rescore)
+    found = known_item_ndcg(q, known_item_index(d, origins, t), origins, precision=precision, rescore=rescore)
     q, d, t = source
-    return KnownItem(found, known_item_ndcg(q, cloze_index(d, origins, t), origins))
+    return KnownItem(found, known_item_ndcg(q, known_item_index(d, origins, t), origins))

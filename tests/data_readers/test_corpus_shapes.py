@@ -14,10 +14,10 @@ from espresso_export.core.errors import ValidationError
 from espresso_export.data import read_corpus, read_retrieval
 from espresso_export.data.pseudo_queries import (
     MIN_WORDS,
-    Passages,
+    Documents,
     choose_queries,
-    cloze_queries,
-    read_passages,
+    known_item_queries,
+    read_documents_of,
     split_sentences,
     words,
 )
@@ -38,7 +38,7 @@ CHOSEN = {
 
 @pytest.mark.parametrize("shape", list(CHOSEN))
 def test_one_rule_chooses_queries_for_every_shape(tmp_path, shape):
-    passages = read_passages(write_shape(shape, tmp_path))
+    passages = read_documents_of(write_shape(shape, tmp_path))
     chosen = choose_queries(passages, limit=50, seed=0)
     agreement, known = CHOSEN[shape]
     assert (chosen.agreement.method if chosen.agreement else None) == agreement
@@ -55,11 +55,11 @@ def test_one_rule_chooses_queries_for_every_shape(tmp_path, shape):
 
 
 def test_one_short_text_a_line_gives_halves_and_shorter_texts_themselves():
-    passages = Passages("lines.txt", list(dict.fromkeys(short_lines())))
+    passages = Documents("lines.txt", list(dict.fromkeys(short_lines())))
     chosen = choose_queries(passages, limit=200, seed=0)
     assert chosen.agreement.method == "half" and chosen.agreement.exclude == chosen.agreement.origins
     assert chosen.agreement.texts == chosen.known_items.texts  # one rule: the same halves, searched two ways
-    short = Passages("titles", [" ".join(t.split()[:7]) for t in passages.texts])  # product titles: 6-7 words
+    short = Documents("titles", [" ".join(t.split()[:7]) for t in passages.texts])  # product titles: 6-7 words
     made = choose_queries(short, limit=200, seed=0)
     assert made.agreement.method == "passage" and made.known_items is None and "10+ words" in made.why_no_known_items
     assert all(len(short.texts[i].split()) >= MIN_WORDS for i in made.agreement.origins)
@@ -68,12 +68,12 @@ def test_one_short_text_a_line_gives_halves_and_shorter_texts_themselves():
     for query, origin, target in zip(half.texts, half.origins, half.targets):
         assert f"{query} {target}" == passages.texts[origin]
     # the known-item rule alone is the same one
-    assert cloze_queries(passages, "auto", limit=200, seed=0) == half
+    assert known_item_queries(passages, "auto", limit=200, seed=0) == half
 
 
 def test_repeated_texts_are_dropped_and_counted(tmp_path):
     for shape, repeats in (("lines", 20), ("lines-gz", 20), ("cjk", 12)):
-        passages = read_passages(write_shape(shape, tmp_path / shape))
+        passages = read_documents_of(write_shape(shape, tmp_path / shape))
         assert passages.duplicates == repeats and len(set(passages.texts)) == len(passages.texts)
         assert choose_queries(passages).duplicates == repeats
 
@@ -84,21 +84,21 @@ def test_chinese_text_is_split_by_characters_and_at_its_own_sentence_ends():
     assert split_sentences("One two. Three four! e.g. this") == ["One two.", "Three four! e.g. this"]
     assert [m.group() for m in words("a Latin word")] == ["a", "Latin", "word"]  # never split by characters
     text = "今天的天气非常好，我们去海边游泳吧。"
-    half = cloze_queries(Passages("cjk", [text]), "auto").texts[0]
+    half = known_item_queries(Documents("cjk", [text]), "auto").texts[0]
     assert text.startswith(half) and len(half) == len(text) // 2
 
 
 def test_one_word_a_line_gives_no_query_and_says_why(tmp_path):
-    passages = read_passages(write_shape("words", tmp_path))
+    passages = read_documents_of(write_shape("words", tmp_path))
     chosen = choose_queries(passages)
     assert chosen.agreement is None and chosen.known_items is None
     assert f"{MIN_WORDS}+ words" in chosen.why_no_agreement
     with pytest.raises(ValidationError, match="no known-item query could be made"):
-        cloze_queries(passages)
+        known_item_queries(passages)
 
 
 def test_a_method_asked_for_is_kept_or_none():
-    passages = Passages("lines", list(dict.fromkeys(short_lines())))
+    passages = Documents("lines", list(dict.fromkeys(short_lines())))
     chosen = choose_queries(passages, agreement="sentence", known_items="title")
     assert chosen.agreement is None and chosen.known_items is None
     assert "two or more sentences" in chosen.why_no_agreement and "no titles" in chosen.why_no_known_items
@@ -109,15 +109,15 @@ def test_a_method_asked_for_is_kept_or_none():
 
 def test_a_beir_folder_without_qrels_reads_as_a_corpus_but_not_as_a_labelled_set(tmp_path):
     folder = write_shape("beir-no-qrels", tmp_path)
-    passages = read_passages(folder)
+    passages = read_documents_of(folder)
     assert len(passages.texts) == 60 and passages.titles and all(passages.titles)
     with pytest.raises(ValidationError, match="qrels"):
         read_retrieval(folder)
     (folder / "queries.jsonl").unlink()
-    assert read_passages(folder).texts == passages.texts  # the documents alone are a corpus
+    assert read_documents_of(folder).texts == passages.texts  # the documents alone are a corpus
     (folder / "corpus.jsonl").unlink()
     with pytest.raises(ValidationError, match="no corpus.jsonl"):
-        read_passages(folder)
+        read_documents_of(folder)
 
 
 @pytest.mark.parametrize("kind", list(NOT_TEXT))
@@ -128,7 +128,7 @@ def test_a_text_that_is_not_a_string_is_refused_with_its_file_and_line(tmp_path,
     message = str(err.value)
     assert f"{path}:2" in message and "'text'" in message and "\n" not in message
     with pytest.raises(ValidationError, match=f"{path.name}:2"):
-        read_passages(path)
+        read_documents_of(path)
 
 
 def test_a_title_that_is_not_a_string_is_refused_and_null_is_an_empty_text(tmp_path):
@@ -148,11 +148,11 @@ def test_a_beir_corpus_text_that_is_not_a_string_is_refused(tmp_path):
     lines[3] = json.dumps({"_id": "x", "title": "a title", "text": 3.5})
     (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n")
     with pytest.raises(ValidationError, match=r"corpus.jsonl:4: the 'text' field holds the number 3.5"):
-        read_passages(folder)
+        read_documents_of(folder)
 
 
 def test_gzipped_lines_read_as_the_plain_ones(tmp_path):
-    plain = read_passages(write_shape("lines", tmp_path))
+    plain = read_documents_of(write_shape("lines", tmp_path))
     packed = write_shape("lines-gz", tmp_path)
     assert gzip.decompress(packed.read_bytes()).decode() == (tmp_path / "lines.txt").read_text()
-    assert read_passages(packed).texts == plain.texts and read_passages(packed).duplicates == plain.duplicates
+    assert read_documents_of(packed).texts == plain.texts and read_documents_of(packed).duplicates == plain.duplicates

@@ -28,12 +28,12 @@ def _verify(model: Path, corpus: Path, tmp_path: Path, *extra: str) -> tuple[int
 
 # shape -> (queries_from, known-item method, duplicates dropped)
 MEASURED = {
-    "lines": ("pseudo-queries (half, auto)", "cloze by half", 20),
-    "lines-gz": ("pseudo-queries (half, auto)", "cloze by half", 20),
-    "cjk": ("pseudo-queries (half, auto)", "cloze by half", 12),
-    "five": ("pseudo-queries (half, auto)", "cloze by half", 0),
-    "beir-no-qrels": ("pseudo-queries (title, auto)", "cloze by title", 0),
-    "passages": ("pseudo-queries (sentence, auto)", "cloze by sentence", 0),
+    "lines": ("pseudo-queries (half, auto)", "known items by half", 20),
+    "lines-gz": ("pseudo-queries (half, auto)", "known items by half", 20),
+    "cjk": ("pseudo-queries (half, auto)", "known items by half", 12),
+    "five": ("pseudo-queries (half, auto)", "known items by half", 0),
+    "beir-no-qrels": ("pseudo-queries (title, auto)", "known items by title", 0),
+    "passages": ("pseudo-queries (sentence, auto)", "known items by sentence", 0),
 }
 
 

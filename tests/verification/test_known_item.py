@@ -1,4 +1,4 @@
-"""Known-item retention (verification/known_item.py): nDCG by hand, the retention, the cloze index, and verify's
+"""Known-item retention (verification/known_item.py): nDCG by hand, the retention, the known-item index, and verify's
 report of it for a corpus."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from espresso_export.verification.known_item import cloze_index, known_item, known_item_ndcg
+from espresso_export.verification.known_item import known_item_index, known_item, known_item_ndcg
 
 
 def _basis(n: int, width: int = 8) -> np.ndarray:
@@ -36,10 +36,10 @@ def test_retention_is_candidate_over_source():
     assert worse.to_dict()["queries"] == 2
 
 
-def test_cloze_index_replaces_each_origin_by_its_target():
+def test_known_item_index_replaces_each_origin_by_its_target():
     docs = _basis(3)
     targets = np.full((1, 8), 0.5, dtype=np.float32)
-    index = cloze_index(docs, [2], targets)
+    index = known_item_index(docs, [2], targets)
     assert np.array_equal(index[:2], docs[:2]) and np.allclose(index[2], 0.5)
     assert docs[2, 2] == 1.0  # the corpus' own vectors are untouched
 
@@ -62,7 +62,7 @@ def test_verify_reports_the_known_item_retention_of_a_corpus(tmp_path, tiny_bert
                     agreement_queries=30, retrieval=["builtin"], precision=["float32", "binary"], rescore=4, dims=[8])
     row = report.agreement[0]
     known = row.known_item
-    assert known["method"] == "cloze by title" and known["queries"] == 30
+    assert known["method"] == "known items by title" and known["queries"] == 30
     assert 0 <= known["retention"] and known["source_ndcg_at_10"] > 0
     assert report.to_dict()["agreement"][0]["known_item"] == known
     assert "known-item retention" in report.to_markdown()
@@ -88,4 +88,4 @@ def test_verify_reports_the_known_item_retention_of_a_corpus(tmp_path, tiny_bert
     # --known-items makes them another way (auto's final check asks for the search's own method)
     halves = verify(tiny_cut, tiny_bert, corpus=[str(docs)], sts="builtin", sts_limit=20, batch_sizes="none",
                     agreement_queries=30, known_items="half")
-    assert halves.agreement[0].known_item["method"] == "cloze by half"
+    assert halves.agreement[0].known_item["method"] == "known items by half"

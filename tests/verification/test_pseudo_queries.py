@@ -11,7 +11,7 @@ import pytest
 from espresso_export.core.errors import ValidationError
 from espresso_export.data import read_retrieval
 from espresso_export.data.pseudo_queries import (
-    METHODS, Passages, pseudo_queries, read_passages, split_sentences,
+    METHODS, Documents, pseudo_queries, read_documents_of, split_sentences,
 )
 
 DBPEDIA = Path(__file__).resolve().parents[3] / "shared" / "data" / "retrieval" / "dbpedia-5k"
@@ -44,14 +44,14 @@ def test_split_sentences():
 
 
 def test_a_beir_folder_reads_as_the_labelled_set_does(beir):
-    passages = read_passages(beir)
+    passages = read_documents_of(beir)
     assert passages.texts == read_retrieval(beir).docs
     assert passages.texts[0].startswith("Alpha Alpha is the first letter")
     assert passages.titles == ["Alpha", "Beta", "Gamma", ""]
 
 
 def test_each_method_by_hand(beir):
-    passages = read_passages(beir)
+    passages = read_documents_of(beir)
     titles = pseudo_queries(passages, "title", limit=10)
     assert sorted(titles.texts) == ["Alpha", "Beta", "Gamma"]  # the fourth record has no title
     assert all(passages.titles[o] == t for t, o in zip(titles.texts, titles.origins))
@@ -67,14 +67,14 @@ def test_each_method_by_hand(beir):
 
 
 def test_the_origin_is_excluded_unless_kept(beir):
-    passages = read_passages(beir)
+    passages = read_documents_of(beir)
     queries = pseudo_queries(passages, "passage", limit=3)
     assert queries.exclude == queries.origins and len(queries) == 3
     assert pseudo_queries(passages, "passage", limit=3, keep_origin=True).exclude == [-1, -1, -1]
 
 
 def test_seeded_and_capped():
-    passages = Passages("many", [f"Passage number {i} talks about topic {i}. It has a second sentence about "
+    passages = Documents("many", [f"Passage number {i} talks about topic {i}. It has a second sentence about "
                                  f"item {i}." for i in range(500)], [f"Title {i}" for i in range(500)])
     for method in METHODS:
         first = pseudo_queries(passages, method, seed=7)
@@ -88,18 +88,18 @@ def test_seeded_and_capped():
 def test_files_and_what_they_cannot_give(tmp_path):
     jsonl = tmp_path / "docs.jsonl"
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in RECORDS + RECORDS[:1]), encoding="utf-8")
-    passages = read_passages(jsonl)
+    passages = read_documents_of(jsonl)
     assert len(passages.texts) == 4  # the repeated record is read once, as read_corpus reads it
     assert passages.titles == ["Alpha", "Beta", "Gamma", ""]
     txt = tmp_path / "docs.txt"
     txt.write_text("First line here. With a second sentence of words.\nAnother line.\n", encoding="utf-8")
-    plain = read_passages(txt)
+    plain = read_documents_of(txt)
     assert plain.texts == ["First line here. With a second sentence of words.", "Another line."]
     assert plain.titles is None
     with pytest.raises(ValidationError, match="no titles"):
         pseudo_queries(plain, "title")
     with pytest.raises(ValidationError, match="no sentence pseudo-query"):
-        pseudo_queries(Passages("short", ["Too short. Also."]), "sentence")
+        pseudo_queries(Documents("short", ["Too short. Also."]), "sentence")
     with pytest.raises(ValidationError, match="unknown pseudo-query method"):
         pseudo_queries(plain, "question")
     with pytest.raises(ValidationError, match="at least 1"):
@@ -108,7 +108,7 @@ def test_files_and_what_they_cannot_give(tmp_path):
 
 @pytest.mark.skipif(not DBPEDIA.is_dir(), reason="shared data not present (../shared/data)")
 def test_dbpedia_gives_every_method():
-    passages = read_passages(DBPEDIA)
+    passages = read_documents_of(DBPEDIA)
     assert len(passages.texts) == 5000 and passages.titles is not None
     for method in METHODS:
         assert len(pseudo_queries(passages, method)) == 200

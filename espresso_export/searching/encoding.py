@@ -1,0 +1,103 @@
+"""How ``auto`` encodes and times a candidate: its unit vectors of the sample (at the search's ``--amp`` and
+``--device``), the source's one pass that also gives every first-layers cut, and a candidate's speed against the
+source's, both in float32 on the CPU (what the answer is deployed as)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+from espresso_export.core.vectors import l2_normalised
+from espresso_export.searching.scoring import Sample, Vectors
+
+# texts per forward pass when scoring: large enough to keep a CPU's cores busy on short texts, small enough that
+# a batch of long documents stays within a laptop's memory at the source's width (verify's --batch-size default)
+ENCODE_BATCH = 64
+TIMED_TEXTS = 32  # one batch a candidate's speed is timed on against the source's (time_ratio)
+TIMED_ROUNDS = 3  # rounds taking turns, after a warm-up round: the ratio of the medians
+FULL = ("off", "cpu")  # scoring: (--amp, --device) of the search's encoding passes
+
+
+def scoring_precision(scoring: tuple[str, str]):
+    """The autocast context of one encoding pass, ``scoring`` = (``--amp``, ``--device``): the precision the heals'
+    teacher pass uses there. Entered per pass, never around a heal: torch clears autocast's cache of cast weights
+    only when the outermost autocast region ends, so a training loop inside one would run its forward passes on
+    the weights as they were cast at its first step."""
+    from espresso_export.training.schedule import encoding_precision
+
+    return encoding_precision(*scoring)
+
+
+def placed(ckpt, device: str):
+    """``ckpt`` with its model on ``device`` (where the search encodes: ``--device``)."""
+    ckpt.model.to(device)
+    return ckpt
+
+
+def documents_vectors(ckpt, texts: list[str], scoring: tuple[str, str] = FULL) -> np.ndarray:
+    """``ckpt``'s unit vectors of ``texts``, encoded as the search scores."""
+    from espresso_export.model.embed import encode
+
+    with scoring_precision(scoring):
+        return l2_normalised(encode(ckpt, texts, batch_size=ENCODE_BATCH))
+
+
+def timed_vectors(ckpt, sample: Sample, scoring: tuple[str, str] = FULL) -> tuple[Vectors, float]:
+    """The model's vectors of the sample and its seconds per text (the documents' encoding)."""
+    start = time.perf_counter()
+    documents = documents_vectors(ckpt, sample.documents, scoring)
+    per_text = (time.perf_counter() - start) / max(len(sample.documents), 1)
+    queries, targets = (documents_vectors(ckpt, t, scoring) for t in (sample.queries.texts, sample.queries.targets))
+    return Vectors(queries, documents, targets), per_text
+
+
+def source_pass(ckpt, sample: Sample, depths: list[int], scoring: tuple[str, str] = FULL
+                ) -> tuple[Vectors, float, dict[int, Vectors]]:
+    """One pass of the source over the sample: its vectors, its seconds per text (the documents' encoding) and,
+    from the same forward passes, the unit vectors of each cut to its first ``d`` of ``depths`` layers (the pooled
+    states after layer ``d`` through the source's post modules renormalised: what shrink fits a head on). A cut
+    that keeps the first layers is a prefix of the source, so rung 0 scores them all for the price of the
+    source's own encoding."""
+    with scoring_precision(scoring):
+        start = time.perf_counter()
+        documents = layer_vectors(ckpt, sample.documents, depths)
+        per_text = (time.perf_counter() - start) / max(len(sample.documents), 1)
+        queries, targets = (layer_vectors(ckpt, t, depths) for t in (sample.queries.texts, sample.queries.targets))
+    own = Vectors(queries[ckpt.depth], documents[ckpt.depth], targets[ckpt.depth])
+    return own, per_text, {d: Vectors(queries[d], documents[d], targets[d]) for d in depths if d < ckpt.depth}
+
+
+def layer_vectors(ckpt, texts: list[str], depths: list[int]) -> dict[int, np.ndarray]:
+    """``{d: unit vectors}`` of ``texts`` from one pass of the source: its own (key ``ckpt.depth``, through its post
+    modules) and each first-``d``-layers cut's of ``depths`` (through them renormalised)."""
+    import torch
+
+    from espresso_export.model.embed import apply_post, encode_layers
+    from espresso_export.model.post import renormalized
+
+    states = encode_layers(ckpt, texts, sorted(set(depths) | {ckpt.depth}), batch_size=ENCODE_BATCH)
+    base = renormalized(ckpt.post)
+    return {d: l2_normalised(apply_post(torch.from_numpy(x), ckpt.post if d == ckpt.depth else base).numpy())
+            for d, x in states.items()}
+
+
+def time_ratio(source_ckpt, ckpt, texts: list[str], rounds: int = TIMED_ROUNDS) -> float:
+    """Seconds per batch of ``ckpt`` over ``source_ckpt``'s on the same texts, both on the CPU in float32 (what
+    the answer is deployed as, whatever the search encodes with): one warm-up batch each, then ``rounds`` rounds
+    taking turns; the ratio of the medians (a shared machine's noise hits both alike)."""
+    from espresso_export.model.embed import encode, model_device
+
+    sample = texts[:TIMED_TEXTS]
+    times: dict[int, list[float]] = {0: [], 1: []}
+    devices = [model_device(m.model) for m in (source_ckpt, ckpt)]
+    for r in range(rounds + 1):
+        for i, model in enumerate((source_ckpt, ckpt)):
+            model.model.to("cpu")  # a no-op on the CPU; from a GPU, one model at a time
+            start = time.perf_counter()
+            encode(model, sample, batch_size=len(sample))
+            if r > 0:
+                times[i].append(time.perf_counter() - start)
+            model.model.to(devices[i])
+    return statistics.median(times[1]) / max(statistics.median(times[0]), 1e-9)
