@@ -45,7 +45,7 @@ verify = app.command(
     "vectors hold NaN or inf, "
     "2 bad input, 1 runtime failure.\n\n"
     "Examples:\n\n"
-    "  espresso-export verify out/minilm-L3-d128 --against minilm --min-retention 0.95\n\n"
+    "  espresso-export verify out/minilm-L3-d128 --against minilm --min-sts-retention 0.95\n\n"
     "  espresso-export verify small/ --against sentence-transformers/all-mpnet-base-v2 --sts sts-test.csv "
     "--retrieval beir/dbpedia/ --max-latency-ratio 0.5 --json report.json --markdown report.md",
 )(settings_command(VerifySettings, [

@@ -297,12 +297,30 @@ def cli_parameters(cls: type, *, exclude: tuple[str, ...] = (), required: tuple[
                 default = list(default) or None  # Typer's repeatable options default to None, not []
         annotation = Annotated[_cli_type(f), option_for(f)]
         params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation))
+        params += _renamed_options(f)
     return params
+
+
+RENAMED_PREFIX = "renamed__"  # a hidden option keeping an earlier name of a setting working on the command line
+
+
+def _renamed_options(f: Field) -> list[inspect.Parameter]:
+    """Hidden options for the earlier names of ``f`` (``renamed_from``) that were command-line flags: the value
+    goes to ``f``, with one line naming the new flag (:func:`from_cli`)."""
+    import typer
+
+    if not f.spec.cli or f.spec.flags:
+        return []
+    return [inspect.Parameter(RENAMED_PREFIX + old, inspect.Parameter.KEYWORD_ONLY, default=None,
+                              annotation=Annotated[Optional[_cli_type(f)], typer.Option(
+                                  "--" + old.replace("_", "-"), hidden=True, help=f"Now {f.flags[0]}.")])
+            for old in f.spec.renamed_from]
 
 
 def from_cli(cls: type, values: Mapping[str, Any]) -> Any:
     """A settings instance from the parsed command-line values of :func:`cli_parameters` (``parse`` applied)."""
     kwargs = {}
+    values = _renamed_values(cls, values)
     for f in settings_fields(cls):
         if f.name not in values:
             continue
@@ -315,6 +333,22 @@ def from_cli(cls: type, values: Mapping[str, Any]) -> Any:
             value = str(value)
         kwargs[f.name] = value
     return cls(**kwargs)
+
+
+def _renamed_values(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The command line's values with an earlier flag's value moved to its setting, one warning line each."""
+    from espresso_export.core.console import err_console
+
+    out = {k: v for k, v in values.items() if not k.startswith(RENAMED_PREFIX)}
+    for key, value in values.items():
+        if not key.startswith(RENAMED_PREFIX) or value is None or value == []:
+            continue
+        old = key[len(RENAMED_PREFIX):]
+        new = field_of(cls, renamed(cls)[old])
+        err_console().print(f"warning: {renamed_message('--' + old.replace('_', '-'), new.flags[0])}",
+                            markup=False, highlight=False, soft_wrap=True)
+        out[new.name] = value
+    return out
 
 
 def param(name: str, annotation: Any, default: Any = inspect.Parameter.empty) -> inspect.Parameter:

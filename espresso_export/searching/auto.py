@@ -91,13 +91,13 @@ def prepare(source: str, s: AutoSettings, work: Work, progress: bool, start: flo
     docs = read_documents(s.corpus, field=s.corpus_field)
     # at most half the documents queried: a query's document is never healed on, and a small corpus must leave
     # the heals documents of its own (the default query count would otherwise take every document of one)
-    queries = min(s.eval_queries, max(MIN_ITEMS, len(docs.texts) // 2))
-    sample = draw_sample(docs, documents=s.eval_passages, queries=queries, seed=s.seed, method=s.known_items)
+    queries = min(s.sample_queries, max(MIN_ITEMS, len(docs.texts) // 2))
+    sample = draw_sample(docs, documents=s.sample_documents, queries=queries, seed=s.seed, method=s.known_items)
     if len(sample.queries) < MIN_ITEMS:  # before any model work: no score over so few queries could decide a target
         raise ValidationError(
             f"the search's sample of {len(sample.documents):,} documents gives {len(sample.queries)} known-item "
             f"queries ({sample.queries.method}), fewer than the {MIN_ITEMS} a score needs: give more documents "
-            "(--corpus) or a larger sample (--eval-passages)")
+            "(--corpus) or a larger sample (--sample-documents)")
     model = SourceModel(source, s.device)
     src = source_step(model, work, sample, s)
     dim = s.dim or min(src["width"], DEFAULT_MAX_DIM)

@@ -39,7 +39,7 @@ def _undecided(s: AutoSettings, cands: list[Candidate], queries: int) -> str | N
         return None
     why, name, heal, value = found[0]
     return (f"{len(found)} heal(s) read at or above {s.min_retention:g} but cannot decide it, e.g. {name} ({heal}) "
-            f"{value:.3f}: {why}; give more documents or known-item queries (--eval-passages, --eval-queries, "
+            f"{value:.3f}: {why}; give more documents or known-item queries (--sample-documents, --sample-queries, "
             "--corpus) or accept wider intervals (--max-noise)")
 
 

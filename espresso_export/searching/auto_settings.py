@@ -40,8 +40,8 @@ class AutoSettings:
     queries: list[str] = setting(
         default_factory=list, path="data",
         help="Your queries (.txt one a line, .jsonl), one file per --corpus in order: the final check also reports "
-             "the agreement of the winner's search with the source's for them. Default: pseudo-queries made from "
-             "the documents.")
+             "the agreement of the answer's search with the source's for them. Default: agreement queries made "
+             "from the documents.")
     sentences: list[str] = setting(
         default_factory=list, path="data",
         help="General sentences mixed into the healing texts (as distill's --corpus takes them), repeatable. "
@@ -53,10 +53,10 @@ class AutoSettings:
                                                                "texts of your domain, as queries are); the rest "
                                                                "are --sentences. Without: all of them.")
     retrieval: list[str] = setting(default_factory=list, path="data",
-                                   help="Labelled retrieval sets (BEIR folders) the winner is also judged (and "
+                                   help="Labelled retrieval sets (BEIR folders) the answer is also judged (and "
                                         "gated) on, repeatable. Never used to choose.")
     sts: list[str] = setting(default_factory=list, path="data",
-                             help="Labelled STS sets the winner is also judged (and gated) on, repeatable "
+                             help="Labelled STS sets the answer is also judged (and gated) on, repeatable "
                                   "(verify's --sts forms). Never used to choose.")
     min_retention: float = setting(0.97, help="Keep at least this fraction of the source's quality: the known-item "
                                               "retention on the documents, and every labelled set given.")
@@ -80,11 +80,15 @@ class AutoSettings:
     precision: Union[str, list[str]] = setting(
         default_factory=lambda: list(OUTPUT_PRECISIONS), cli_type=str, parse=parse_name_list,
         help="Output precisions the index may store (float32,int8,binary; binary is searched with rescoring).")
-    eval_passages: int = setting(2000, min=20, help="Documents the candidates are searched over (a seeded "
-                                                    "sample; every query's own passage is kept).")
-    eval_queries: int = setting(200, min=10, help="Known-item pseudo-queries the candidates are scored on.")
-    check_queries: int = setting(1000, min=10, help="Known-item queries of the final check on all your documents, "
-                                                    "per corpus: more than the search's, since that check decides.")
+    sample_documents: int = setting(2000, min=20, renamed_from=("eval_passages",),
+                                    help="Documents the candidates are searched over (a seeded sample of yours; "
+                                         "every known-item query's own document is in it).")
+    sample_queries: int = setting(200, min=10, renamed_from=("eval_queries",),
+                                  help="Known-item queries the candidates are scored on, cut out of the sample.")
+    corpus_queries: int = setting(1000, min=10, renamed_from=("check_queries",),
+                                  help="Agreement and known-item queries of the final check on all your documents, "
+                                       "per corpus (verify's --corpus-queries): more than the sample's, since that "
+                                       "check decides.")
     known_items: str = declared_as(VerifySettings, "known_items")  # the search's and the final check's, one method
     max_noise: float = declared_as(VerifySettings, "max_noise")  # a score wider than this decides no target
     prune_vocab: Optional[bool] = setting(

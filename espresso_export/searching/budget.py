@@ -76,14 +76,14 @@ def finish_seconds(s: AutoSettings, documents: int, speed: Speed) -> float:
     size (:mod:`espresso_export.verification.latency`, :data:`LATENCY_BUDGET` of extra rounds each)."""
     from espresso_export.verification.verify_settings import declared_default
 
-    queries = len(s.corpus) * 3 * min(s.check_queries, documents)  # agreement, known-item, their targets
+    queries = len(s.corpus) * 3 * min(s.corpus_queries, documents)  # agreement, known-item, their targets
     texts = documents + queries + _labelled_texts(s)
     verify = speed.encode(texts, speed.depth) * (1 + ANSWER_SHARE)
     timed = declared_default("latency_texts") * TIMED_ROUND
     sizes = declared_default("batch_sizes")
     latency = sum(speed.encode(timed + 3 * b, speed.depth) * (1 + ANSWER_SHARE) * (ALONE if b == 1 else 1) + LATENCY_BUDGET
                   for b in sizes)
-    export = FINISH_FIXED + 2 * speed.encode(min(documents, s.eval_passages), speed.depth * ANSWER_SHARE)
+    export = FINISH_FIXED + 2 * speed.encode(min(documents, s.sample_documents), speed.depth * ANSWER_SHARE)
     return export + verify + latency
 
 

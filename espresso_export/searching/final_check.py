@@ -29,10 +29,10 @@ def run_verify(ctx: Context, export_dir: Path, form: Score, width: int):
     return verify(str(export_dir), ctx.source, corpus=list(s.corpus), corpus_field=s.corpus_field,
                   queries=list(s.queries), retrieval=list(s.retrieval), sts=list(s.sts) or ["builtin"], dims=dims,
                   precision=precision, rescore=RESCORE if "binary" in precision else 0,
-                  min_retention=s.min_retention if s.sts else None,
+                  min_sts_retention=s.min_retention if s.sts else None,
                   min_retrieval_retention=s.min_retention if s.retrieval else None,
                   max_latency_ratio=s.max_latency_ratio, threads=s.threads, known_items=s.known_items,
-                  agreement_queries=s.check_queries, seed=s.seed,
+                  corpus_queries=s.corpus_queries, seed=s.seed,
                   latency_budget=LATENCY_BUDGET,  # short: the search already spent the budget
                   progress=ctx.progress)
 
@@ -90,7 +90,7 @@ def verdict(report, target: float, form: Score, sts_gated: bool, max_noise: floa
     for name, k in known:
         if name in unsure:
             missed.append(f"known-item retention on all of {name} = {k['retention']:.3f}, undecided: "
-                          f"{unsure[name]} (give more documents, --check-queries, or --max-noise)")
+                          f"{unsure[name]} (give more documents, --corpus-queries, or --max-noise)")
             continue
         if k["retention"] >= target:
             continue

@@ -61,7 +61,7 @@ def checked_queries(s: AutoSettings) -> set[str]:
 
     found: set[str] = set()
     for spec, queries in zip(s.corpus, s.queries or [None] * len(s.corpus)):
-        corpus = load_corpus(spec, queries, method="auto", limit=s.check_queries, seed=s.seed,
+        corpus = load_corpus(spec, queries, method="auto", limit=s.corpus_queries, seed=s.seed,
                              known_items=s.known_items, field=s.corpus_field)
         known = corpus.known_item_queries
         found.update(corpus.queries, known.texts if known is not None else ())

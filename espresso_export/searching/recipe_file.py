@@ -47,12 +47,12 @@ def steps_of(ctx: Context, cand: Candidate, answer: Answer, weights: str) -> lis
         model_step[next(iter(model_step))]["prune_corpus"] = [VOCAB_FILE]
     export = {"quantize": "int8"} if weights == "int8" else {}
     verify = {"corpus": _paths(s.corpus), "queries": _paths(s.queries), "retrieval": _paths(s.retrieval),
-              "sts": _paths(s.sts) or ["builtin"], "agreement_queries": s.check_queries,
+              "sts": _paths(s.sts) or ["builtin"], "corpus_queries": s.corpus_queries,
               "known_items": s.known_items}  # the final check's queries, as auto made them
     if s.corpus_field is not None:
         verify["corpus_field"] = s.corpus_field
     if s.sts:
-        verify["min_retention"] = s.min_retention
+        verify["min_sts_retention"] = s.min_retention
     if s.retrieval:
         verify["min_retrieval_retention"] = s.min_retention
     if s.max_latency_ratio is not None:

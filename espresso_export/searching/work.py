@@ -30,7 +30,7 @@ NOT_MEASURED = ("time_budget", "threads", "keep_work", "objective", "min_retenti
                 "retrieval", "precision", "prune_vocab")
 # what only the heals depend on (the healing texts: they leave out every query the final check asks)
 HEALING = ("sentences", "doc_share", "doc_sentences", "max_texts", "max_seq_len", "batch_size", "queries",
-           "check_queries")
+           "corpus_queries")
 HEALING_FILES = ("healing-texts.txt", "heals", "runs", "teacher-cache")  # what the heals wrote
 PLAIN_STEP, HEAL_STEP = "plain-", "heal-"  # the step names' prefixes: a candidate plain, a candidate healed
 

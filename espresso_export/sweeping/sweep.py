@@ -193,7 +193,7 @@ def _inputs(settings: SweepSettings, dims: list[int]):
                             limit=settings.sts_limit)
     elif settings.metric is SweepMetric.AGREEMENT:
         queries = settings.queries or [None] * len(settings.corpus)
-        sets = [load_agreement(c, queries=q, method=settings.pseudo_queries, limit=settings.agreement_queries,
+        sets = [load_agreement(c, queries=q, method=settings.agreement_from, limit=settings.corpus_queries,
                                seed=settings.seed) for c, q in zip(settings.corpus, queries)]
     else:
         sets = [load_sts(s, columns=columns, limit=settings.sts_limit) for s in settings.sts]

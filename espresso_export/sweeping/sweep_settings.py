@@ -50,8 +50,8 @@ class SweepSettings:
     relevant_score: float = declared_as(VerifySettings, "relevant_score")
     corpus: list[str] = declared_as(VerifySettings, "corpus")
     queries: list[str] = declared_as(VerifySettings, "queries")
-    pseudo_queries: str = declared_as(VerifySettings, "pseudo_queries")
-    agreement_queries: int = declared_as(VerifySettings, "agreement_queries")
+    agreement_from: str = declared_as(VerifySettings, "agreement_from")
+    corpus_queries: int = declared_as(VerifySettings, "corpus_queries")
     precision: list[str] = declared_as(VerifySettings, "precision")
     target_retention: float = setting(
         0.95, help="Recommend the smallest and the fastest point keeping this fraction of the source's score (STS "

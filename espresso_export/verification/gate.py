@@ -19,7 +19,7 @@ from espresso_export.core.types import WithinNoise
 
 @dataclass(frozen=True)
 class Thresholds:
-    min_retention: float | None = None  # every STS set's Spearman retention
+    min_sts_retention: float | None = None  # every STS set's Spearman retention
     max_latency_ratio: float | None = None  # candidate / source time of a round (median), at every batch size
     min_retrieval_retention: float | None = None  # every retrieval set's nDCG@10 retention
     within_noise: WithinNoise = WithinNoise.VALUE  # a retention check whose interval holds its threshold
@@ -30,7 +30,7 @@ class Thresholds:
         object.__setattr__(self, "within_noise", WithinNoise(self.within_noise))  # "pass" from the API too
 
     def to_dict(self) -> dict:
-        return {"min_retention": self.min_retention, "max_latency_ratio": self.max_latency_ratio,
+        return {"min_sts_retention": self.min_sts_retention, "max_latency_ratio": self.max_latency_ratio,
                 "min_retrieval_retention": self.min_retrieval_retention, "within_noise": self.within_noise.value,
                 "min_agreement": self.min_agreement, "max_noise": self.max_noise}
 
@@ -132,9 +132,9 @@ def _finite_vectors(role: str, texts: int) -> Check:
 def gate_checks(report, thresholds: Thresholds) -> list[Check]:
     """One check per threshold given and measured value, and one per model whose vectors are not finite."""
     checks = [_finite_vectors(role, texts) for role, texts in (report.nonfinite or {}).items() if texts]
-    if thresholds.min_retention is not None:
+    if thresholds.min_sts_retention is not None:
         for row in report.sts:
-            checks.append(_at_least(f"STS retention on {row.name}", row.retention, thresholds.min_retention,
+            checks.append(_at_least(f"STS retention on {row.name}", row.retention, thresholds.min_sts_retention,
                                     row.retention_ci95, thresholds.within_noise))
     if thresholds.max_latency_ratio is not None:
         for row in report.latency:

@@ -219,18 +219,18 @@ def verify(
     """Measure ``candidate`` against its source ``against``; the report carries the gate's verdict.
 
     ``settings`` is a :class:`~espresso_export.verification.verify_settings.VerifySettings`; its fields are also
-    accepted as keyword arguments (``verify(c, s, sts=["sts-test.csv"], min_retention=0.95)``)."""
+    accepted as keyword arguments (``verify(c, s, sts=["sts-test.csv"], min_sts_retention=0.95)``)."""
     settings = _resolve(settings, kwargs)
     start = time.perf_counter()
     require(*_extras(settings, candidate, against))
-    check_across(settings.sts, settings.retrieval, settings.batch_sizes, min_retention=settings.min_retention,
+    check_across(settings.sts, settings.retrieval, settings.batch_sizes, min_sts_retention=settings.min_sts_retention,
                  min_retrieval_retention=settings.min_retrieval_retention,
                  max_latency_ratio=settings.max_latency_ratio)  # a field may have changed since the check on creation
     check_vectors(settings)
     sts_sets = [load_sts(spec, columns=settings.columns, limit=settings.sts_limit) for spec in settings.sts]
     retrieval_sets = [(spec, load_retrieval(spec, columns=settings.columns, min_score=settings.relevant_score,
                                             limit=settings.sts_limit)) for spec in settings.retrieval]
-    corpora = [load_corpus(spec, queries, method=settings.pseudo_queries, limit=settings.agreement_queries,
+    corpora = [load_corpus(spec, queries, method=settings.agreement_from, limit=settings.corpus_queries,
                            seed=settings.seed, known_items=settings.known_items, field=settings.corpus_field)
                for spec, queries in zip(settings.corpus, settings.queries or [None] * len(settings.corpus))]
     threads = settings.threads or default_threads()

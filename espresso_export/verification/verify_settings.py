@@ -36,7 +36,7 @@ MAX_RETENTION_GATE = 1.5  # a retention can pass 1 (a cut scoring above its sour
 
 
 def check_retention_gate(flag: str, value: float | None) -> None:
-    """A retention threshold is a ratio: ``--min-retention 95`` is a gate no model can pass, refused at once (exit 2)
+    """A retention threshold is a ratio: ``--min-sts-retention 95`` is a gate no model can pass, refused at once (exit 2)
     rather than found out after every measurement as a failed gate (exit 3)."""
     from espresso_export.core.errors import ValidationError
 
@@ -76,12 +76,12 @@ def check_vectors(s: VerifySettings) -> None:
 
 
 def check_across(sts, retrieval, batch_sizes, *, min_retrieval_retention, max_latency_ratio,
-                 min_retention=None) -> None:
+                 min_sts_retention=None) -> None:
     """The checks that involve several settings, run when the settings are made (so a recipe fails before its
     first step). Named as the command line spells them."""
     from espresso_export.core.errors import ValidationError
 
-    check_retention_gate("--min-retention", min_retention)
+    check_retention_gate("--min-sts-retention", min_sts_retention)
     check_retention_gate("--min-retrieval-retention", min_retrieval_retention)
     if max_latency_ratio is not None and not max_latency_ratio > 0:
         raise ValidationError(f"--max-latency-ratio is candidate/source time (0.5: twice as fast), above 0; "
@@ -125,14 +125,16 @@ class VerifySettings:
     queries: list[str] = setting(
         default_factory=list, path="data",
         help="Queries for the --corpus searches (.txt one a line, .jsonl), repeatable: one per --corpus, in order. "
-             "Default: pseudo-queries made from the corpus (--pseudo-queries).")
-    pseudo_queries: str = setting(
-        "auto", choices=("auto", "sentence", "title", "passage"),
-        help="Pseudo-queries when no --queries: a passage's title, one sentence of a passage, or the passage "
+             "Default: agreement queries made from the corpus (--agreement-from).")
+    agreement_from: str = setting(
+        "auto", choices=("auto", "sentence", "title", "passage"), renamed_from=("pseudo_queries",),
+        help="Agreement queries made from a --corpus when no --queries: a passage's title, one sentence of a passage, or the passage "
              "itself (its own passage left out of the results); auto: title when the corpus has titles, else "
              "sentence where most passages have two or more, else the first half of a one-sentence text (10+ "
              "words), else the passage (5+ words).")
-    agreement_queries: int = setting(200, min=1, help="Queries searched per --corpus, at most (a seeded sample).")
+    corpus_queries: int = setting(200, min=1, renamed_from=("agreement_queries",),
+                                  help="Agreement and known-item queries searched per --corpus, at most each (a "
+                                       "seeded sample).")
     known_items: str = setting("auto", choices=("auto", "sentence", "title", "half"),
                                help="What a --corpus's known-item query is, cut out of its document: a sentence, "
                                     "the title, or the first half of a short text; auto: sentences where most "
@@ -168,8 +170,9 @@ class VerifySettings:
                                                  "text once through each model, taking turns batch by batch).")
     latency_budget: float = setting(20.0, min=0, help="Then more rounds, up to this many seconds per batch size, "
                                                       "until the speed-up's 95% CI is within +-3%.")
-    min_retention: Optional[float] = setting(None, help="Gate: candidate/source Spearman on every STS set must be at "
-                                                        "least this.")
+    min_sts_retention: Optional[float] = setting(None, renamed_from=("min_retention",),
+                                                 help="Gate: candidate/source Spearman on every STS set must be at "
+                                                      "least this.")
     max_latency_ratio: Optional[float] = setting(None, help="Gate: candidate/source time per batch (same round, "
                                                             "median over rounds: 1 / the speed-up) must be at most "
                                                             "this at every batch size.")
@@ -201,7 +204,7 @@ class VerifySettings:
 
         check_choices(self)  # bounds, and --threads within the machine's CPUs
         check_across(self.sts, self.retrieval, self.batch_sizes, min_retrieval_retention=self.min_retrieval_retention,
-                     max_latency_ratio=self.max_latency_ratio, min_retention=self.min_retention)
+                     max_latency_ratio=self.max_latency_ratio, min_sts_retention=self.min_sts_retention)
         if self.sts_columns is not None and len(self.sts_columns) != 3:
             raise ValidationError(f"--sts-columns needs three names (sentence1, sentence2, score), got "
                                   f"{','.join(self.sts_columns)}")
@@ -219,7 +222,7 @@ class VerifySettings:
         """The gate's part of the settings, as the report records it."""
         from espresso_export.verification.gate import Thresholds
 
-        return Thresholds(min_retention=self.min_retention, max_latency_ratio=self.max_latency_ratio,
+        return Thresholds(min_sts_retention=self.min_sts_retention, max_latency_ratio=self.max_latency_ratio,
                           min_retrieval_retention=self.min_retrieval_retention, within_noise=self.within_noise,
                           min_agreement=self.min_agreement, max_noise=self.max_noise)
 
@@ -248,7 +251,8 @@ def legacy_keywords(kwargs: Mapping[str, Any]) -> dict[str, Any]:
         out.update(index=index.kind, nlist=index.nlist, nprobe=index.nprobe)
     thresholds = out.pop("thresholds", None)
     if thresholds is not None:
-        _deprecated("thresholds=Thresholds(...)", "min_retention, max_latency_ratio, min_retrieval_retention and "
+        _deprecated("thresholds=Thresholds(...)", "min_sts_retention, max_latency_ratio, min_retrieval_retention "
+                                                  "and "
                                                   "within_noise")
         out.update(thresholds.to_dict())
     return out

@@ -23,7 +23,7 @@ PLAN = [("1", "shrink", "source", "1-shrink", "layers=3, dim=128"),
          ("corpus=['../../shared/data/stsb/sts-train.csv', '../../shared/data/corpus/tatoeba-eng.txt.gz'], "
           "max_sentences=10000, batch_size=32, lr=0.001")),
         ("3", "export", "2-distill", "3-export", "quantize=int8"),
-        ("4", "verify", "3-export against source", "4-verify", "min_retention=0.95, max_latency_ratio=0.5"),
+        ("4", "verify", "3-export against source", "4-verify", "min_sts_retention=0.95, max_latency_ratio=0.5"),
         ("5", "push", "2-distill, 3-export, 4-verify/report.json", "5-push",
          "repo_id=your-name/all-MiniLM-L3-d128-int8, dry_run=True")]
 PLAN_HEADERS = ("#", "step", "reads", "writes", "settings")

@@ -39,7 +39,7 @@ steps:
   - export:
       quantize: int8
   - verify:
-      min_retention: 0.5
+      min_sts_retention: 0.5
 """
 
 
@@ -56,7 +56,7 @@ def test_shipped_recipe_is_valid_and_states_its_expectations(path):
     assert recipe.path == path and recipe.name == path.stem
     kinds = [s.kind for s in recipe.steps]
     assert kinds[-1] == "push" and recipe.step("push").config.dry_run is True  # nothing is uploaded by default
-    assert "verify" in kinds and recipe.step("verify").config.min_retention is not None  # every recipe has a gate
+    assert "verify" in kinds and recipe.step("verify").config.min_sts_retention is not None  # every recipe has a gate
     verify = recipe.step("verify").config
     assert verify.retrieval and verify.min_retrieval_retention is not None  # and gates on retrieval (nDCG@10) too
     header = " ".join(recipe_header(path))
@@ -200,14 +200,14 @@ def test_push_settings_are_checked_before_anything_runs(tmp_path):
 
 def test_verify_gates_are_checked_before_anything_runs(tmp_path):
     """A retrieval gate with no retrieval set failed only at the verify step, after shrink, distill and export."""
-    gated = BASIC.replace("      min_retention: 0.5\n", "      min_retention: 0.5\n      min_retrieval_retention: 0.7\n")
+    gated = BASIC.replace("      min_sts_retention: 0.5\n", "      min_sts_retention: 0.5\n      min_retrieval_retention: 0.7\n")
     with pytest.raises(ValidationError, match=r"r\.yaml:8: verify: the retrieval gate .* needs a retrieval set"):
         load_recipe(write(tmp_path, gated))
     with pytest.raises(ValidationError, match=r"verify: verify needs at least one STS set"):
         load_recipe(write(tmp_path, BASIC), overrides=["verify.sts=[]"])
     # a retention in percent was a gate no model passes, found out as a failed gate (exit 3) after every step
-    with pytest.raises(ValidationError, match=r"--min-retention is a ratio .* got 95: did you mean 0\.95\?"):
-        load_recipe(write(tmp_path, BASIC), overrides=["verify.min_retention=95"])
+    with pytest.raises(ValidationError, match=r"--min-sts-retention is a ratio .* got 95: did you mean 0\.95\?"):
+        load_recipe(write(tmp_path, BASIC), overrides=["verify.min_sts_retention=95"])
 
 
 def test_every_step_schema_mirrors_its_library_call():
@@ -246,8 +246,8 @@ def test_set_overrides_are_type_checked_and_resolved_against_the_cwd(tmp_path, m
     assert shrink.layers == [0, 2] and shrink.calibration == str(other / "cal.txt")
     assert recipe.step("export").config.quantize is Quantize.NONE and recipe.step("verify").config.sts_limit == 20
     assert recipe.threads == 1 and recipe.run_folder == other / "out"
-    with pytest.raises(ValidationError, match=r"--set verify\.min_retention=high: verify\.min_retention must be a number"):
-        load_recipe(path, overrides=["verify.min_retention=high"])
+    with pytest.raises(ValidationError, match=r"--set verify\.min_sts_retention=high: verify\.min_sts_retention must be a number"):
+        load_recipe(path, overrides=["verify.min_sts_retention=high"])
     with pytest.raises(ValidationError, match=r"--set shrink\.dimm=8: unknown key shrink\.dimm; did you mean 'dim'"):
         load_recipe(path, overrides=["shrink.dimm=8"])
     with pytest.raises(ValidationError, match=r"the recipe has no 'distill' step"):
@@ -258,7 +258,7 @@ def test_set_overrides_are_type_checked_and_resolved_against_the_cwd(tmp_path, m
 
 def test_set_replaces_a_missing_file_before_it_is_looked_for(tmp_path, monkeypatch):
     """A recipe written for another machine's data runs here with --set pointing at local files."""
-    path = write(tmp_path, BASIC.replace("      min_retention: 0.5\n", "      min_retention: 0.5\n      sts: [/nowhere/sts.csv]\n"))
+    path = write(tmp_path, BASIC.replace("      min_sts_retention: 0.5\n", "      min_sts_retention: 0.5\n      sts: [/nowhere/sts.csv]\n"))
     with pytest.raises(NotFoundError, match=r"verify\.sts: file not found: /nowhere/sts\.csv"):
         load_recipe(path)
     assert load_recipe(path, overrides=["verify.sts=[builtin]"]).step("verify").config.sts == ["builtin"]
@@ -332,7 +332,7 @@ steps:
       latency_rounds: 1
       latency_budget: 0
       batch_sizes: [4]
-      min_retention: 0.999
+      min_sts_retention: 0.999
   - push:
       repo_id: me/tiny-minilm
       dry_run: true
@@ -362,7 +362,7 @@ def test_run_end_to_end_gate_stops_before_push_then_resume(minilm_path, calibrat
     assert code == 2 and "already exists; pass --resume" in err
 
     # 3. --resume with a gate that holds: the model steps are kept, verify runs again, push stages the upload
-    code, out, _ = run(capsys, "run", recipe, "-o", out_dir, "--resume", "--set", "verify.min_retention=0.5",
+    code, out, _ = run(capsys, "run", recipe, "-o", out_dir, "--resume", "--set", "verify.min_sts_retention=0.5",
                        "--set", "verify.retrieval=[builtin]", "--json")
     result = json.loads(out)
     assert code == 0 and result["passed"]
@@ -378,10 +378,10 @@ def test_run_end_to_end_gate_stops_before_push_then_resume(minilm_path, calibrat
     assert "2 layers" in card and "32-d" in card and "license: apache-2.0" in card  # MiniLM's license
     assert "model-index" not in card  # verify ran on the built-in smoke sets only (STS, retrieval): no benchmark
     pushed_report = json.loads((staged / "verify_report.json").read_text())
-    assert pushed_report["gate"]["passed"] is True and pushed_report["gate"]["thresholds"]["min_retention"] == 0.5
+    assert pushed_report["gate"]["passed"] is True and pushed_report["gate"]["thresholds"]["min_sts_retention"] == 0.5
 
     # 4. verify again with a gate that fails: the staged upload of step 3 (its card says "passed") is stale, gone
-    code, _, err = run(capsys, "run", recipe, "-o", out_dir, "--resume", "--set", "verify.min_retention=0.999")
+    code, _, err = run(capsys, "run", recipe, "-o", out_dir, "--resume", "--set", "verify.min_sts_retention=0.999")
     assert code == 3 and "stopped before push" in err
     assert not staged.exists() and (out_dir / "3-export").is_dir()  # the steps before verify were reused, kept
 

@@ -17,7 +17,7 @@ import typer
 from espresso_export.cli.app import _register, app
 from espresso_export.core import common_settings
 from espresso_export.core.errors import EspressoError
-from espresso_export.core.settings import Field, resolve, settings_fields
+from espresso_export.core.settings import RENAMED_PREFIX, Field, resolve, settings_fields
 from espresso_export.distilling.distill_settings import DistillSettings
 from espresso_export.exporting.export_settings import ExportSettings
 from espresso_export.finetuning.train_settings import TrainSettings
@@ -40,7 +40,7 @@ CALLS = {
     "verify": ("espresso_export.verification.verify:verify", ("candidate", "source")),
     "sweep": ("espresso_export.sweeping.sweep:sweep", ("model",)),
     "push": ("espresso_export.publishing.push:push", ("folder", "owner/name")),
-    "auto": ("espresso_export.searching.search:auto", ("model", "out")),
+    "auto": ("espresso_export.searching.auto:auto", ("model", "out")),
 }
 # command parameters that are not settings: the inputs, where the result goes, and how it is shown
 NOT_SETTINGS = {"model", "teacher", "candidate", "against", "folder", "repo_id", "data", "output", "overwrite",
@@ -102,9 +102,14 @@ def test_command_options_are_the_declared_settings(verb):
             assert option.min == f.spec.min, f.name
     # nothing declared a second time by hand: every other parameter is an input or an output switch
     names = {f.name for f in declared}
-    others = {p.name for p in command.params} - names
+    hidden = {p.name for p in command.params if p.name.startswith(RENAMED_PREFIX)}
+    others = {p.name for p in command.params} - names - hidden
     assert others <= NOT_SETTINGS, others
     assert not names & NOT_SETTINGS
+    # an earlier name keeps working as a hidden flag, and only an earlier name does
+    earlier = {RENAMED_PREFIX + old for f in declared if f.spec.cli and not f.spec.flags for old in f.spec.renamed_from}
+    assert hidden == earlier
+    assert all(p.hidden for p in command.params if p.name in hidden)
 
 
 @pytest.mark.parametrize("verb", RECIPE_STEPS)
@@ -230,7 +235,8 @@ def test_the_api_checks_keyword_arguments_as_a_recipe_checks_its_keys(tiny_bert,
          "shrink(): head must be one of pca, truncate, none, got 'pcaa' (str)"),
         (lambda: export(tiny_bert, tmp_path / "b", quantize="int4"),
          "export(): quantize must be one of none, int8, fp16, got 'int4' (str)"),
-        (lambda: verify(tiny_bert, tiny_bert, min_retention="x"), "verify(): min_retention must be a number, got 'x'"),
+        (lambda: verify(tiny_bert, tiny_bert, min_sts_retention="x"),
+             "verify(): min_sts_retention must be a number, got 'x'"),
         (lambda: verify(tiny_bert, tiny_bert, batch_sizes=[1, "two"]), "verify(): batch_sizes must be"),
     ]
     for call, said in refused:
@@ -245,3 +251,16 @@ def test_the_api_checks_keyword_arguments_as_a_recipe_checks_its_keys(tiny_bert,
     assert [s.spec for s in report.sts] == ["builtin"] and report.latency == []
     swept = sweep(tiny_bert, layers=2, dims=[16], sts="builtin", sts_limit=20, latency_texts=8, threads=1)
     assert [p.layers for p in swept.points] == [2] and [s["name"] for s in swept.sets] == ["builtin (smoke set)"]
+
+
+def test_an_earlier_flag_still_works_with_one_line_naming_the_new_one(tmp_path):
+    """A renamed option (``renamed_from``) keeps its old flag for a release: the value reaches the setting and one
+    warning line names the new flag."""
+    from typer.testing import CliRunner
+
+    from espresso_export.cli.app import app
+
+    out = CliRunner().invoke(app, ["verify", str(tmp_path / "missing"), "--against", str(tmp_path / "missing"),
+                                   "--agreement-queries", "0"])
+    assert "--corpus-queries must be at least 1, got 0" in str(out.exception)  # the value reached the setting
+    assert "warning: --agreement-queries is now --corpus-queries" in out.output

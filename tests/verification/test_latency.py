@@ -143,7 +143,7 @@ def fixed_report():
     setup = LatencySetup(threads=2, torch_threads=2, texts=128, min_rounds=3, budget_s=20.0)
     sts = [StsRow("sts-test.csv", "sts-test.csv", "file", 1379, 69.72, 82.03)]
     return VerifyReport(candidate=cand, source=src, threads=2, sts=sts, latency=rows, latency_setup=setup,
-                        retrieval=[], thresholds=Thresholds(min_retention=0.8), notes=[],
+                        retrieval=[], thresholds=Thresholds(min_sts_retention=0.8), notes=[],
                         source_cache={"used": True, "folder": "/c", "reused_texts": 1379 * 2, "encoded_texts": 0})
 
 

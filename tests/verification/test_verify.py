@@ -31,7 +31,7 @@ def full_report(shrunk, minilm_path, shared_data, tmp_path_factory) -> tuple[int
     out = tmp_path_factory.mktemp("report")
     code = main(["verify", str(shrunk), "--against", str(minilm_path),
                  "--sts", str(shared_data / "stsb" / "sts-test.csv"), "--sts", "builtin", "--sts-limit", "60",
-                 "--retrieval", "builtin", "--min-retention", "0.5", "--max-latency-ratio", "5",
+                 "--retrieval", "builtin", "--min-sts-retention", "0.5", "--max-latency-ratio", "5",
                  "--json", str(out / "r.json"), "--markdown", str(out / "r.md"), *FAST])
     return code, json.loads((out / "r.json").read_text()), (out / "r.md").read_text()
 
@@ -94,7 +94,7 @@ def test_report_has_every_field(full_report):
 
     gate = report["gate"]
     assert gate["passed"] is True and gate["failed"] == []
-    assert gate["thresholds"] == {"min_retention": 0.5, "max_latency_ratio": 5.0, "min_retrieval_retention": None,
+    assert gate["thresholds"] == {"min_sts_retention": 0.5, "max_latency_ratio": 5.0, "min_retrieval_retention": None,
                                   "within_noise": "value", "min_agreement": None,
                                   "max_noise": 0.1}
     assert len(gate["checks"]) == 4  # two STS sets + two batch sizes
@@ -114,7 +114,7 @@ def test_markdown_report(full_report):
 def test_gate_fails_with_exit_3_naming_the_threshold(shrunk, minilm_path, tmp_path, capsys):
     out = tmp_path / "fail.json"
     code = main(["verify", str(shrunk), "--against", str(minilm_path), "--sts-limit", "40",
-                 "--min-retention", "0.999", "--json", str(out), *FAST])
+                 "--min-sts-retention", "0.999", "--json", str(out), *FAST])
     assert code == 3
     err = capsys.readouterr().err
     assert "quality gate failed" in err and "STS retention on builtin (smoke set)" in err and ">= 0.999" in err
@@ -144,7 +144,7 @@ def test_gate_passes_with_exit_0_when_it_can_hold(minilm_path, tmp_path, capsys)
     same = tmp_path / "minilm-L6"
     shrink(str(minilm_path), same, layers=6)
     code = main(["verify", str(same), "--against", str(minilm_path), "--sts-limit", "40",
-                 "--min-retention", "0.999", "--json", "-", *FAST])
+                 "--min-sts-retention", "0.999", "--json", "-", *FAST])
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert report["sts"]["sets"][0]["retention"] == pytest.approx(1.0, abs=1e-4)
@@ -280,13 +280,13 @@ def test_second_run_reads_the_source_vectors_from_the_cache(tiny_bert, tmp_path,
 
 
 @pytest.mark.parametrize("args, said", [
-    (["--min-retention", "95"], "--min-retention is a ratio of the source's score (0.95 keeps 95%), between 0 and "
+    (["--min-sts-retention", "95"], "--min-sts-retention is a ratio of the source's score (0.95 keeps 95%), between 0 and "
                                 "1.5; got 95: did you mean 0.95?"),
     (["--retrieval", "builtin", "--min-retrieval-retention", "0"], "--min-retrieval-retention is a ratio"),
     (["--max-latency-ratio", "-1"], "--max-latency-ratio is candidate/source time (0.5: twice as fast), above 0"),
 ])
 def test_a_gate_no_model_can_pass_is_refused_before_measuring(args, said, capsys):
-    """``--min-retention 95`` (a percent) ran the whole verify and failed as a quality gate (exit 3) in CI."""
+    """``--min-sts-retention 95`` (a percent) ran the whole verify and failed as a quality gate (exit 3) in CI."""
     assert main(["verify", "no-such-model-is-loaded", "--against", "nor-this-one", *args]) == 2
     err = capsys.readouterr().err
     assert said in err and len(err.strip().splitlines()) == 1

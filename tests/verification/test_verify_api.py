@@ -31,13 +31,13 @@ def test_verify_declares_no_setting_of_its_own():
 
 
 def test_settings_positional_or_as_keywords(tiny_bert):
-    settings = VerifySettings(**QUICK, min_retention=0.5)
+    settings = VerifySettings(**QUICK, min_sts_retention=0.5)
     by_instance = verify(tiny_bert, tiny_bert, settings)
-    by_keywords = verify(tiny_bert, tiny_bert, **QUICK, min_retention=0.5)
+    by_keywords = verify(tiny_bert, tiny_bert, **QUICK, min_sts_retention=0.5)
     for report in (by_instance, by_keywords):
         assert report.sts[0].pairs == 20 and report.threads == 1 and report.passed
         assert [c.name for c in report.checks] == ["STS retention on builtin (smoke set)"]
-    assert verify(tiny_bert, tiny_bert, settings, min_retention=None).checks == []  # keywords on top
+    assert verify(tiny_bert, tiny_bert, settings, min_sts_retention=None).checks == []  # keywords on top
 
 
 def test_the_old_verify_options_still_work_with_warnings_naming_the_new_fields(tiny_bert, recwarn):
@@ -57,8 +57,8 @@ def test_the_old_verify_options_still_work_with_warnings_naming_the_new_fields(t
     options = dataclasses.replace(options, sts_columns=None)
     with pytest.warns(DeprecationWarning, match=r"options= is now settings="):
         report = verify(tiny_bert, tiny_bert, options=options,
-                        thresholds=Thresholds(min_retention=0.5))
-    assert report.sts[0].pairs == 20 and report.thresholds.min_retention == 0.5 and report.passed
+                        thresholds=Thresholds(min_sts_retention=0.5))
+    assert report.sts[0].pairs == 20 and report.thresholds.min_sts_retention == 0.5 and report.passed
     with pytest.warns(DeprecationWarning, match=r"encode_batch_size is now batch_size"):
         assert verify(tiny_bert, tiny_bert, **QUICK, encode_batch_size=4).sts[0].pairs == 20
 
@@ -71,6 +71,6 @@ def test_the_old_top_level_name_is_verify_settings():
 
 
 def test_the_gate_part_of_the_settings_is_what_the_report_records():
-    settings = VerifySettings(min_retention=0.9, max_latency_ratio=0.5, within_noise="pass")
-    assert settings.thresholds == Thresholds(min_retention=0.9, max_latency_ratio=0.5, within_noise="pass")
+    settings = VerifySettings(min_sts_retention=0.9, max_latency_ratio=0.5, within_noise="pass")
+    assert settings.thresholds == Thresholds(min_sts_retention=0.9, max_latency_ratio=0.5, within_noise="pass")
     assert settings.columns == ("sentence1", "sentence2", "score")

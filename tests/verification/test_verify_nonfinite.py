@@ -51,7 +51,7 @@ def _report(thresholds: Thresholds, *, nonfinite: dict | None = None, candidate:
 def test_every_check_fails_on_a_value_that_is_not_finite(policy):
     """NaN compares false both ways: a check written as "fail when below" let it pass; and ``--within-noise pass``
     turned an unreliable NaN latency ratio into a pass."""
-    report = _report(Thresholds(min_retention=0.5, max_latency_ratio=2.0, min_retrieval_retention=0.5,
+    report = _report(Thresholds(min_sts_retention=0.5, max_latency_ratio=2.0, min_retrieval_retention=0.5,
                                 within_noise=policy))
     checks = {c.name: c for c in report.checks}
     assert set(checks) == {"STS retention on set", "STS retention on inf", "latency ratio at batch 1 (1 / speed-up)",
