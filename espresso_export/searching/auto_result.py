@@ -17,6 +17,7 @@ from espresso_export.searching.candidates import Candidate, Heal, find
 from espresso_export.searching.context import Context
 from espresso_export.searching.halving import ETA, LONGER_GAIN
 from espresso_export.searching.plots import plot_auto
+from espresso_export.searching.scoring import cheapest
 
 CSV_FIELDS = ("candidate", "heal", "texts", "retention", "ci95_low", "ci95_high", "documents", "sample_retention",
               "agreement_at_10", "latency_ratio", "params", "dim", "bytes_per_vector", "bytes_at_target", "dropped")
@@ -66,10 +67,10 @@ def _missed(s: AutoSettings, cands: list[Candidate], best: Answer | None, querie
     return line
 
 
-def _at_target(heal: dict, target: float) -> int | None:
+def _at_target(heal: Heal, target: float) -> int | None:
     """The fewest bytes per vector of a stored form (width, precision) that keeps the target, if measured."""
-    ok = [v["bytes_per_vector"] for v in heal.get("variants", []) if v["retention"] >= target]
-    return min(ok) if ok else None
+    form = cheapest(heal.forms, target)
+    return None if form is None else form.bytes_per_vector
 
 
 @dataclass
@@ -79,7 +80,7 @@ class AutoResult:
     target: float
     met: bool  # a candidate kept the target
     answer: Answer | None  # when met; else the best the search reached
-    candidates: list[dict]
+    candidates: list[dict]  # as auto.json records them
     source_info: dict
     budget_seconds: float
     seconds: float
@@ -91,6 +92,7 @@ class AutoResult:
     hints: list[str] = field(default_factory=list)
     timing: dict = field(default_factory=dict)  # the budget, the finish estimated and taken, the whole command
     undecided: bool = False  # not met, while heals read at or above the target by scores too noisy to decide it
+    measured: list[Candidate] = field(default_factory=list, repr=False)  # the candidates themselves
 
     @property
     def passed(self) -> bool:
@@ -102,7 +104,7 @@ class AutoResult:
 
         s = ctx.settings
         result = cls(source=ctx.source, objective=s.objective.value, target=s.min_retention, met=met, answer=answer,
-                     candidates=[c.to_dict() for c in cands],
+                     candidates=[c.to_dict() for c in cands], measured=list(cands),
                      source_info={**ctx.work.done("source"), "sample": ctx.sample.to_dict()},
                      budget_seconds=s.budget_seconds, seconds=time.perf_counter() - ctx.start, log=list(ctx.log))
         if not met:
@@ -111,17 +113,17 @@ class AutoResult:
         return result
 
     def rows(self) -> list[dict]:
+        """One row per heal of every candidate (``auto.csv``)."""
         out = []
-        for c in self.candidates:
-            for heal, sc in c["scores"].items():
-                ci = sc.get("ci95") or [None, None]
-                out.append({"candidate": c["name"], "heal": heal, "texts": sc.get("texts", 0),
-                            "retention": sc["retention"], "ci95_low": ci[0], "ci95_high": ci[1],
-                            "documents": sc.get("documents", ""),
-                            "sample_retention": sc["sample"]["retention"] if "sample" in sc else "",
-                            "agreement_at_10": sc["agreement_at_10"], "latency_ratio": round(c["latency_ratio"], 4),
-                            "params": c["params"], "dim": sc["dim"], "bytes_per_vector": sc["bytes_per_vector"],
-                            "bytes_at_target": _at_target(sc, self.target), "dropped": c["dropped"] or ""})
+        for c in self.measured:
+            for name, h in c.scores.items():
+                ci = h.score.ci95 or (None, None)
+                out.append({"candidate": c.name, "heal": name, "texts": h.texts, "retention": h.retention,
+                            "ci95_low": ci[0], "ci95_high": ci[1], "documents": h.documents or "",
+                            "sample_retention": h.sample.score.retention if h.sample is not None else "",
+                            "agreement_at_10": h.score.agreement_at_10, "latency_ratio": round(c.latency_ratio, 4),
+                            "params": c.params, "dim": h.score.dim, "bytes_per_vector": h.score.bytes_per_vector,
+                            "bytes_at_target": _at_target(h, self.target), "dropped": c.dropped or ""})
         return out
 
     def to_dict(self) -> dict:

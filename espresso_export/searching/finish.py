@@ -155,12 +155,12 @@ def _export(ctx: Context, model: Path, folder: Path) -> dict:
     for name, file in (("int8", None), ("float32", "onnx/model.onnx")):
         enc = OnnxEncoder(folder, file=file)
         texts = (sample.queries.texts, sample.documents, sample.queries.targets)
-        measured[name] = ctx.scorer.score(Vectors(*(l2_normalised(enc.encode(t)) for t in texts))).to_dict()
-    weights = "int8" if measured["int8"]["retention"] >= ctx.settings.min_retention else "float32"
+        measured[name] = ctx.scorer.score(Vectors(*(l2_normalised(enc.encode(t)) for t in texts)))
+    weights = "int8" if measured["int8"].retention >= ctx.settings.min_retention else "float32"
     if weights == "float32":
         shutil.rmtree(folder)
         export(model, folder)
-    return {"weights": weights, "measured": measured}
+    return {"weights": weights, "measured": {name: score.to_dict() for name, score in measured.items()}}
 
 
 def _fewer_bytes(ctx: Context, nxt: Answer, answer: Answer) -> bool:

@@ -29,11 +29,11 @@ def _series(result, name: str, rows: list[dict]) -> tuple[list[float], list[floa
     if result.objective != "bytes-per-vector":
         pts = [r for r in rows if r["candidate"] == name]
         return [_cost(r, result.objective) for r in pts], [r["retention"] for r in pts]
-    cand = next(c for c in result.candidates if c["name"] == name)
-    last = list(cand["scores"].values())[-1]
+    cand = next(c for c in result.measured if c.name == name)
+    last = list(cand.scores.values())[-1]
     best: dict[int, float] = {}
-    for v in last.get("variants", []):
-        best[v["bytes_per_vector"]] = max(best.get(v["bytes_per_vector"], 0.0), v["retention"])
+    for form in last.forms:
+        best[form.bytes_per_vector] = max(best.get(form.bytes_per_vector, 0.0), form.retention)
     xs, ys, top = [], [], -1.0
     for x in sorted(best):  # the frontier: the best retention at this many bytes or fewer
         if best[x] > top:
