@@ -88,11 +88,11 @@ def prepare(source: str, s: AutoSettings, work: Work, progress: bool, start: flo
     """The sample and its known-item queries, the source's pass over it (this machine's speed), the healing
     texts and the budget's plan: the context every later phase shares."""
     start = time.perf_counter() if start is None else start
-    docs = read_documents(s.corpus, field=s.corpus_field)
+    documents = read_documents(s.corpus, field=s.corpus_field)
     # at most half the documents queried: a query's document is never healed on, and a small corpus must leave
     # the heals documents of its own (the default query count would otherwise take every document of one)
-    queries = min(s.sample_queries, max(MIN_ITEMS, len(docs.texts) // 2))
-    sample = draw_sample(docs, documents=s.sample_documents, queries=queries, seed=s.seed, method=s.known_items)
+    queries = min(s.sample_queries, max(MIN_ITEMS, len(documents.texts) // 2))
+    sample = draw_sample(documents, size=s.sample_documents, queries=queries, seed=s.seed, method=s.known_items)
     if len(sample.queries) < MIN_ITEMS:  # before any model work: no score over so few queries could decide a target
         raise ValidationError(
             f"the search's sample of {len(sample.documents):,} documents gives {len(sample.queries)} known-item "
@@ -103,15 +103,15 @@ def prepare(source: str, s: AutoSettings, work: Work, progress: bool, start: flo
     dim = s.dim or min(src["width"], DEFAULT_MAX_DIM)
     if dim > src["width"]:
         raise ValidationError(f"--dim {dim} exceeds the source's width {src['width']}")
-    heal = healing_texts(docs, sample, s, src["seconds_per_text"], work)
+    heal = healing_texts(documents, sample, s, src["seconds_per_text"], work)
     calibration = work.path(CALIBRATION_FILE)
     if not calibration.exists():  # atomic: a search stopped while writing it must not keep half of it
         write_text_atomic(calibration, "\n".join(calibration_texts(sample)[0]) + "\n")
     scorer = Scorer(sample, Vectors.load(work.path("source-vectors.npz")))
     speed = Speed(src["seconds_per_text"], src["depth"], work.state.get("train_cost", TRAIN_COST))
     ctx = Context(source, s, work, scorer, speed, dim, src["width"], Path(heal["file"]), heal["texts"], progress,
-                  model, start=start, reserve=finish_seconds(s, len(docs.texts), speed))
-    ctx.say(f"documents: {len(docs.texts):,} ({len(sample.documents):,} searched, {len(sample.queries)} known-item "
+                  model, start=start, reserve=finish_seconds(s, len(documents.texts), speed))
+    ctx.say(f"documents: {len(documents.texts):,} ({len(sample.documents):,} searched, {len(sample.queries)} known-item "
             f"queries by {sample.queries.method}); healing texts: {heal['texts']:,}; source: {src['depth']} layers, "
             f"{src['width']} dims, {1 / src['seconds_per_text']:.0f} texts/s here")
     spent = time.perf_counter() - start

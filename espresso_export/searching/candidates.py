@@ -22,9 +22,9 @@ class SampleScore:
     forms: tuple[Score, ...]
 
     def to_dict(self) -> dict:
-        main = self.score.to_dict()
-        return {"retention": main["retention"], "ci95": main["ci95"], "agreement_at_10": main["agreement_at_10"],
-                "variants": [f.to_dict() for f in self.forms]}
+        s = self.score
+        return {"retention": s.retention, "ci95": None if s.ci95 is None else list(s.ci95),
+                "agreement_at_10": s.agreement_at_10, "variants": [f.to_dict() for f in self.forms]}
 
     @classmethod
     def from_dict(cls, d: dict, like: Score) -> SampleScore:

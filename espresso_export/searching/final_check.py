@@ -79,6 +79,12 @@ def _stored_known_item(row, form: Score) -> dict | None:
     return row.known_item
 
 
+def below_on_all(judged: dict) -> str:
+    """The known-item retentions of a :func:`verdict` below the target, as a hint says them."""
+    return ", ".join(f"{judged['known_item'][name]['retention']:.3f} on all of {name}"
+                     for name in judged["known_item_below"])
+
+
 def verdict(report, target: float, form: Score, sts_gated: bool, max_noise: float) -> dict:
     """verify's gate, each labelled set again for the vectors as stored, and the known-item retention on every
     corpus in full (the search scored a sample), also as stored: a corpus whose whole 95% interval lies below

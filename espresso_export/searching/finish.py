@@ -27,7 +27,7 @@ from espresso_export.searching.answer import Answer, best_reached, choose
 from espresso_export.searching.auto_result import AutoResult, measured_on
 from espresso_export.searching.candidates import Candidate, Heal, find
 from espresso_export.searching.context import Context
-from espresso_export.searching.final_check import form_on_all_documents, run_verify, verdict
+from espresso_export.searching.final_check import below_on_all, form_on_all_documents, run_verify, verdict
 from espresso_export.searching.plain_cuts import rebuild_plain
 from espresso_export.searching.recipe_file import write_recipe
 from espresso_export.searching.scoring import Vectors
@@ -101,11 +101,9 @@ def _checked(ctx: Context, cands: list[Candidate], answer: Answer, tmp: Path) ->
             return built, hints + note
         if not built.below or nxt is None:
             return built, hints
-        on_all = ", ".join(f"{built.verify['known_item'][name]['retention']:.3f} on all of {name}"
-                           for name in built.verify["known_item_below"])
         hints.append(f"{built.answer.describe()} kept {built.answer.form.retention:.3f} on "
-                     f"{measured_on(built.answer.measured)} but {on_all}, less than {s.min_retention:g}: checked "
-                     f"the next cheapest, {nxt.describe()}")
+                     f"{measured_on(built.answer.measured)} but {below_on_all(built.verify)}, less than "
+                     f"{s.min_retention:g}: checked the next cheapest, {nxt.describe()}")
         _remove_parts(tmp)
         answer = nxt
 
@@ -202,7 +200,7 @@ def _remove_parts(folder: Path) -> None:
 def _card(model: Path, export_dir: Path, report: Path, tmp: Path, name: str) -> None:
     from espresso_export.publishing.push import push
 
-    stage = tmp / ".card"
-    push(model, f"your-name/{name}", onnx=export_dir, verify_report=report, dry_run=stage)
-    shutil.move(str(stage / "README.md"), tmp / "README.md")
-    shutil.rmtree(stage)
+    staging = tmp / ".card"
+    push(model, f"your-name/{name}", onnx=export_dir, verify_report=report, dry_run=staging)
+    shutil.move(str(staging / "README.md"), tmp / "README.md")
+    shutil.rmtree(staging)

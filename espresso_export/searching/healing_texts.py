@@ -17,7 +17,7 @@ TOO_FEW = 20  # fewer healing texts than this is no training set: refused, namin
 HEAL_FILE = "healing-texts.txt"
 
 
-def healing_texts(docs: Documents, sample: Sample, s: AutoSettings, seconds_per_text: float, work: Work) -> dict:
+def healing_texts(documents: Documents, sample: Sample, s: AutoSettings, seconds_per_text: float, work: Work) -> dict:
     """The texts every heal trains on (chosen once): the documents no query was cut out of, then short texts: the
     sentences of those documents in ``--doc-sentences`` and ``--sentences`` in the rest; the documents take at
     most ``--doc-share`` when ``--sentences`` are given. As many as :data:`TEACHER_SHARE` of the budget's teacher
@@ -29,9 +29,9 @@ def healing_texts(docs: Documents, sample: Sample, s: AutoSettings, seconds_per_
     from espresso_export.data.pseudo_queries import document_body
 
     rng = random.Random(s.seed)
-    order = [i for i in range(len(docs.texts)) if i not in sample.held_out]
+    order = [i for i in range(len(documents.texts)) if i not in sample.held_out]
     rng.shuffle(order)
-    own = [" ".join(docs.texts[i].split()) for i in order]
+    own = [" ".join(documents.texts[i].split()) for i in order]
     affordable = int(TEACHER_SHARE * s.budget_seconds / max(seconds_per_text, 1e-6))
     total = max(MIN_HEALING_TEXTS, min(s.max_texts or DEFAULT_TEXTS, affordable))
     general: list[str] = []
@@ -41,7 +41,7 @@ def healing_texts(docs: Documents, sample: Sample, s: AutoSettings, seconds_per_
     n_doc = min(len(own), total if not general else round(total * s.doc_share))
     short = total - n_doc
     # sentences of the documents not healed on whole come first (more of the user's domain)
-    bodies = [document_body(docs, i) for i in order[n_doc:] + order[:n_doc]]  # the sentences queries come from
+    bodies = [document_body(documents, i) for i in order[n_doc:] + order[:n_doc]]  # the sentences queries come from
     cut = _document_sentences(bodies, short if not general else round(short * s.doc_sentences), rng,
                               skip=checked_queries(s))
     texts = [t for t in dict.fromkeys(own[:n_doc] + cut + general[:short - len(cut)]) if t]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from espresso_export.searching.candidates import Candidate, Heal
+
 COST_LABEL = {"latency": "time per text, relative to the source (torch, this machine)",
               "size": "parameters (millions)",
               "bytes-per-vector": "bytes per stored vector (each candidate's last heal: every width and precision)"}
@@ -15,21 +17,20 @@ def _name(source: str) -> str:
     return f"{p.parent.name}/{p.name}" if p.name == "model" else p.name
 
 
-def _cost(row: dict, objective: str) -> float:
+def _cost(cand: Candidate, heal: Heal, objective: str) -> float:
     if objective == "latency":
-        return row["latency_ratio"]
+        return cand.latency_ratio
     if objective == "size":
-        return row["params"] / 1e6
-    return row["bytes_per_vector"]
+        return cand.params / 1e6
+    return heal.score.bytes_per_vector
 
 
-def _series(result, name: str, rows: list[dict]) -> tuple[list[float], list[float]]:
+def _series(result, cand: Candidate) -> tuple[list[float], list[float]]:
     """A candidate's points: its heals by the objective's cost; for bytes per vector, the frontier of its last
     heal's stored forms (each width and precision), the trade-off the objective chooses on."""
     if result.objective != "bytes-per-vector":
-        pts = [r for r in rows if r["candidate"] == name]
-        return [_cost(r, result.objective) for r in pts], [r["retention"] for r in pts]
-    cand = next(c for c in result.measured if c.name == name)
+        heals = list(cand.scores.values())
+        return [_cost(cand, h, result.objective) for h in heals], [h.retention for h in heals]
     last = list(cand.scores.values())[-1]
     best: dict[int, float] = {}
     for form in last.forms:
@@ -46,18 +47,18 @@ def _series(result, name: str, rows: list[dict]) -> tuple[list[float], list[floa
 def plot_auto(result, path: Path) -> Path:
     from espresso_export.sweeping.plots import figure
 
-    rows = result.rows()
     with figure(path) as (plt, ax):
         colors = plt.get_cmap("tab10").colors
-        for i, name in enumerate(dict.fromkeys(r["candidate"] for r in rows)):
-            xs, ys = _series(result, name, rows)
-            ax.plot(xs, ys, "o-", color=colors[i % 10], ms=4, lw=1, label=name, alpha=0.85)
+        for i, cand in enumerate(c for c in result.measured if c.scores):
+            xs, ys = _series(result, cand)
+            ax.plot(xs, ys, "o-", color=colors[i % 10], ms=4, lw=1, label=cand.name, alpha=0.85)
         ax.axhline(result.target, color="gray", ls=":", lw=1, label=f"target {result.target:g}")
         ax.axhline(1.0, color="black", ls="--", lw=0.8, label="source")
         if result.answer is not None:
             a, form = result.answer, result.answer.form
-            row = next(r for r in rows if r["candidate"] == a.name and r["heal"] == a.heal)
-            x = form.bytes_per_vector if result.objective == "bytes-per-vector" else _cost(row, result.objective)
+            cand = next(c for c in result.measured if c.name == a.name)
+            x = form.bytes_per_vector if result.objective == "bytes-per-vector" else \
+                _cost(cand, a.measured, result.objective)
             ax.plot([x], [form.retention], "*", ms=16, color="crimson",
                     label=("answer" if result.met else "best reached") + f": {a.describe()}, "
                           f"{form.dim}-d {form.precision}")

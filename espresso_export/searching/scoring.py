@@ -63,23 +63,23 @@ class Sample:
                 "duplicates_dropped": self.duplicates}
 
 
-def draw_sample(docs: Documents, *, documents: int, queries: int, seed: int, method: str = "auto") -> Sample:
-    """A seeded sample of ``documents`` documents and ``queries`` known-item queries cut out of it, chosen as
+def draw_sample(documents: Documents, *, size: int, queries: int, seed: int, method: str = "auto") -> Sample:
+    """A seeded sample of ``size`` documents and ``queries`` known-item queries cut out of it, chosen as
     ``verify --corpus`` chooses them (:func:`~espresso_export.data.pseudo_queries.choose_queries`); a corpus that
     gives none is refused before any model is loaded, naming what to give."""
-    n = len(docs.texts)
-    chosen = sorted(random.Random(seed).sample(range(n), min(documents, n)))
-    sub = replace(docs, texts=[docs.texts[i] for i in chosen],
-                  titles=None if docs.titles is None else [docs.titles[i] for i in chosen])
+    n = len(documents.texts)
+    chosen = sorted(random.Random(seed).sample(range(n), min(size, n)))
+    sub = replace(documents, texts=[documents.texts[i] for i in chosen],
+                  titles=None if documents.titles is None else [documents.titles[i] for i in chosen])
     made = choose_queries(sub, agreement=None, known_items=method, limit=queries, seed=seed)
     if made.known_items is None:
         raise ValidationError(
-            f"{docs.name}: no known-item query could be made from its {n:,} documents ({made.why_no_known_items}): "
+            f"{documents.name}: no known-item query could be made from its {n:,} documents ({made.why_no_known_items}): "
             f"auto scores candidates on queries cut out of your documents; give documents of two or more sentences, "
             f"with titles or of {2 * MIN_WORDS}+ words (--corpus; --corpus-field names a jsonl field holding them)")
     taken = set(chosen)
     return Sample(sub.texts, made.known_items, frozenset(chosen[i] for i in made.known_items.origins),
-                  [x for i, x in enumerate(docs.texts) if i not in taken], docs.duplicates)
+                  [x for i, x in enumerate(documents.texts) if i not in taken], documents.duplicates)
 
 
 @dataclass(frozen=True)

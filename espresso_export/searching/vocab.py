@@ -20,9 +20,9 @@ def vocab_texts(ctx: Context) -> Path:
     path = ctx.work.path(VOCAB_FILE)
     if not path.exists():
         s = ctx.settings
-        docs = [" ".join(t.split()) for t in read_documents(s.corpus, field=s.corpus_field).texts]
+        documents = [" ".join(t.split()) for t in read_documents(s.corpus, field=s.corpus_field).texts]
         heal = ctx.heal_file.read_text(encoding="utf-8").splitlines()
-        write_text_atomic(path, "\n".join(t for t in dict.fromkeys(docs + heal) if t) + "\n")
+        write_text_atomic(path, "\n".join(t for t in dict.fromkeys(documents + heal) if t) + "\n")
     return path
 
 
