@@ -10,13 +10,13 @@ import shutil
 import pytest
 
 from espresso_export.cli.app import main
-from espresso_export.searching.search import auto
+from espresso_export.searching.auto import auto
 
 pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[eval]')")
 
-TINY = dict(eval_passages=80, eval_queries=24, max_texts=400, batch_size=16, threads=1, known_items="title",
+TINY = dict(sample_documents=80, sample_queries=24, max_texts=400, batch_size=16, threads=1, known_items="title",
             max_noise=10.0)  # the tiny random model's scores are noise: these tests check the command, not them
-CLI = ["--eval-passages", "80", "--eval-queries", "24", "--max-texts", "400", "--batch-size", "16", "--threads", "1",
+CLI = ["--sample-documents", "80", "--sample-queries", "24", "--max-texts", "400", "--batch-size", "16", "--threads", "1",
        "--known-items", "title"]
 
 

@@ -16,8 +16,8 @@ from corpus_shapes import sentence, short_lines, write_shape
 from espresso_export.cli.app import main
 from espresso_export.searching.auto_settings import AutoSettings
 from espresso_export.searching.candidates import head_width
-from espresso_export.searching.evaluation import eval_set, read_documents
-from espresso_export.searching.search import _checked_queries
+from espresso_export.searching.healing_texts import checked_queries
+from espresso_export.searching.scoring import draw_sample, read_documents
 from espresso_export.verification.corpus_agreement import load_corpus
 
 pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[eval]')")
@@ -63,14 +63,15 @@ def _run(capsys, *args) -> tuple[int, str]:
 
 def test_one_short_text_a_line_is_searched_and_checked_by_one_rule(tmp_path):
     lines = write_shape("lines", tmp_path)
-    s = AutoSettings(corpus=[str(lines)], eval_passages=80, eval_queries=24)
-    ev = eval_set(read_documents(s.corpus), passages=80, queries=24, seed=0)
-    checked = load_corpus(str(lines), None, method="auto", limit=s.check_queries, seed=s.seed,
+    s = AutoSettings(corpus=[str(lines)], sample_documents=80, sample_queries=24)
+    sample = draw_sample(read_documents(s.corpus), size=80, queries=24, seed=0)
+    checked = load_corpus(str(lines), None, method="auto", limit=s.corpus_queries, seed=s.seed,
                           known_items=s.known_items)
-    assert ev.cloze.method == checked.cloze.method == "half" and ev.duplicates == checked.duplicates == 20
+    known = checked.known_item_queries
+    assert sample.queries.method == known.method == "half" and sample.duplicates == checked.duplicates == 20
     assert checked.queries_from == "pseudo-queries (half, auto)"
-    asked = _checked_queries(s)  # what the healing texts leave out: both of the final check's kinds of query
-    assert set(checked.cloze.texts) <= asked and set(checked.queries) <= asked
+    asked = checked_queries(s)  # what the healing texts leave out: both of the final check's kinds of query
+    assert set(known.texts) <= asked and set(checked.queries) <= asked
 
 
 def test_a_corpus_that_gives_no_query_is_refused_before_any_model_work(tmp_path, tiny_bert, capsys):
@@ -105,7 +106,7 @@ def test_every_option_a_message_under_auto_names_is_its_own(tmp_path, tiny_bert,
     rng = random.Random(5)
     lines.write_text("\n".join(dict.fromkeys(sentence(rng, 10, 14) for _ in range(100))) + "\n")
     out = tmp_path / "c"
-    code, text = _run(capsys, wide_bert, "--corpus", lines, "--eval-passages", 40, "--eval-queries", 40, "-o", out,
+    code, text = _run(capsys, wide_bert, "--corpus", lines, "--sample-documents", 40, "--sample-queries", 40, "-o", out,
                       *QUICK)
     assert code in (0, 3) and (out / "auto.json").is_file(), text
     assert "width: 48 dims, not 64" in " ".join(text.split())
@@ -121,5 +122,5 @@ def test_corpus_field_is_read_by_the_search_and_its_final_check(tmp_path, tiny_b
                             + "\n" for _ in range(150)))
     out = tmp_path / "out"
     code, said = _run(capsys, tiny_bert, "--corpus", body, "--corpus-field", "body", "--min-retention", "0.5",
-                      "--eval-queries", "20", "--max-noise", "2", "-o", out, *QUICK)
+                      "--sample-queries", "20", "--max-noise", "2", "-o", out, *QUICK)
     assert code in (0, 3) and (out / "auto.json").is_file(), said

@@ -1,11 +1,20 @@
-"""auto's planning rules (searching/plan.py): rungs within the budget, the proxy's pruning, halving by score and
-cost."""
+"""auto's planning rules (searching/halving.py; the machine's speed, searching/budget.py): rungs within the budget,
+the proxy's pruning, halving by score and cost."""
 
 from __future__ import annotations
 
 import pytest
 
-from espresso_export.searching.plan import ETA, MIN_STEPS, SEARCH_SHARE, Speed, hopeless, plan_rungs, slack, survivors
+from espresso_export.searching.budget import Speed
+from espresso_export.searching.halving import (
+    ETA,
+    MIN_STEPS,
+    SEARCH_SHARE,
+    hopeless,
+    plan_rungs,
+    slack,
+    survivors,
+)
 
 
 def _total(rungs, speed: Speed, depth: int) -> float:

@@ -9,8 +9,10 @@ import json
 import pytest
 import torch
 
-from espresso_export.searching import candidates as C
 from espresso_export.searching.auto_settings import AutoSettings
+from espresso_export.searching.candidates import Candidate
+from espresso_export.searching.encoding import source_pass, time_ratio, timed_vectors
+from espresso_export.searching.heals import heal_settings
 from espresso_export.searching.work import fingerprint
 from espresso_export.training.schedule import cpu_auto_amp, encoding_precision
 
@@ -32,21 +34,21 @@ def test_each_encoding_pass_runs_in_bf16_and_leaves_no_autocast_open(tmp_path, t
     """The search's passes encode in bf16 when asked, each in its own autocast region: a heal run after them
     (or between them) must not train inside one, where torch keeps the weights cast at its first step."""
     from espresso_export.model.checkpoint import load
-    from espresso_export.searching.evaluation import eval_set, read_documents
+    from espresso_export.searching.scoring import draw_sample, read_documents
 
     docs = tmp_path / "docs.jsonl"
     docs.write_text("".join(json.dumps({"_id": str(i), "text": f"Doc {i} has words. It says {i} more things."})
                             + "\n" for i in range(12)), encoding="utf-8")
-    ev = eval_set(read_documents([str(docs)]), passages=12, queries=4, seed=0, method="sentence")
+    sample = draw_sample(read_documents([str(docs)]), size=12, queries=4, seed=0, method="sentence")
     source = load(tiny_bert)
     seen: list[tuple[bool, torch.dtype]] = []
     hook = source.model.register_forward_pre_hook(lambda *_: seen.append(_state()))
-    C.source_pass(source, ev, [1], ("bf16", "cpu"))
-    C.timed_vectors(source, ev, ("bf16", "cpu"))
+    source_pass(source, sample, [1], ("bf16", "cpu"))
+    timed_vectors(source, sample, ("bf16", "cpu"))
     assert seen and all(s == (True, torch.bfloat16) for s in seen)
     assert not torch.is_autocast_enabled("cpu")
     seen.clear()
-    C.timed_vectors(source, ev, ("off", "cpu"))
+    timed_vectors(source, sample, ("off", "cpu"))
     hook.remove()
     assert seen and not any(s[0] for s in seen)
 
@@ -60,7 +62,7 @@ def test_candidates_are_timed_in_float32_on_the_cpu(tiny_bert):
     seen: list[bool] = []
     hooks = [m.model.register_forward_pre_hook(lambda *_: seen.append(torch.is_autocast_enabled("cpu")))
              for m in (source, cut)]
-    ratio = C.time_ratio(source, cut, ["a short text", "another one here"] * 8, rounds=1)
+    ratio = time_ratio(source, cut, ["a short text", "another one here"] * 8, rounds=1)
     for h in hooks:
         h.remove()
     assert ratio > 0 and len(seen) == 4 and not any(seen)
@@ -78,6 +80,6 @@ def test_heals_and_their_recipe_train_at_the_search_precision(tmp_path, amp):
     docs = tmp_path / "docs.jsonl"
     docs.write_text(json.dumps({"_id": "1", "text": "One. Two."}) + "\n", encoding="utf-8")
     s = AutoSettings(corpus=[str(docs)], amp=amp)
-    kw = C.heal_settings(C.Candidate("L1", 1, layers=[0]), texts=64, heal_texts=32, heal_file=tmp_path / "h.txt",
+    kw = heal_settings(Candidate("L1", 1, layers=[0]), texts=64, heal_texts=32, heal_file=tmp_path / "h.txt",
                          dim=8, settings=s, cache_dir=tmp_path / "cache")
     assert kw.get("amp", "auto") == amp  # distill's default is auto: the recipe names only another

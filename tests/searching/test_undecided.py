@@ -12,8 +12,9 @@ import pytest
 from espresso_export.cli.app import main
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.evidence import MIN_ITEMS, undecided
-from espresso_export.searching.finish import _verdict
-from espresso_export.searching.search import auto
+from espresso_export.searching.auto import auto
+from espresso_export.searching.final_check import verdict
+from espresso_export.searching.scoring import Score
 from espresso_export.verification.agreement import Agreement
 from espresso_export.verification.corpus_agreement import AgreementRow, VariantAgreement
 from espresso_export.verification.gate import Thresholds
@@ -23,7 +24,7 @@ from espresso_export.verification.vectors import Variant
 
 pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[eval]')")
 
-TINY = dict(eval_passages=80, eval_queries=24, max_texts=400, batch_size=16, threads=1, known_items="title")
+TINY = dict(sample_documents=80, sample_queries=24, max_texts=400, batch_size=16, threads=1, known_items="title")
 
 
 def test_the_rule_needs_ten_queries_and_an_interval_within_the_noise_allowed():
@@ -40,7 +41,7 @@ def test_auto_does_not_answer_from_scores_too_noisy_to_decide_the_target(tmp_pat
     out = tmp_path / "out"
     result = auto(tiny_bert, out, corpus=[str(docs)], min_retention=0.85, time_budget="1s", max_noise=0.001, **TINY)
     assert not result.met and not result.passed
-    assert any("cannot decide it" in h and "--eval-queries" in h for h in result.hints), result.hints
+    assert any("cannot decide it" in h and "--sample-queries" in h for h in result.hints), result.hints
     record = json.loads((out / "auto.json").read_text())
     assert record["passed"] is False and not (out / "model").exists()
 
@@ -51,7 +52,7 @@ def test_a_sample_with_fewer_than_ten_known_item_queries_is_refused_before_any_m
     docs.write_text("".join(json.dumps({"_id": str(i), "title": f"title {i}", "text": f"the body of record {i}"})
                             + "\n" for i in range(6)), encoding="utf-8")
     with pytest.raises(ValidationError, match="gives 6 known-item queries"):
-        auto(tiny_bert, tmp_path / "api", corpus=[str(docs)], time_budget="1m", eval_passages=20)
+        auto(tiny_bert, tmp_path / "api", corpus=[str(docs)], time_budget="1m", sample_documents=20)
     code = main(["auto", str(tiny_bert), "--corpus", str(docs), "-o", str(tmp_path / "cli"), "--time-budget", "1m"])
     assert code == 2 and "fewer than the 10 a score needs" in capsys.readouterr().err
 
@@ -67,10 +68,10 @@ def _report_with_known_item(known: dict) -> VerifyReport:
 
 def test_the_final_check_fails_a_known_item_retention_it_cannot_decide():
     """The final check of the issue's case: 1.064 over 20 queries, interval 0.0-2.90, once passed 0.97."""
-    chosen = {"precision": "float32", "dim": 64}
-    wide = {"retention": 1.0642, "ci95": [0.0, 2.9024], "queries": 20, "method": "cloze by half"}
-    verdict = _verdict(_report_with_known_item(wide), 0.97, chosen, False, 0.1)
-    assert not verdict["passed"] and verdict["known_item_below"] == ["docs.txt"]
-    assert "undecided" in verdict["failed"][0] and "--check-queries" in verdict["failed"][0]
+    stored = Score(64, "float32", 1.0)  # the form the answer stores, as the search scored it
+    wide = {"retention": 1.0642, "ci95": [0.0, 2.9024], "queries": 20, "method": "known items by half"}
+    judged = verdict(_report_with_known_item(wide), 0.97, stored, False, 0.1)
+    assert not judged["passed"] and judged["known_item_below"] == ["docs.txt"]
+    assert "undecided" in judged["failed"][0] and "--corpus-queries" in judged["failed"][0]
     narrow = {**wide, "ci95": [0.99, 1.12], "queries": 400}
-    assert _verdict(_report_with_known_item(narrow), 0.97, chosen, False, 0.1)["passed"]
+    assert verdict(_report_with_known_item(narrow), 0.97, stored, False, 0.1)["passed"]

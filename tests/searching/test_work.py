@@ -50,7 +50,7 @@ def test_other_healing_settings_heal_again_and_keep_rung_0(tmp_path):
     for name in ("heals/L1-64/model.safetensors", "teacher-cache/t.npy", "healing-texts.txt", "source-vectors.npz"):
         work.path(name).write_text("x", encoding="utf-8")
 
-    for changed in ({"doc_share": 0.3}, {"check_queries": 500}, {"sentences": [str(docs)]}, {"batch_size": 8}):
+    for changed in ({"doc_share": 0.3}, {"corpus_queries": 500}, {"sentences": [str(docs)]}, {"batch_size": 8}):
         other = fingerprint("src", AutoSettings(corpus=[str(docs)], **changed))
         assert other.measured == key.measured and other.healing != key.healing, changed
     other = fingerprint("src", AutoSettings(corpus=[str(docs)], doc_share=0.3))
@@ -63,13 +63,19 @@ def test_other_healing_settings_heal_again_and_keep_rung_0(tmp_path):
     assert Work.open(tmp_path / "out", other, overwrite=False).done("source") == {"depth": 1}  # the state saved
 
 
-def test_a_candidate_read_from_the_state_does_not_write_its_later_stages_into_the_plain_step():
-    """A heal's stage is a step of its own: a candidate read back from ``plain-L2`` and healed must leave that
-    record as rung 0 measured it (a shared dict once gave it a later ``r1``, and a resumed search a stale one)."""
-    from espresso_export.searching.candidates import Candidate
+def test_a_candidate_read_from_the_state_does_not_write_its_later_heals_into_the_plain_step():
+    """A heal is a step of its own: a candidate read back from ``plain-L2`` and healed must leave that record as
+    rung 0 measured it (a shared dict once gave it a later ``r1``, and a resumed search a stale one)."""
+    from dataclasses import replace
 
-    recorded = Candidate("L2", 2, layers=[0, 3], scores={"plain": {"retention": 0.9}}).to_dict()
+    from espresso_export.searching.candidates import PLAIN, Candidate, Heal, SampleScore
+    from espresso_export.searching.scoring import Score
+
+    plain = Heal(Score(32, "float32", 0.9))
+    recorded = Candidate("L2", 2, layers=[0, 3], scores={PLAIN: plain}).to_dict()
     cand = Candidate.from_dict(recorded)
-    cand.scores["r1"] = {"retention": 0.95, "texts": 500}
-    cand.scores["plain"]["sample"] = {"retention": 0.93}
-    assert recorded["scores"] == {"plain": {"retention": 0.9}}
+    assert cand.scores == {PLAIN: plain}
+    cand.scores["r1"] = Heal(Score(32, "float32", 0.95), texts=500)
+    cand.scores[PLAIN] = replace(cand.scores[PLAIN], sample=SampleScore(Score(32, "float32", 0.93), ()),
+                                 documents=240)
+    assert recorded["scores"] == {PLAIN: plain.to_dict()}
