@@ -46,7 +46,7 @@ def test_agreement_of_the_uncut_model_is_one_and_cuts_score_below(tiny_bert, doc
     """Full depth, truncate head at full width: the point is the source, so it agrees with it on every query."""
     out = tmp_path / "s"
     printed = _sweep([str(tiny_bert), "--layers", "1,4", "--dims", "16,32", "--head", "truncate", "--metric",
-                      "agreement", "--corpus", str(docs), "--agreement-queries", "40", "--target-retention", "0.99",
+                      "agreement", "--corpus", str(docs), "--corpus-queries", "40", "--target-retention", "0.99",
                       "-o", str(out)], capsys)
     report = json.loads((out / "sweep.json").read_text())
     assert report["metric"] == "agreement" and report["score_scale"] == "fraction"
@@ -77,20 +77,20 @@ def test_agreement_is_what_verify_measures_on_the_model_shrink_builds(tiny_bert,
                                                                         capsys):
     """A swept point's agreement equals the agreement of the model its shrink command builds, searched apart."""
     from espresso_export import shrink
-    from espresso_export.data.pseudo_queries import pseudo_queries, read_passages
+    from espresso_export.data.pseudo_queries import pseudo_queries, read_documents_of
     from espresso_export.verification.agreement import retrieval_agreement
     from espresso_export.verification.embedders import open_embedder
 
     out = tmp_path / "s"
     _sweep([str(tiny_bert), "--layers", "2", "--dims", "16", "--metric", "agreement", "--corpus", str(docs),
-            "--pseudo-queries", "sentence", "--agreement-queries", "30", "--calibration", str(calibration_file),
+            "--agreement-from", "sentence", "--corpus-queries", "30", "--calibration", str(calibration_file),
             "--target-retention", "0.01", "-o", str(out)], capsys)
     report = json.loads((out / "sweep.json").read_text())
     assert report["agreement"][0]["query_source"] == "pseudo-sentence"
     (point,) = report["points"]
     shrink(str(tiny_bert), tmp_path / "cut", layers=2, dim=16, head="pca", select=report["select"],
            calibration=str(calibration_file))
-    passages = read_passages(docs)
+    passages = read_documents_of(docs)
     queries = pseudo_queries(passages, "sentence", limit=30, seed=0)
     source, cut = open_embedder(str(tiny_bert)), open_embedder(str(tmp_path / "cut"))
     def unit(texts, model):  # the tiny source has no Normalize module: cosine is the inner product of unit vectors
@@ -106,7 +106,7 @@ def test_agreement_is_what_verify_measures_on_the_model_shrink_builds(tiny_bert,
 def test_precision_axis_scores_each_point_at_each_precision(tiny_bert, docs, calibration_file, tmp_path, capsys):
     out = tmp_path / "s"
     printed = _sweep([str(tiny_bert), "--layers", "2,4", "--dims", "16,32", "--head", "truncate", "--metric",
-                      "agreement", "--corpus", str(docs), "--agreement-queries", "30", "--precision",
+                      "agreement", "--corpus", str(docs), "--corpus-queries", "30", "--precision",
                       "float32,int8,binary", "--calibration", str(calibration_file), "-o", str(out)], capsys)
     report = json.loads((out / "sweep.json").read_text())
     assert report["precision"]["precisions"] == ["float32", "int8", "binary"]
@@ -161,7 +161,7 @@ def test_an_older_sweep_json_reads_and_writes_without_the_new_keys(tiny_bert, tm
     (["--metric", "retrieval", "--retrieval", "builtin", "--precision", "fp16"], "unknown precision 'fp16'"),
     (["--metric", "agreement"], "--metric agreement needs a --corpus"),
     (["--corpus", "docs.jsonl"], "--corpus: scored only with --metric agreement"),
-    (["--metric", "agreement", "--corpus", "x.jsonl", "--pseudo-queries", "words"], "must be one of"),
+    (["--metric", "agreement", "--corpus", "x.jsonl", "--agreement-from", "words"], "must be one of"),
     (["--metric", "agreement", "--corpus", "a.jsonl", "--corpus", "b.jsonl", "--queries", "q.txt"],
      "--queries is one file per --corpus"),
 ])
@@ -175,7 +175,7 @@ def test_settings_refuse_precision_with_sts_and_keep_declared_defaults():
     with pytest.raises(ValidationError, match="--precision scores searches"):
         SweepSettings(layers=2, dims=16, precision="int8")
     s = SweepSettings(layers=2, dims=16, metric="agreement", corpus="docs.jsonl", precision="int8, binary,int8")
-    assert s.precision == ["int8", "binary"] and s.pseudo_queries == "auto" and s.agreement_queries == 200
+    assert s.precision == ["int8", "binary"] and s.agreement_from == "auto" and s.corpus_queries == 200
 
 
 def test_given_queries_are_sampled_to_the_cap(tiny_bert, docs, tmp_path, capsys):
@@ -183,7 +183,7 @@ def test_given_queries_are_sampled_to_the_cap(tiny_bert, docs, tmp_path, capsys)
     queries.write_text("\n".join(f"{w} {v} plays" for w in _WORDS[:6] for v in _WORDS[6:10]) + "\n")
     out = tmp_path / "s"
     _sweep([str(tiny_bert), "--layers", "4", "--dims", "32", "--head", "truncate", "--metric", "agreement",
-            "--corpus", str(docs), "--queries", str(queries), "--agreement-queries", "10", "-o", str(out)], capsys)
+            "--corpus", str(docs), "--queries", str(queries), "--corpus-queries", "10", "-o", str(out)], capsys)
     report = json.loads((out / "sweep.json").read_text())
     (corpus,) = report["agreement"]
     assert corpus["query_source"] == "queries" and corpus["queries"] == 10
