@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -43,6 +43,7 @@ class CorpusSet:
     known_item_queries: object = None  # KnownItemQueries for the known-item retention (None when none could be made)
     duplicates: int = 0  # repeated texts dropped from the corpus (each kept once)
     no_known_items: str | None = None  # why no known-item query could be made
+    queries_spec: str | None = None  # the user's queries file (--queries), for their ids (.judging)
 
 
 def load_corpus(spec: str, queries: str | None, *, method: str, limit: int, seed: int,
@@ -67,7 +68,8 @@ def load_corpus(spec: str, queries: str | None, *, method: str, limit: int, seed
         texts = read_corpus(queries).sentences
         if len(texts) > limit:
             texts = [texts[i] for i in sorted(random.Random(seed).sample(range(len(texts)), limit))]
-        return CorpusSet(spec, passages.name, passages.texts, texts, None, Path(queries).name, **shape)
+        return CorpusSet(spec, passages.name, passages.texts, texts, None, Path(queries).name, **shape,
+                         queries_spec=queries)
     made = chosen.agreement
     if made is None:
         raise ValidationError(f"{passages.name}: no pseudo-query could be made from its {len(passages.texts)} "
@@ -102,6 +104,8 @@ class AgreementRow:
     known_item: dict | None = None  # KnownItem.to_dict() and the query method: the retention-scale estimate
     duplicates: int = 0  # repeated texts dropped from the corpus (each kept once)
     no_known_items: str | None = None  # why no known-item query could be made
+    # the source's and the candidate's top 10 (corpus positions, float32 at full width): the pairs to judge
+    tops: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     @property
     def agreement_at_10(self) -> float:
@@ -145,13 +149,14 @@ def measure_corpus(data: CorpusSet, caches: dict[str, EncodeCache], forms: Vecto
     source_top = ranked_ids(sq, sd, K, exclude=data.exclude)
     known = _KnownItems.of(data, source, candidate, sd, cd, s_sim, c_sim)
     del sq, sd
-    results = []
+    results, tops = [], None
     for variant in wanted:
         found = forms.search(cq, cd, max(K, DEPTH), variant, exclude=data.exclude)
+        tops = tops or (source_top, found.ranked[:, :K])
         results.append(VariantAgreement(variant, agreement(source_top, found.ranked, k=K, depth=DEPTH),
                                         found.index_bytes, known.at(variant) if known else None))
     # the row's own: the first form, float32 at full width (:func:`.vectors.variants`)
-    return AgreementRow(**shape, results=results, known_item=results[0].known_item)
+    return AgreementRow(**shape, results=results, known_item=results[0].known_item, tops=tops)
 
 
 @dataclass

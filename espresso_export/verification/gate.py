@@ -25,6 +25,7 @@ class Thresholds:
     within_noise: WithinNoise = WithinNoise.VALUE  # a retention check whose interval holds its threshold
     min_agreement: float | None = None  # every corpus' agreement@10 with the source's ranking
     max_noise: float = MAX_NOISE  # a corpus estimate whose interval is wider on either side decides nothing
+    min_judged_retention: float | None = None  # every corpus' judged retention (--judgments)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "within_noise", WithinNoise(self.within_noise))  # "pass" from the API too
@@ -32,7 +33,8 @@ class Thresholds:
     def to_dict(self) -> dict:
         return {"min_sts_retention": self.min_sts_retention, "max_latency_ratio": self.max_latency_ratio,
                 "min_retrieval_retention": self.min_retrieval_retention, "within_noise": self.within_noise.value,
-                "min_agreement": self.min_agreement, "max_noise": self.max_noise}
+                "min_agreement": self.min_agreement, "max_noise": self.max_noise,
+                "min_judged_retention": self.min_judged_retention}
 
 
 def interval_list(ci: tuple[float, float] | None) -> list[float] | None:
@@ -150,6 +152,10 @@ def gate_checks(report, thresholds: Thresholds) -> list[Check]:
         for row in getattr(report, "agreement", None) or []:
             checks.append(_estimate_at_least(f"agreement@10 on {row.name}", row.agreement_at_10,
                                              thresholds.min_agreement, row.agreement_ci95, row.queries, thresholds))
+    if thresholds.min_judged_retention is not None:
+        for row in getattr(report, "judged", None) or []:
+            checks.append(_at_least(f"judged retention on {row.name}", row.retention, thresholds.min_judged_retention,
+                                    row.ci95, thresholds.within_noise))
     return checks
 
 

@@ -177,6 +177,7 @@ class VerifyReport:
     nonfinite: dict[str, int] = field(default_factory=dict)  # role -> texts whose vector holds NaN or inf
     agreement: list = field(default_factory=list)  # AgreementRow per --corpus (.corpus_agreement)
     vectors: object = None  # --precision / --dims: a VectorReport (.vectors_report)
+    judged: list = field(default_factory=list)  # JudgedRow per --corpus, from --judgments (.judging)
 
     # --- derived numbers ---------------------------------------------------------------------------
     @property
@@ -225,6 +226,7 @@ class VerifyReport:
             "vocabulary": self.vocabulary,
             "agreement": [r.to_dict() for r in self.agreement],
             "vectors": self.vectors.to_dict() if self.vectors else None,
+            "judged": [r.to_dict() for r in self.judged],
             "gate": {"thresholds": self.thresholds.to_dict(), "passed": self.passed,
                      "checks": [c.to_dict() for c in self.checks], "failed": [c.name for c in self.failed]},
             "notes": self.notes,
@@ -274,9 +276,10 @@ class VerifyReport:
                  ("query time (ms/query)", f"{cs.query_ms_per_query:.4f}", f"{ss.query_ms_per_query:.4f}",
                   number(ratio(cs.query_ms_per_query, ss.query_ms_per_query), ".3f"))],
                 [note for note in (row.interval_note(),) if note]))
+        from espresso_export.verification.judging import judged_sections
         from espresso_export.verification.vectors_report import vector_sections
 
-        out += vector_sections(self.agreement, self.vectors)
+        out += vector_sections(self.agreement, self.vectors) + judged_sections(self.judged)
         v = self.vocabulary
         if v and v.get("computed"):
             out.append(Section(

@@ -28,6 +28,7 @@ from espresso_export.verification.report import RetrievalRow, StsRow, VerifyRepo
 from espresso_export.verification.retrieval import IndexOptions, evaluate, load_retrieval
 from espresso_export.verification.sts import SMOKE_NOTE, StsSet, load_sts, sts_cosines
 from espresso_export.verification.corpus_agreement import load_corpus, measure_corpus
+from espresso_export.verification.judging import judge, read_judgments
 from espresso_export.verification.vector_measures import retrieval_at, sts_at_widths
 from espresso_export.verification.vectors import VectorForms, variants
 from espresso_export.verification.vectors_report import VectorReport
@@ -227,6 +228,7 @@ def verify(
                  min_retrieval_retention=settings.min_retrieval_retention,
                  max_latency_ratio=settings.max_latency_ratio)  # a field may have changed since the check on creation
     check_vectors(settings)
+    judgments = read_judgments(settings.judgments) if settings.judgments else None
     sts_sets = [load_sts(spec, columns=settings.columns, limit=settings.sts_limit) for spec in settings.sts]
     retrieval_sets = [(spec, load_retrieval(spec, columns=settings.columns, min_score=settings.relevant_score,
                                             limit=settings.sts_limit)) for spec in settings.retrieval]
@@ -240,6 +242,7 @@ def verify(
         variants(settings.precision, settings.dims, embedders["candidate"].dim, settings.rescore)
         report = _measure(embedders, sts_sets, retrieval_sets, corpora, settings, threads, progress)
         _time_loads(embedders, candidate, against, settings, threads)
+    judge(report, corpora, judgments, settings.write_judging, settings.corpus_field)
     report.candidate, report.source = embedders["candidate"].info(), embedders["source"].info()
     report.seconds = time.perf_counter() - start
     return report

@@ -54,6 +54,13 @@ def check_queries_per_corpus(queries: list[str], corpus: list[str]) -> None:
                               f"{len(corpus)} corpora")
 
 
+def check_judging(judgments: str | None, write_judging: str | None, corpus) -> None:
+    """A corpus to judge, a judgments file that reads, a pairs file that replaces nothing judged (:mod:`.judging`)."""
+    from espresso_export.verification.judging import check_judging as check
+
+    check(judgments, write_judging, corpus)
+
+
 def check_vectors(s: VerifySettings) -> None:
     """The corpus, precision and width settings: known precisions, positive widths, one --queries per
     --corpus, and an agreement gate that has a corpus and is a share (0 to 1)."""
@@ -73,6 +80,10 @@ def check_vectors(s: VerifySettings) -> None:
     if s.min_agreement is not None and not s.corpus:
         raise ValidationError("the agreement gate (--min-agreement; min_agreement: in a recipe) needs a corpus "
                               "(--corpus; corpus:)")
+    check_retention_gate("--min-judged-retention", s.min_judged_retention)
+    if s.min_judged_retention is not None and not s.judgments:
+        raise ValidationError("the judged gate (--min-judged-retention) needs your judgments (--judgments)")
+    check_judging(s.judgments, s.write_judging, s.corpus)
 
 
 def check_across(sts, retrieval, batch_sizes, *, min_retrieval_retention, max_latency_ratio,
@@ -180,6 +191,21 @@ class VerifySettings:
                                                                   "set must be at least this.")
     min_agreement: Optional[float] = setting(None, help="Gate: agreement@10 with the source's ranking on every "
                                                         "--corpus must be at least this (0 to 1).")
+    judgments: Optional[str] = setting(
+        None, path="file",
+        help="Your relevance judgments of --corpus query-document pairs: the --write-judging file filled in (relevance "
+             "0 not relevant, 1 relevant, 2 highly, any number >= 0; null: not judged) or a TSV query_id, doc_id, "
+             "relevance. Reports the judged retention on each corpus, the candidate's labelled nDCG@10 over the "
+             "source's, on the queries whose pairs in both top 10s are all judged (others are skipped and counted). "
+             "In auto: the final check judges the answer with them; they never choose it.")
+    write_judging: Optional[str] = setting(
+        None, path="dir",
+        help="Write the pairs a judge (a person, an LLM, a cross-encoder) fills to compare the two models on each "
+             "--corpus, as JSON lines with relevance null: per query, the documents of the source's and the "
+             "candidate's top 10s, the queries needing fewest pairs first. A file holding any judgment is kept "
+             "(exit 2). In auto: the answer's pairs, written by the final check.")
+    min_judged_retention: Optional[float] = setting(None, help="Gate: the judged retention (--judgments) on every "
+                                                               "--corpus must be at least this.")
     within_noise: WithinNoise = setting(
         WithinNoise.VALUE, help="Gate: what a retention check whose 95% interval holds its threshold does (a set "
                                 "too small to decide): value (decide on the measured value), pass (fail only when "
@@ -224,7 +250,8 @@ class VerifySettings:
 
         return Thresholds(min_sts_retention=self.min_sts_retention, max_latency_ratio=self.max_latency_ratio,
                           min_retrieval_retention=self.min_retrieval_retention, within_noise=self.within_noise,
-                          min_agreement=self.min_agreement, max_noise=self.max_noise)
+                          min_agreement=self.min_agreement, max_noise=self.max_noise,
+                          min_judged_retention=self.min_judged_retention)
 
 
 def declared_default(name: str) -> Any:

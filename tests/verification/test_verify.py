@@ -96,7 +96,7 @@ def test_report_has_every_field(full_report):
     assert gate["passed"] is True and gate["failed"] == []
     assert gate["thresholds"] == {"min_sts_retention": 0.5, "max_latency_ratio": 5.0, "min_retrieval_retention": None,
                                   "within_noise": "value", "min_agreement": None,
-                                  "max_noise": 0.1}
+                                  "max_noise": 0.1, "min_judged_retention": None}
     assert len(gate["checks"]) == 4  # two STS sets + two batch sizes
     assert all(c["decided_by"] == "value" for c in gate["checks"])
     assert any("smoke set" in note and "NOT a benchmark" in note for note in report["notes"])
