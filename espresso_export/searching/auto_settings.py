@@ -17,6 +17,7 @@ from espresso_export.core.types import AutoObjective
 from espresso_export.training.trainer_settings import TrainerSettings
 from espresso_export.verification.verify_settings import (
     VerifySettings,
+    check_judging,
     check_queries_per_corpus,
     check_retention_gate,
 )
@@ -91,6 +92,8 @@ class AutoSettings:
                                        "check decides.")
     known_items: str = declared_as(VerifySettings, "known_items")  # the search's and the final check's, one method
     max_noise: float = declared_as(VerifySettings, "max_noise")  # a score wider than this decides no target
+    judgments: Optional[str] = declared_as(VerifySettings, "judgments")  # the final check's: judging, never choosing
+    write_judging: Optional[str] = declared_as(VerifySettings, "write_judging")  # the answer's pairs to judge
     prune_vocab: Optional[bool] = setting(
         None, flags=("--prune-vocab/--no-prune-vocab",),
         help="Prune the answer's vocabulary to the tokens of your documents and the healing texts (prune-vocab): "
@@ -139,6 +142,7 @@ class AutoSettings:
             raise ValidationError("auto needs your documents: --corpus docs.jsonl (no labels needed)")
         check_retention_gate("--min-retention", self.min_retention)
         check_queries_per_corpus(self.queries, self.corpus)  # before the search, not after it in the final check
+        check_judging(self.judgments, self.write_judging, self.corpus)  # so too the judging files
         self.budget_seconds  # noqa: B018 - refuses a bad duration before any work
         bad = [p for p in self.precision if p not in OUTPUT_PRECISIONS]
         if bad or not self.precision:

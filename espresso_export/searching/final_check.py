@@ -33,6 +33,7 @@ def run_verify(ctx: Context, export_dir: Path, form: Score, width: int):
                   min_retrieval_retention=s.min_retention if s.retrieval else None,
                   max_latency_ratio=s.max_latency_ratio, threads=s.threads, known_items=s.known_items,
                   corpus_queries=s.corpus_queries, seed=s.seed,
+                  judgments=s.judgments, write_judging=s.write_judging,  # judging the answer, never choosing
                   latency_budget=LATENCY_BUDGET,  # short: the search already spent the budget
                   progress=ctx.progress)
 
