@@ -27,7 +27,7 @@ WORK_SUFFIX = ".auto-work"  # the work folder is the output's sibling OUT.auto-w
 FORMAT = 4  # 2: known-item queries by sentence first; 3: the healing settings keyed apart; 4: vectors' keys renamed
 # the answer's choice, not what a step computes
 NOT_MEASURED = ("time_budget", "threads", "keep_work", "objective", "min_retention", "max_latency_ratio", "sts",
-                "retrieval", "precision", "prune_vocab")
+                "retrieval", "precision", "prune_vocab", "judgments", "write_judging")
 # what only the heals depend on (the healing texts: they leave out every query the final check asks)
 HEALING = ("sentences", "doc_share", "doc_sentences", "max_texts", "max_seq_len", "batch_size", "queries",
            "corpus_queries")

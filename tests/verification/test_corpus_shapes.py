@@ -70,7 +70,7 @@ def test_one_word_a_line_is_refused_naming_queries_and_measured_with_them(tiny_b
 @pytest.mark.parametrize("kind", list(NOT_TEXT))
 def test_a_text_that_is_not_a_string_is_refused_with_its_line(tiny_bert, tmp_path, capsys, kind):
     path = write_not_text(kind, tmp_path)
-    code, _ = _verify(tiny_bert, path, tmp_path, "--pseudo-queries", "passage")  # queries the texts can give
+    code, _ = _verify(tiny_bert, path, tmp_path, "--agreement-from", "passage")  # queries the texts can give
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and f"{path.name}:2" in err
 

@@ -59,7 +59,7 @@ def test_verify_reports_the_known_item_retention_of_a_corpus(tmp_path, tiny_bert
                                         "text": " ".join(rng.choice(_WORDS) for _ in range(12))}) + "\n"
                             for i in range(60)), encoding="utf-8")
     report = verify(tiny_cut, tiny_bert, corpus=[str(docs)], sts="builtin", sts_limit=20, batch_sizes="none",
-                    agreement_queries=30, retrieval=["builtin"], precision=["float32", "binary"], rescore=4, dims=[8])
+                    corpus_queries=30, retrieval=["builtin"], precision=["float32", "binary"], rescore=4, dims=[8])
     row = report.agreement[0]
     known = row.known_item
     assert known["method"] == "known items by title" and known["queries"] == 30
@@ -74,9 +74,10 @@ def test_verify_reports_the_known_item_retention_of_a_corpus(tmp_path, tiny_bert
 
     # auto's final check judges the form it chose: a labelled set and the known-item retention, as stored (the tiny
     # model's 30 queries decide nothing at the default --max-noise: tests/searching/test_undecided.py)
-    from espresso_export.searching.finish import _verdict
+    from espresso_export.searching.final_check import verdict as _verdict
+    from espresso_export.searching.scoring import Score
 
-    chosen = {"precision": "binary", "dim": 8}
+    chosen = Score(8, "binary", 0.0)
     stored = next(v for r in report.to_dict()["vectors"]["retrieval"] for v in r["variants"]
                   if (v["precision"], v["dim"], v["rescore"]) == ("binary", 8, 4))
     lowest = min(stored["ndcg_retention"], forms[("binary", 8, 4)]["retention"])
@@ -87,5 +88,5 @@ def test_verify_reports_the_known_item_retention_of_a_corpus(tmp_path, tiny_bert
 
     # --known-items makes them another way (auto's final check asks for the search's own method)
     halves = verify(tiny_cut, tiny_bert, corpus=[str(docs)], sts="builtin", sts_limit=20, batch_sizes="none",
-                    agreement_queries=30, known_items="half")
+                    corpus_queries=30, known_items="half")
     assert halves.agreement[0].known_item["method"] == "known items by half"

@@ -75,7 +75,7 @@ def test_identical_candidate_and_source_agree_exactly(tiny_bert, docs):
 
 def test_agreement_gate_fails_below_its_threshold_exit_3(tiny_bert, other_bert, docs, tmp_path):
     code, report = _run(str(other_bert), "--against", str(tiny_bert), "--corpus", str(docs),
-                        "--pseudo-queries", "sentence", "--agreement-queries", "50", "--min-agreement", "0.99",
+                        "--agreement-from", "sentence", "--corpus-queries", "50", "--min-agreement", "0.99",
                         tmp_path=tmp_path)
     assert code == 3
     row = report["agreement"][0]
