@@ -1,0 +1,349 @@
+"""Benchmark ``auto``'s label-free estimate (issue 51): known-item retention beside labelled nDCG@10 retention, per
+kind of candidate, on labelled collections, to find a bias by kind and test what removes it.
+
+    python benchmarks/estimate.py --collection dbpedia-5k          # ~20 min on the 2-core machine
+    python benchmarks/estimate.py --collection business-reports
+    python benchmarks/estimate.py --collection stsb-train-dev      # built here from STS-B train+dev (never test)
+    python benchmarks/estimate.py --collection snli-entailment     # built here from SNLI dev+test
+
+The source is all-MiniLM-L6-v2. The candidates, as ``auto`` builds them: plain cuts (``L1``..``L5``: shrink,
+spread layers, untrained), healed cuts (distill on healing texts of ``--heal-texts`` texts, ``auto``'s settings),
+each healed twice: on ``auto``'s healing texts as they are chosen now (``held-out``: the documents no known-item
+query was cut out of) and ``transductive`` (every document, each query's text cut out of its own: the heal sees the
+estimate's targets as it sees the labelled queries' documents, and never a query); and int8 / binary vectors of
+two of them. The estimate is exactly ``auto``'s: its sample (``--sample-documents``, ``--sample-queries``, known
+items by ``auto``'s rule) scored with ``searching.scoring.Scorer``, and the same queries over every document
+(what decides once a candidate keeps the target on the sample). The labels only judge: the collection's queries
+and relevance give the labelled retention (mean candidate nDCG@10 over mean source nDCG@10, paired bootstrap 95%).
+
+``snli-entailment``: 500 entailed hypotheses of SNLI dev+test as queries, every distinct premise a document, a
+query's premise its relevant document. ``stsb-train-dev``: each distinct sentence1 of STS-B train+dev with a pair scored >= 4 is a query; every distinct
+sentence2 is a document; a query's relevant documents are its pairs scored >= 4 (``data.retrieval_from_sts``).
+Results: ``benchmarks/results/estimate-COLLECTION.json`` and a markdown table on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import random
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from _models import CACHE, SHARED, minilm
+
+from espresso_export.core.cpu import cpu_model, int8_isa, usable_cores
+from espresso_export.core.metrics import ratio_interval
+from espresso_export.core.vectors import l2_normalised
+from espresso_export.data import read_retrieval, sentences_sha256
+from espresso_export.runtime.precision import CalibrationRanges, search_at
+from espresso_export.searching.scoring import (
+    Scorer,
+    Vectors,
+    draw_sample,
+    read_documents,
+)
+
+WORK = CACHE / "estimate"
+BATCH = 32  # auto's default heal batch size
+
+
+def collection(name: str) -> Path:
+    """A BEIR folder: a shared one, or one built here once into the cache (``stsb-train-dev``, ``snli-entailment``)."""
+    if name not in BUILT:
+        return SHARED / "retrieval" / name
+    out = WORK / "collections" / name
+    if not (out / "qrels" / "test.tsv").is_file():
+        _write_beir(out, BUILT[name]())
+    return out
+
+
+def _write_beir(out: Path, data) -> None:
+    (out / "qrels").mkdir(parents=True, exist_ok=True)
+    with open(out / "corpus.jsonl", "w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"_id": i, "title": "", "text": d}) + "\n" for i, d in zip(data.doc_ids, data.docs))
+    with open(out / "queries.jsonl", "w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"_id": i, "text": q}) + "\n" for i, q in zip(data.query_ids, data.queries))
+    with open(out / "qrels" / "test.tsv", "w", encoding="utf-8") as f:
+        f.write("query-id\tcorpus-id\tscore\n")
+        for q, docs in data.relevant.items():
+            f.writelines(f"{q}\t{d}\t1\n" for d in sorted(docs))
+
+
+def _snli(limit: int = 500):
+    """Each of ``limit`` entailed hypotheses (a seeded sample, one per premise) is a query; every distinct premise
+    of SNLI dev+test is a document; a query's relevant document is its premise (entailment retrieval)."""
+    import gzip
+
+    from espresso_export.data.retrieval_sets import RetrievalSet
+
+    premises: dict[str, str] = {}
+    entailed: dict[str, str] = {}
+    with gzip.open(SHARED / "nli" / "snli-dev-test.tsv.gz", "rt", encoding="utf-8") as f:
+        for line in f:
+            premise, hypothesis, label = line.rstrip("\n").split("\t")[:3]
+            doc = premises.setdefault(premise, f"d{len(premises)}")
+            if label == "entailment":
+                entailed.setdefault(doc, hypothesis)
+    chosen = sorted(random.Random(0).sample(sorted(entailed), min(limit, len(entailed))), key=lambda d: int(d[1:]))
+    query_ids = [f"q{i}" for i in range(len(chosen))]
+    return RetrievalSet("snli-entailment", query_ids, [entailed[d] for d in chosen], list(premises.values()),
+                        list(premises), {q: frozenset([d]) for q, d in zip(query_ids, chosen)})
+
+
+def _stsb():
+    """Each distinct sentence1 of STS-B train+dev with a pair scored >= 4 is a query; every distinct sentence2 a
+    document; the relevant documents are its pairs scored >= 4."""
+    from espresso_export.data.retrieval_sets import retrieval_from_sts
+    from espresso_export.data.sts_sets import StsPairs, read_sts
+
+    pairs = [read_sts(str(SHARED / "stsb" / f"sts-{split}.csv")) for split in ("train", "dev")]
+    merged = StsPairs("stsb-train-dev", *([x for p in pairs for x in getattr(p, f)]
+                                          for f in ("sentence1", "sentence2", "scores")))
+    return retrieval_from_sts(merged, min_score=4.0)
+
+
+BUILT = {"stsb-train-dev": _stsb, "snli-entailment": _snli}
+
+
+class Encoder:
+    """A checkpoint's unit vectors of named text lists, cached on disk per model key and texts."""
+
+    def __init__(self, key: str, ckpt=None, onnx: Path | None = None) -> None:
+        self.key, self.ckpt, self.onnx = key, ckpt, onnx
+
+    def __call__(self, name: str, texts: list[str]) -> np.ndarray:
+        path = WORK / "vectors" / self.key / f"{name}-{sentences_sha256(texts)[:16]}.npy"
+        if path.is_file():
+            return np.load(path)
+        start = time.perf_counter()
+        if self.onnx is not None:
+            from espresso_export.runtime import OnnxEncoder
+
+            rows = l2_normalised(OnnxEncoder(self.onnx).encode(texts))
+        else:
+            from espresso_export.model.embed import encode
+
+            rows = l2_normalised(encode(self.ckpt, texts, batch_size=64))
+        print(f"  {self.key} {name}: {len(texts)} texts in {time.perf_counter() - start:.0f} s", flush=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.save(path, rows)
+        return rows
+
+
+def labelled(data, queries: np.ndarray, docs: np.ndarray, precision: str = "float32") -> np.ndarray:
+    """nDCG@10 per evaluated query, the documents stored at ``precision`` (int8 ranges fitted on them; binary
+    rescored 4x, as ``auto`` searches)."""
+    ranges = CalibrationRanges.fit(docs) if precision == "int8" else None
+    ranked = search_at(queries, docs, 10, precision=precision, ranges=ranges,
+                       rescore_factor=4 if precision == "binary" else 0).ranked
+    return data.per_query_scores(ranked, data.evaluated_queries)[:, 2]
+
+
+def healing_files(c: Collection, scheme: str, texts: int) -> Path:
+    """``texts`` healing texts. ``held-out``: ``auto``'s own choice (``searching.healing_texts``, called as ``auto``
+    calls it: the documents no sample query was cut out of, then their sentences). ``transductive``: every
+    document, each known-item query (the sample's and the final check's) cut out of its own, then their sentences;
+    never a query the estimate or the final check asks."""
+    import shutil
+    import tempfile
+
+    from espresso_export.data.pseudo_queries import document_body
+    from espresso_export.searching.auto_settings import AutoSettings
+    from espresso_export.searching.healing_texts import (
+        _document_sentences,
+        checked_queries,
+        healing_texts,
+    )
+    from espresso_export.searching.work import Work
+
+    out = WORK / "healing" / f"{c.name}-{scheme}-{texts}.txt"
+    if out.is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    s = AutoSettings(corpus=[str(c.folder)], max_texts=texts, time_budget="1000h", seed=0,
+                     sample_documents=c.args.sample_documents, sample_queries=c.args.sample_queries,
+                     corpus_queries=c.args.check_queries)
+    if scheme == "held-out":
+        with tempfile.TemporaryDirectory() as tmp:
+            found = healing_texts(c.documents, c.sample, s, 1e-6, Work(Path(tmp), {"steps": {}}))
+            shutil.copyfile(found["file"], out)
+        return out
+    asked = checked_queries(s) | {" ".join(q.split()) for q in c.sample.queries.texts}
+    where = {d: i for i, d in enumerate(c.documents.texts)}
+    cut = {where[c.sample.documents[o]]: t for o, t in zip(c.sample.queries.origins, c.sample.queries.targets)}
+    cut.update(zip(c.every.origins, c.every.targets))
+    rng = random.Random(0)
+    order = list(range(len(c.documents.texts)))
+    rng.shuffle(order)
+    own = [" ".join(cut.get(i, c.documents.texts[i]).split()) for i in order]
+    n_doc = min(len(own), texts)
+    bodies = [document_body(c.documents, i) for i in order[n_doc:] + order[:n_doc]]
+    sentences = _document_sentences(bodies, texts - n_doc, rng, skip=asked)
+    chosen = [t for t in dict.fromkeys(own[:n_doc] + sentences) if t and t not in asked]
+    out.write_text("\n".join(chosen) + "\n", encoding="utf-8")
+    return out
+
+
+def heal(source: Path, layers: int, corpus: Path, texts: int, seed: int) -> Path:
+    """``auto``'s heal of a ``layers``-layer spread cut on ``texts`` texts of ``corpus`` (distill, built once)."""
+    from espresso_export.distilling.run import distill
+
+    out = WORK / "heals" / f"{corpus.stem}-L{layers}"
+    if (out / "config.json").is_file():
+        return out
+    lines = len(corpus.read_text(encoding="utf-8").splitlines())
+    distill(str(source), out, student_layers=layers, corpus=[str(corpus)], batch_size=BATCH, dim=384,
+            epochs=max(1, math.ceil(texts / max(lines, 1))), max_steps=max(1, texts // BATCH), seed=seed,
+            heldout=0, overwrite=True, progress=False, cache_dir=str(WORK / "teacher-cache"))
+    return out
+
+
+class Collection:
+    """A labelled collection as both the estimate and the labels see it, and every candidate's vectors of it."""
+
+    def __init__(self, args, folder: Path) -> None:
+        from espresso_export.data.pseudo_queries import choose_queries
+
+        self.args, self.folder, self.name = args, folder, args.collection
+        sample_documents, sample_queries, check_queries = args.sample_documents, args.sample_queries, args.check_queries
+        self.data = read_retrieval(folder)
+        self.documents = read_documents([str(folder)])
+        n = len(self.documents.texts)
+        self.sample = draw_sample(self.documents, size=sample_documents, queries=min(sample_queries, max(10, n // 2)),
+                                  seed=0, method="auto")
+        # the final check's known-item queries (verify --corpus on all the documents, auto's --corpus-queries)
+        self.every = choose_queries(self.documents, agreement=None, known_items="auto", limit=check_queries,
+                                    seed=0).known_items
+        self.texts = list(dict.fromkeys(self.data.docs + self.documents.texts))
+        self.position = {t: i for i, t in enumerate(self.texts)}
+
+    def vectors(self, enc: Encoder) -> dict:
+        rows = enc("docs", self.texts)
+        at = lambda texts: rows[[self.position[t] for t in texts]]
+        s = self.sample
+        return {"labelled_docs": at(self.data.docs),
+                "queries": enc("queries", [self.data.queries[i] for i in self.data.evaluated_queries]),
+                "sample": Vectors(enc("known-item-queries", s.queries.texts), at(s.documents),
+                                  enc("known-item-targets", s.queries.targets)),
+                "others": at(s.others)}
+
+
+def measure(c: Collection, src: dict, cand: dict, precision: str = "float32") -> dict:
+    """The estimate on the sample and over every document (the sample's queries), and the labelled retention."""
+    est = Scorer(c.sample, src["sample"]).score(cand["sample"], precision=precision)
+    every = c.sample.with_others()
+    whole = lambda v: Vectors(v["sample"].queries, np.vstack([v["sample"].documents, v["others"]]),
+                              v["sample"].targets)
+    est_all = Scorer(every, whole(src)).score(whole(cand), precision=precision) if c.sample.others else est
+    s_ndcg = labelled(c.data, src["queries"], src["labelled_docs"])
+    c_ndcg = labelled(c.data, cand["queries"], cand["labelled_docs"], precision)
+    ci = ratio_interval(c_ndcg, s_ndcg)
+    return {"estimate_sample": est.retention, "estimate_sample_ci95": est.ci95, "estimate_all": est_all.retention,
+            "estimate_all_ci95": est_all.ci95, "labelled": round(float(c_ndcg.mean() / s_ndcg.mean()), 4),
+            "labelled_ci95": None if ci is None else [round(x, 4) for x in ci],
+            "source_ndcg": round(float(s_ndcg.mean()), 4)}
+
+
+def candidates(args, c: Collection, source: Path):
+    """(kind, name, encoder, precision) of every candidate, built on first use."""
+    from espresso_export.model.checkpoint import load
+    from espresso_export.shrinking.shrink import shrink
+
+    for d in args.plain:
+        yield "plain", f"L{d}", lambda d=d: Encoder(f"minilm-L{d}", shrink(str(source), None, layers=d,
+                                                                              progress=False).checkpoint), "float32"
+    healed = {}
+    for scheme in ("held-out", "transductive"):
+        corpus = healing_files(c, scheme, args.heal_texts)
+        for d in args.heal_layers:
+            healed[(scheme, d)] = lambda d=d, corpus=corpus: heal(source, d, corpus, args.heal_texts, 0)
+            name = f"L{d} healed {args.heal_texts} ({scheme})"
+            yield f"healed-{scheme}", name, lambda k=(scheme, d): Encoder(
+                f"{args.collection}-{k[0]}-{args.heal_texts}-L{k[1]}", load(healed[k]())), "float32"
+    for scheme, d in healed:
+        for p in ("int8", "binary"):
+            yield f"{p}-vectors", f"L{d} healed ({scheme}), {p} vectors", lambda k=(scheme, d): Encoder(
+                f"{args.collection}-{k[0]}-{args.heal_texts}-L{k[1]}", load(healed[k]())), p
+    for scheme, d in healed:
+        yield "int8-weights", f"L{d} healed ({scheme}), int8 weights", lambda k=(scheme, d): Encoder(
+            f"{args.collection}-{k[0]}-{args.heal_texts}-L{k[1]}-int8", onnx=_int8(healed[k]())), "float32"
+
+
+def _int8(model: Path) -> Path:
+    from espresso_export.exporting.export import export
+
+    out = model.with_name(model.name + "-int8")
+    if not (out / "export.json").is_file():
+        export(model, out, quantize="int8")
+    return out
+
+
+def main() -> None:
+    from espresso_export.model.checkpoint import load
+    from espresso_export.model.threads import fixed_threads
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--collection", default="dbpedia-5k")
+    ap.add_argument("--plain", default="1,2,3,4,5", type=lambda t: [int(x) for x in t.split(",")])
+    ap.add_argument("--heal-layers", default="2,4", type=lambda t: [int(x) for x in t.split(",")])
+    ap.add_argument("--heal-texts", type=int, default=2000)
+    ap.add_argument("--sample-documents", type=int, default=2000)
+    ap.add_argument("--sample-queries", type=int, default=200)
+    ap.add_argument("--check-queries", type=int, default=1000)
+    ap.add_argument("--threads", type=int, default=None)
+    args = ap.parse_args()
+    started = time.perf_counter()
+    c = Collection(args, collection(args.collection))
+    print(f"{args.collection}: {len(c.documents.texts):,} documents, sample {len(c.sample.documents):,} with "
+          f"{len(c.sample.queries)} known-item queries ({c.sample.queries.method}); "
+          f"{len(c.data.evaluated_queries)} labelled queries", flush=True)
+    source = minilm()
+    with fixed_threads(args.threads or usable_cores()):
+        src = c.vectors(Encoder("minilm", load(str(source))))
+        rows = []
+        for kind, name, build, precision in candidates(args, c, source):
+            row = {"kind": kind, "candidate": name, "precision": precision, **measure(c, src, c.vectors(build()),
+                                                                                     precision)}
+            row["error_sample"] = round(row["estimate_sample"] - row["labelled"], 4)
+            row["error_all"] = round(row["estimate_all"] - row["labelled"], 4)
+            rows.append(row)
+            print(f"| {kind} | {name} | {row['estimate_sample']:.3f} | {row['estimate_all']:.3f} | "
+                  f"{row['labelled']:.3f} {row['labelled_ci95']} | {row['error_sample']:+.3f} | "
+                  f"{row['error_all']:+.3f} |", flush=True)
+    out = {"benchmark": "estimate", "date": date.today().isoformat(), "collection": args.collection,
+           "machine": {"cpu": cpu_model(), "int8_isa": int8_isa(), "cores": usable_cores(),
+                       "python": platform.python_version()},
+           "command": "python benchmarks/estimate.py " + " ".join(sys.argv[1:]), "settings": vars(args),
+           "documents": len(c.documents.texts), "sample": c.sample.to_dict(),
+           "labelled_queries": len(c.data.evaluated_queries), "rows": rows,
+           "by_kind": by_kind(rows), "seconds": round(time.perf_counter() - started)}
+    path = HERE / "results" / f"estimate-{args.collection}.json"
+    path.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(out["by_kind"], indent=1))
+    print(f"wrote {path}")
+
+
+def by_kind(rows: list[dict]) -> dict:
+    """Mean error (estimate minus labels) and mean absolute error per kind, on the sample and over every document."""
+    kinds: dict[str, list[dict]] = {}
+    for r in rows:
+        kinds.setdefault(r["kind"], []).append(r)
+    return {k: {"n": len(rs), **{f"mean_error_{w}": round(float(np.mean([r[f"error_{w}"] for r in rs])), 4)
+                                 for w in ("sample", "all")},
+                **{f"mean_abs_error_{w}": round(float(np.mean([abs(r[f"error_{w}"]) for r in rs])), 4)
+                   for w in ("sample", "all")}} for k, rs in kinds.items()}
+
+
+if __name__ == "__main__":
+    main()
