@@ -1,4 +1,5 @@
-"""The documents ``auto``'s tests search: 240 titled records of the tiny models' words."""
+"""The documents ``auto``'s tests search (240 titled records of the tiny models' words), and one torch thread for
+every test here."""
 
 from __future__ import annotations
 
@@ -21,3 +22,14 @@ def docs(tmp_path_factory):
                              for _ in range(3)) + "."
             f.write(json.dumps({"_id": str(i), "title": title, "text": body}) + "\n")
     return path
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """torch on one thread, as these tests' searches run (``threads=1``; ``auto`` pins it only inside its own call):
+    on a busy two-core machine a second thread makes the tiny models' small products wait on each other, and a
+    verify of the tiny BERT took 63 s on two threads where it takes 4 s on one."""
+    from espresso_export.model.threads import fixed_threads
+
+    with fixed_threads(1):
+        yield

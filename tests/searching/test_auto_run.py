@@ -68,7 +68,12 @@ def test_a_rerun_says_what_it_reuses_and_the_closing_line_names_only_what_was_wr
 
 def test_a_stop_names_the_folders_it_keeps_and_no_temporary_path(tmp_path):
     from espresso_export.cli.app import _interrupted_note
-    from espresso_export.core.tempfiles import forget_written, note_kept, note_written, temp_name
+    from espresso_export.core.tempfiles import (
+        forget_written,
+        note_kept,
+        note_written,
+        temp_name,
+    )
 
     forget_written()
     work, out = tmp_path / "out.auto-work", tmp_path / "out"
