@@ -53,6 +53,12 @@ def _missed(s: AutoSettings, cands: list[Candidate], best: Answer | None, querie
     unsure = _undecided(s, cands, queries)
     if unsure is not None:
         return unsure
+    slow = [f"{c.name} (time x{c.latency_ratio:.2f})" for c in cands if s.max_latency_ratio is not None
+            and c.latency_ratio > s.max_latency_ratio and any(h.retention >= s.min_retention for h in c.scores.values())]
+    if slow:
+        return (f"no candidate kept {s.min_retention:g} of the source within --max-latency-ratio "
+                f"{s.max_latency_ratio:g}: {', '.join(slow)} kept it, slower than that; raise --max-latency-ratio or lower "
+                "--min-retention")
     line = (f"no candidate kept {s.min_retention:g} of the source: the best reached {best.measured.retention:.3f} "
             f"({best.describe()})")
     cand = find(cands, best.name)

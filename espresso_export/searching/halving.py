@@ -146,6 +146,9 @@ def search(ctx: Context, cands: list[Candidate]) -> None:
             c.dropped = f"{c.sibling()}, as fast and as large, meets the target untrained"
         else:
             viable.append(c)
+    if not viable:
+        ctx.say("rung 0: no candidate left to heal (each keeps the target untrained or is too far from it)")
+        return
     viable.sort(key=lambda c: cost(c, s.objective, c.scores[PLAIN], target, s.precision))
     teacher = ctx.speed.encode(ctx.heal_texts, ctx.speed.depth) if ctx.work.done("teacher") is None else 0.0
     rungs = _fit_rungs(ctx, viable, ctx.left() - teacher)
