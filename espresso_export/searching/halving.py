@@ -248,7 +248,8 @@ def _extend(ctx: Context, active: list[Candidate], rung: Rung) -> None:
         if not fits:
             return
         rung = Rung(rung.index + 1, 1, max(fits))
-        ctx.say(f"budget left ({ctx.left() / 60:.1f} min): healing {best.name} longer, on {rung.texts:,} texts")
+        if ctx.work.done(heal_step(best.name, rung.texts)) is None:  # else run_rung reads it back and says so
+            ctx.say(f"budget left ({ctx.left() / 60:.1f} min): healing {best.name} longer, on {rung.texts:,} texts")
         if not run_rung(ctx, [best], rung):
             return
         active = [best]
