@@ -86,7 +86,6 @@ class AutoResult:
     target: float
     met: bool  # a candidate kept the target
     answer: Answer | None  # when met; else the best the search reached
-    candidates: list[dict]  # as auto.json records them
     source_info: dict
     budget_seconds: float
     seconds: float
@@ -98,7 +97,12 @@ class AutoResult:
     hints: list[str] = field(default_factory=list)
     timing: dict = field(default_factory=dict)  # the budget, the finish estimated and taken, the whole command
     undecided: bool = False  # not met, while heals read at or above the target by scores too noisy to decide it
-    measured: list[Candidate] = field(default_factory=list, repr=False)  # the candidates themselves
+    measured: list[Candidate] = field(default_factory=list, repr=False)  # every candidate and its heals
+
+    @property
+    def candidates(self) -> list[dict]:
+        """Every candidate as ``auto.json`` records it."""
+        return [c.to_dict() for c in self.measured]
 
     @property
     def passed(self) -> bool:
@@ -110,7 +114,7 @@ class AutoResult:
 
         s = ctx.settings
         result = cls(source=ctx.source, objective=s.objective.value, target=s.min_retention, met=met, answer=answer,
-                     candidates=[c.to_dict() for c in cands], measured=list(cands),
+                     measured=list(cands),
                      source_info={**ctx.work.done("source"), "sample": ctx.sample.to_dict()},
                      budget_seconds=s.budget_seconds, seconds=time.perf_counter() - ctx.start, log=list(ctx.log))
         if not met:

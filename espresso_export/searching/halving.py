@@ -280,10 +280,12 @@ def run_rung(ctx: Context, active: list[Candidate], rung: Rung) -> dict[str, flo
                         "(its checkpoint is kept: the same command with a larger budget continues it)")
                 ctx.stopped = True
                 return _retentions(active, found, rung)
-            done = ctx.work.put(key, heal.to_dict())
+            ctx.work.put(key, heal.to_dict())
             ctx.work.state["train_cost"] = ctx.speed.train_cost
             ctx.work.save()
-        cand.scores[rung.name] = heal = Heal.from_dict(done)
+        else:
+            heal = Heal.from_dict(done)
+        cand.scores[rung.name] = heal
         found.append(cand.name)
         ctx.say(f"rung {rung.index}: {cand.name} known-item retention {heal.retention:.3f}, agreement@10 "
                 f"{heal.score.agreement_at_10:.3f}")
