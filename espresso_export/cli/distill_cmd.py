@@ -18,13 +18,16 @@ def _distill(settings: DistillSettings, *, teacher: str, output: Path, resume: b
              overwrite: bool, json_out: bool) -> None:
     """Distil a teacher into a small student with a d-dim projection (HPD), or heal a cut teacher."""
     from espresso_export.cli.render import finish_table, report_json
-    from espresso_export.distilling import distill as run_distill
+    from espresso_export.distilling import StaticResult, distill as run_distill
     from espresso_export.training.distributed import current
     from espresso_export.training.task import LOSS_LABEL
 
     result = run_distill(teacher, output, settings, resume=resume, run_dir=run_dir, overwrite=overwrite,
                          progress=not json_out)
     if report_json(result, json_out, main=current().main):
+        return
+    if isinstance(result, StaticResult):
+        _static_table(result)
         return
     c, t = result.corpus, result.train
     held = f" + {c['heldout_sentences']} held out" if c.get("heldout_sentences") else ""
@@ -67,6 +70,35 @@ def _distill(settings: DistillSettings, *, teacher: str, output: Path, resume: b
     finish_table("distill", rows, result)
 
 
+def _static_table(result) -> None:
+    """The summary of ``distill --student static``."""
+    from espresso_export.cli.render import finish_table
+
+    v, t, h = result.vocabulary, result.train, result.heldout
+    rows = [("teacher", result.teacher),
+            ("student", f"static (model2vec), {v['tokens']} tokens"
+                        + (f", {v['corpus_words']} corpus words added" if v["corpus_words"] else "")),
+            ("embedding", f"{result.dim}-d" + (f" (PCA of the healed vectors keeps "
+                                               f"{100 * result.pca_explained_variance:.1f}% of the variance)"
+                                               if result.pca_explained_variance is not None else ""))]
+    if result.healed:
+        rows += [("corpus", f"{result.corpus.get('training_sentences')} texts"
+                            + (f" + {h['texts']} held out" if h.get("texts") else "")),
+                 ("teacher vectors", ("reused from the cache" if result.targets_cached else "computed")
+                                     + f" in {result.teacher_seconds:.1f} s"),
+                 ("distillation", f"{result.distill_seconds:.1f} s (model2vec)"),
+                 ("training", f"{t['steps']} steps ({t['epochs']} epochs), {t['items_per_second']:.0f} texts/s, "
+                              f"cosine loss {t['epoch_mean_loss']:.4g}" if t["epoch_mean_loss"] is not None
+                  else f"{t['steps']} steps")]
+        if h.get("texts"):
+            rows.append(("held-out cosine", f"{h['mean_cosine_before']:.3f} -> {h['mean_cosine_after']:.3f} "
+                                            f"to the teacher on {h['texts']} texts"))
+    else:
+        rows.append(("distillation", f"{result.distill_seconds:.1f} s (model2vec, not healed: no --corpus)"))
+    rows.append(("parameters", f"{result.params:,} (the table)"))
+    finish_table("distill", rows, result)
+
+
 distill = app.command(
     name="distill",
     epilog="Examples:\n\n"
@@ -76,6 +108,8 @@ distill = app.command(
     "--corpus-field text --epochs 2 -o hpd-minilm-128\n\n"
     "  espresso-export distill --teacher mpnet --student minilm --dim 128 --corpus a.txt --pairs sts-train.csv "
     "-o hpd-minilm-128    (pair loss: best for an already trained student)\n\n"
+    "  espresso-export distill --teacher minilm --student static --dim 256 --corpus docs.jsonl -o minilm-static    "
+    "(a static model, healed on your documents)\n\n"
     "  espresso-export distill ... --resume    (continue an interrupted run exactly)\n\n"
     "  torchrun --nproc_per_node 4 -m espresso_export distill ... --device cuda    (4 GPUs, data-parallel; "
     "--batch-size stays the global batch)",

@@ -29,6 +29,7 @@ EXTRAS: dict[str, Extra] = {
     "lora": Extra("LoRA", ("peft",), "lora"),
     "hub-datasets": Extra("reading a Hub dataset", ("datasets",), "data"),
     "parquet": Extra("reading parquet files", ("pyarrow",), "data"),
+    "static": Extra("a static model (model2vec)", ("model2vec", "skeletoken"), "static"),
 }
 
 

@@ -16,6 +16,8 @@ _LAZY = {
     "TEACHER_CHUNK": "espresso_export.distilling.targets",
     "TeacherTargets": "espresso_export.distilling.targets",
     "teacher_targets": "espresso_export.distilling.targets",
+    "build_static": "espresso_export.distilling.static",
+    "StaticResult": "espresso_export.distilling.static",
 }
 
 __all__ = sorted(_LAZY)

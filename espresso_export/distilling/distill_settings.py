@@ -33,7 +33,9 @@ class DistillSettings(TrainerSettings):
                                 "Their sentences join the corpus.")
     student: Optional[str] = setting(None, path="model", flags=("--student", "-s"),
                                      help="Student checkpoint. Omit it with --student-layers to heal the teacher cut "
-                                          "to L layers.")
+                                          "to L layers. 'static': a static model of the teacher (a token table, "
+                                          "model2vec), healed on --corpus if given (a folder named static: "
+                                          "./static).")
     student_layers: Union[int, list[int], None] = setting(
         None, flags=("--student-layers", "-l"), cli_type=Optional[str], parse=parse_layers,
         help="Cut the student (default: the teacher) to L layers (4) or to these 0-based layers (0,2,4).")
@@ -73,6 +75,8 @@ class DistillSettings(TrainerSettings):
                                               "onto the teacher's axes) or pca.")
     dropout: bool = setting(False, flags=("--dropout/--no-dropout",),
                             help="Keep the student's dropout while training.")
+    static_vocabulary: int = setting(0, min=0, help="With --student static: give the N most frequent corpus words "
+                                     "the source has no token for a row of their own (0: the source's tokens only).")
     bucket: bool = bucket_setting()
     freeze_embeddings: bool = setting(False, flags=("--freeze-embeddings/--train-embeddings",),
                                       help="Keep the student's token embeddings as they are: tokens the corpus "

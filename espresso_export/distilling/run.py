@@ -15,6 +15,7 @@ from espresso_export.core.settings import as_kwargs, resolve as resolve_settings
 from espresso_export.data import sentences_sha256
 from espresso_export.distilling.plan import DistillPlan, resolve
 from espresso_export.model.embed import encode
+from espresso_export.model.static import STATIC_STUDENT
 from espresso_export.distilling.inputs import CorpusSplit, load_corpus
 from espresso_export.distilling.lengths import resolve_length
 from espresso_export.distilling.selection import Selection
@@ -100,11 +101,17 @@ def distill(
 
     ``settings`` is a :class:`~espresso_export.distilling.distill_settings.DistillSettings`; its fields are also
     accepted as keyword arguments (``distill("minilm", "out", student_layers=3, dim=128, corpus=["builtin"])``).
-    Writes a sentence-transformers folder to ``output`` with provenance; ``output=None`` writes nothing and leaves
+    ``student="static"``: a static model (:func:`espresso_export.distilling.static.build_static`, which returns a
+    :class:`~espresso_export.distilling.static.StaticResult`). Writes a sentence-transformers folder to ``output`` with provenance; ``output=None`` writes nothing and leaves
     the trained task in ``result.task``. Ctrl-C or SIGTERM raises
     :class:`~espresso_export.training.interrupt.TrainingInterrupted` after saving what ``resume=True`` continues.
     """
     s = resolve_settings(DistillSettings, settings, kwargs, call="distill")
+    if s.student == STATIC_STUDENT:  # a static model of the teacher (model2vec), healed on the corpus
+        from espresso_export.distilling.static import build_static
+
+        return build_static(teacher, output, s, resume=resume, run_dir=run_dir, overwrite=overwrite,
+                            progress=progress)
     return run(DistillPlan(teacher=teacher, output=output, resume=resume, run_dir=run_dir, overwrite=overwrite,
                            progress=progress, on_step=on_step, **as_kwargs(s)))
 
