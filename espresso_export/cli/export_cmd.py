@@ -32,8 +32,8 @@ def _export(settings: ExportSettings, *, model: str, output: Path, overwrite: bo
     for f in result.files:
         v = f.get("validation")
         check = "not validated" if v is None else (
-            f"min cos {v['min_cosine']:.4f}, max |diff| {v['max_abs_diff']:.2g}, "
-            f"STS probe {v['sts_probe']['delta']:+.2f}")
+            f"min cos {v['min_cosine']:.4f}, max |diff| {v['max_abs_diff']:.2g}"
+            + (f", STS probe {v['sts_probe']['delta']:+.2f}" if "sts_probe" in v else f" vs {v['against']}"))
         default = " (default)" if f["file"] == result.default_file else ""
         rows.append((f["file"] + default,
                      f"{f['bytes'] / 1e6:.1f} MB; {check}{_speed(f, '' if result.timing_reliable else '?')}"))

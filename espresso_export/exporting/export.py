@@ -24,6 +24,7 @@ from espresso_export.core.errors import GateFailedError, UnsupportedModelError, 
 from espresso_export.core.extras import require
 from espresso_export.core.files import atomic_output, check_output, write_json
 from espresso_export.model.save import save_checkpoint
+from espresso_export.model.static import is_static_folder
 from espresso_export.core.batching import length_sorted_batches
 from espresso_export.runtime import EXPORT_FILE, TOKENIZER_FILE, OnnxEncoder, graph_bytes
 from espresso_export.core.types import Optimize, Quantize
@@ -301,7 +302,8 @@ def export(
     settings: ExportSettings | None = None,
     **overrides,
 ) -> ExportResult:
-    """Export ``model`` (any folder ``shrink`` writes, or a sentence-transformers folder) to ``output``.
+    """Export ``model`` (any folder ``shrink`` writes, a sentence-transformers folder, or a static model folder:
+    :mod:`.static_export`) to ``output``.
 
     Keyword overrides set :class:`ExportSettings` fields, e.g.
     ``export("minilm-L3", "out", quantize="int8", optimize="O2")``.
@@ -310,6 +312,10 @@ def export(
     settings = resolve(ExportSettings, _renamed_keyword(settings, overrides), overrides, call="export")
     if settings.onnx:
         require("onnx-export")
+    if not isinstance(model, Checkpoint) and is_static_folder(model):  # a token table: its own small graph
+        from espresso_export.exporting.static_export import export_static
+
+        return export_static(model, output, settings)
     if settings.openvino:
         require("openvino-export")
     if isinstance(model, Checkpoint):

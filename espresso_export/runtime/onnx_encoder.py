@@ -153,6 +153,11 @@ class OnnxEncoder:
         self.pad_token_id = int(tok_info.get("pad_token_id") or 0)
         self.padding_side = tok_info.get("padding_side", "right")
         self.do_lower_case = bool(self.info.get("do_lower_case", False))
+        # a static model's export (model2vec's reading of a text): no special tokens, each text cut to a number of
+        # characters before tokenising; every other export: the tokenizer's special tokens, no cut
+        self.add_special_tokens = bool(tok_info.get("add_special_tokens", True))
+        limit = tok_info.get("char_limit")
+        self.char_limit = int(limit) if limit else None
 
     def _open_session(self, threads: int | None, providers: Sequence[str] | None, fixed_widths):
         """An OpenVINO session for an ``.xml`` file, else an onnxruntime session (run by every stream at once)."""
@@ -181,7 +186,9 @@ class OnnxEncoder:
         """``tokenizers.Encoding`` per text, truncated to ``max_seq_length`` (not padded)."""
         if self.do_lower_case:
             texts = [t.lower() for t in texts]
-        return self.tokenizer.encode_batch(list(texts))
+        if self.char_limit is not None:
+            texts = [t[: self.char_limit] for t in texts]
+        return self.tokenizer.encode_batch(list(texts), add_special_tokens=self.add_special_tokens)
 
     def feed(self, encodings: list) -> dict[str, np.ndarray]:
         width = max(1, max(len(e.ids) for e in encodings))

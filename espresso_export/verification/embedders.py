@@ -4,7 +4,8 @@ An :class:`Embedder` has ``encode(texts, batch_size) -> float32 (n, dim)``,
 ``dim``, ``n_params``, ``disk_bytes`` and ``load_seconds``. :func:`open_embedder`
 picks the implementation from the spec: an export folder (``export.json``, as
 :func:`espresso_export.runtime.is_export_folder` tells) is an ONNX export run by
-:mod:`espresso_export.runtime` (no torch); anything else is loaded with
+:mod:`espresso_export.runtime` (no torch); a static model folder (model2vec's format) is run by
+``model2vec``; anything else is loaded with
 :func:`espresso_export.model.checkpoint.load` (folder, Hub id, alias).
 """
 
@@ -130,6 +131,44 @@ class OnnxEmbedder(Embedder):
         return cache_key(folder_fingerprint(self.path, skip=lambda p: p in other), self.encoder.file)
 
 
+@dataclass
+class StaticEmbedder(Embedder):
+    """A static model folder (model2vec's format), encoded by ``model2vec`` as its users encode it."""
+
+    model: Any = None
+
+    def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        return np.asarray(self.model.encode(list(texts), batch_size=max(batch_size, 1), use_multiprocessing=False),
+                          dtype=np.float32).reshape(len(texts), self.dim)
+
+    @property
+    def provenance(self) -> dict | None:
+        from espresso_export.model.checkpoint import PROVENANCE_FILE
+
+        import json
+
+        path = self.path / PROVENANCE_FILE if self.path else None
+        return json.loads(path.read_text(encoding="utf-8")) if path and path.is_file() else None
+
+    def fingerprint(self) -> str:
+        from espresso_export.model.cache import cache_key, folder_fingerprint
+
+        return cache_key("static", folder_fingerprint(self.path))
+
+
+def open_static(folder: Path, spec: str) -> StaticEmbedder:
+    """A static model folder, run by model2vec (the ``static`` extra)."""
+    from espresso_export.model.static import load_static
+
+    require("static")
+    start = time.perf_counter()
+    model = load_static(folder)
+    seconds = time.perf_counter() - start
+    return StaticEmbedder(spec=spec, kind="model2vec", dim=int(model.dim), n_params=int(model.embedding.size),
+                          disk_bytes=folder_bytes(folder), load_seconds=seconds, path=folder,
+                          details={"tokens": len(model.tokens)}, model=model)
+
+
 def _graph_files(graph_file: Path) -> tuple[int | None, set[Path]]:
     """A graph's parameter count (initializers, weights not loaded) and the external-data files it reads.
 
@@ -228,6 +267,10 @@ def open_embedder(spec: str | os.PathLike, *, threads: int | None = None, poolin
         return open_onnx(local.resolve(), text, threads=threads)
     if graph := export_graph(local):
         return open_onnx(graph[0], text, threads=threads, file=graph[1])
+    from espresso_export.model.static import is_static_folder
+
+    if is_static_folder(local):
+        return open_static(local.resolve(), text)
     return open_torch(text, pooling=pooling, trust_remote_code=trust_remote_code, device=device)
 
 

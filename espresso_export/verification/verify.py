@@ -183,6 +183,8 @@ def _notes(embedders: dict, sts_sets, settings: VerifySettings, vocabulary, late
 
 def _provenance(embedder) -> dict | None:
     ckpt, enc = getattr(embedder, "checkpoint", None), getattr(embedder, "encoder", None)
+    if ckpt is None and enc is None:  # a static model folder: its espresso.json
+        return getattr(embedder, "provenance", None)
     return ckpt.provenance if ckpt is not None else enc.info.get("provenance") if enc is not None else None
 
 
