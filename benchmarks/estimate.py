@@ -13,7 +13,10 @@ query was cut out of) and ``transductive`` (every document, each query's text cu
 estimate's targets as it sees the labelled queries' documents, and never a query); and int8 / binary vectors of
 two of them. The estimate is exactly ``auto``'s: its sample (``--sample-documents``, ``--sample-queries``, known
 items by ``auto``'s rule) scored with ``searching.scoring.Scorer``, and the same queries over every document
-(what decides once a candidate keeps the target on the sample). The labels only judge: the collection's queries
+(what decides once a candidate keeps the target on the sample). Beside it, the belief estimate
+(``verification.known_item.belief_known_item``: the known item drawn from the source's softmax belief, scale 20,
+fixed before any label was read) on the sample's known-item queries (``belief_sample``) and on the collection's
+own queries with their labels unused (``belief_queries``: what a user's ``--queries`` give). The labels only judge: the collection's queries
 and relevance give the labelled retention (mean candidate nDCG@10 over mean source nDCG@10, paired bootstrap 95%).
 
 ``snli-entailment``: 500 entailed hypotheses of SNLI dev+test as queries, every distinct premise a document, a
@@ -47,6 +50,8 @@ from espresso_export.core.metrics import ratio_interval
 from espresso_export.core.vectors import l2_normalised
 from espresso_export.data import read_retrieval, sentences_sha256
 from espresso_export.runtime.precision import CalibrationRanges, search_at
+from espresso_export.verification.agreement import DEPTH, ranked_ids
+from espresso_export.verification.known_item import belief_known_item, known_item_index
 from espresso_export.searching.scoring import (
     Scorer,
     Vectors,
@@ -141,13 +146,28 @@ class Encoder:
         return rows
 
 
-def labelled(data, queries: np.ndarray, docs: np.ndarray, precision: str = "float32") -> np.ndarray:
-    """nDCG@10 per evaluated query, the documents stored at ``precision`` (int8 ranges fitted on them; binary
-    rescored 4x, as ``auto`` searches)."""
+def top10(queries: np.ndarray, docs: np.ndarray, precision: str = "float32") -> np.ndarray:
+    """The top 10, the documents stored at ``precision`` (int8 ranges fitted on them; binary rescored 4x, as
+    ``auto`` searches)."""
     ranges = CalibrationRanges.fit(docs) if precision == "int8" else None
-    ranked = search_at(queries, docs, 10, precision=precision, ranges=ranges,
-                       rescore_factor=4 if precision == "binary" else 0).ranked
-    return data.per_query_scores(ranked, data.evaluated_queries)[:, 2]
+    return search_at(queries, docs, 10, precision=precision, ranges=ranges,
+                     rescore_factor=4 if precision == "binary" else 0).ranked
+
+
+def labelled(data, queries: np.ndarray, docs: np.ndarray, precision: str = "float32") -> np.ndarray:
+    """nDCG@10 per evaluated query, the documents stored at ``precision``."""
+    return data.per_query_scores(top10(queries, docs, precision), data.evaluated_queries)[:, 2]
+
+
+def belief(src: tuple, cand: tuple, precision: str) -> dict:
+    """The belief estimate (``verification.known_item.belief_known_item``): ``src``/``cand`` are each model's
+    (queries, documents); the source's belief reaches over its top 100."""
+    sq, sd = src
+    top = ranked_ids(sq, sd, DEPTH)
+    cosines = np.einsum("qd,qkd->qk", sq, sd[top])
+    found = belief_known_item(top, cosines, top10(*cand, precision))
+    ci = found.interval()
+    return {"retention": round(found.retention, 4), "ci95": None if ci is None else [round(x, 4) for x in ci]}
 
 
 def healing_files(c: Collection, scheme: str, texts: int) -> Path:
@@ -249,7 +269,12 @@ def measure(c: Collection, src: dict, cand: dict, precision: str = "float32") ->
     s_ndcg = labelled(c.data, src["queries"], src["labelled_docs"])
     c_ndcg = labelled(c.data, cand["queries"], cand["labelled_docs"], precision)
     ci = ratio_interval(c_ndcg, s_ndcg)
-    return {"estimate_sample": est.retention, "estimate_sample_ci95": est.ci95, "estimate_all": est_all.retention,
+    index = lambda v: (v["sample"].queries, known_item_index(v["sample"].documents, c.sample.queries.origins,
+                                                             v["sample"].targets))
+    on_sample = belief(index(src), index(cand), precision)
+    on_queries = belief((src["queries"], src["labelled_docs"]), (cand["queries"], cand["labelled_docs"]), precision)
+    return {"belief_sample": on_sample["retention"], "belief_sample_ci95": on_sample["ci95"],
+            "belief_queries": on_queries["retention"], "belief_queries_ci95": on_queries["ci95"],"estimate_sample": est.retention, "estimate_sample_ci95": est.ci95, "estimate_all": est_all.retention,
             "estimate_all_ci95": est_all.ci95, "labelled": round(float(c_ndcg.mean() / s_ndcg.mean()), 4),
             "labelled_ci95": None if ci is None else [round(x, 4) for x in ci],
             "source_ndcg": round(float(s_ndcg.mean()), 4)}
@@ -317,10 +342,12 @@ def main() -> None:
                                                                                      precision)}
             row["error_sample"] = round(row["estimate_sample"] - row["labelled"], 4)
             row["error_all"] = round(row["estimate_all"] - row["labelled"], 4)
+            for w in ("sample", "queries"):
+                row[f"error_belief_{w}"] = round(row[f"belief_{w}"] - row["labelled"], 4)
             rows.append(row)
             print(f"| {kind} | {name} | {row['estimate_sample']:.3f} | {row['estimate_all']:.3f} | "
                   f"{row['labelled']:.3f} {row['labelled_ci95']} | {row['error_sample']:+.3f} | "
-                  f"{row['error_all']:+.3f} |", flush=True)
+                  f"{row['error_all']:+.3f} | {row['belief_sample']:.3f} | {row['belief_queries']:.3f} |", flush=True)
     out = {"benchmark": "estimate", "date": date.today().isoformat(), "collection": args.collection,
            "machine": {"cpu": cpu_model(), "int8_isa": int8_isa(), "cores": usable_cores(),
                        "python": platform.python_version()},
@@ -334,15 +361,18 @@ def main() -> None:
     print(f"wrote {path}")
 
 
+WAYS = ("sample", "all", "belief_sample", "belief_queries")
+
+
 def by_kind(rows: list[dict]) -> dict:
     """Mean error (estimate minus labels) and mean absolute error per kind, on the sample and over every document."""
     kinds: dict[str, list[dict]] = {}
     for r in rows:
         kinds.setdefault(r["kind"], []).append(r)
     return {k: {"n": len(rs), **{f"mean_error_{w}": round(float(np.mean([r[f"error_{w}"] for r in rs])), 4)
-                                 for w in ("sample", "all")},
+                                 for w in WAYS},
                 **{f"mean_abs_error_{w}": round(float(np.mean([abs(r[f"error_{w}"]) for r in rs])), 4)
-                   for w in ("sample", "all")}} for k, rs in kinds.items()}
+                   for w in WAYS}} for k, rs in kinds.items()}
 
 
 if __name__ == "__main__":

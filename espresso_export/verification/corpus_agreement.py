@@ -191,13 +191,9 @@ class _KnownItems:
 
     def at(self, variant: Variant) -> dict:
         """With the candidate's documents stored as ``variant``."""
-        from espresso_export.verification.known_item import (
-            KnownItem,
-            known_item_index,
-            known_item_ndcg,
-        )
+        from espresso_export.verification.known_item import KnownItem, known_item_index, stored_ndcg
 
         q, d, t = (at_width(x, variant.dim) for x in self.candidate)
-        found = known_item_ndcg(q, known_item_index(d, self.origins, t), self.origins, precision=variant.precision,
-                                rescore=variant.rescore)
+        found = stored_ndcg(q, known_item_index(d, self.origins, t), self.origins, precision=variant.precision,
+                            rescore=variant.rescore)
         return {**KnownItem(found, self.source).to_dict(), "method": f"known items by {self.method}"}

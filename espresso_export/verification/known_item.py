@@ -9,6 +9,11 @@ score on the retention scale. Known-item search gives one without labels: each q
 exactly one relevant document, what is left of its passage, which replaces the passage in the index. Both
 models search that index; the estimate is the candidate's mean nDCG@10 over the source's, with the same paired
 bootstrap interval as the labelled retentions (:func:`espresso_export.core.metrics.ratio_interval`).
+
+A stored form (int8, binary) of a candidate is scored as its float32 search times how closely the stored search
+follows that float32 search (:func:`stored_ndcg`), query by query, never on its own known-item hits: a binary
+index re-ranks cut-out fragments differently from a float one, and on that task alone it can out-score its own
+float vectors (and the source) while it loses on labelled queries.
 """
 
 from __future__ import annotations
@@ -30,6 +35,23 @@ def known_item_index(docs: np.ndarray, origins, targets: np.ndarray) -> np.ndarr
     index = np.array(docs, dtype=np.float32, copy=True)
     index[np.asarray(origins, dtype=np.int64)] = targets
     return index
+
+
+def stored_ndcg(queries: np.ndarray, index: np.ndarray, origins, *, k: int = K, precision: str = "float32",
+                rescore: int = 0) -> np.ndarray:
+    """Per query, known-item nDCG@k with the documents stored at ``precision``: the float32 search's
+    (:func:`known_item_ndcg`) times the stored search's :func:`belief_known_item` ratio against the float32 search
+    (its belief reaching :data:`BELIEF_DEPTH` deep). A stored form keeps at most what its float vectors find."""
+    found = known_item_ndcg(queries, index, origins, k=k)
+    if precision == "float32":
+        return found
+    q, d = l2_normalised(queries), l2_normalised(index)
+    top = search_at(q, d, min(BELIEF_DEPTH, len(d))).ranked
+    cosines = np.einsum("qw,qkw->qk", q, d[top])
+    ranges = CalibrationRanges.fit(d) if precision in ("int8", "uint8") else None
+    stored = search_at(q, d, k, precision=precision, ranges=ranges, rescore_factor=rescore).ranked
+    kept = belief_known_item(top, cosines, stored, k=k)
+    return found * np.divide(kept.candidate, kept.source, out=np.zeros(len(found)), where=kept.source > 0)
 
 
 def known_item_ndcg(queries: np.ndarray, index: np.ndarray, origins, *, k: int = K, precision: str = "float32",
@@ -74,8 +96,43 @@ class KnownItem:
 def known_item(source: tuple[np.ndarray, np.ndarray, np.ndarray], candidate: tuple[np.ndarray, np.ndarray, np.ndarray],
                origins, *, precision: str = "float32", rescore: int = 0) -> KnownItem:
     """``source`` and ``candidate``: each model's (query, corpus, known-item target) vectors; the candidate's documents
-    stored at ``precision``, the source's at float32 (the reference)."""
+    stored at ``precision`` (:func:`stored_ndcg`), the source's at float32 (the reference)."""
     q, d, t = candidate
-    found = known_item_ndcg(q, known_item_index(d, origins, t), origins, precision=precision, rescore=rescore)
+    found = stored_ndcg(q, known_item_index(d, origins, t), origins, precision=precision, rescore=rescore)
     q, d, t = source
     return KnownItem(found, known_item_ndcg(q, known_item_index(d, origins, t), origins))
+
+
+# The source's belief about which document a query asks for: softmax(scale x cosine) over the documents, the
+# distribution sentence-transformers' MultipleNegativesRankingLoss trains a model to put on a query's one
+# positive; 20 is that loss's default scale (all-MiniLM-L6-v2 and all-mpnet-base-v2 were trained with it).
+BELIEF_SCALE = 20.0
+BELIEF_DEPTH = 100  # the source's ranked documents its belief spreads over; below them it is negligible
+
+
+def belief_known_item(source_top: np.ndarray, source_cosines: np.ndarray, candidate_ranked: np.ndarray, *,
+                      k: int = K, scale: float = BELIEF_SCALE) -> KnownItem:
+    """Known-item retention where each query's known item is drawn from the source's belief instead of fixed.
+
+    For a query, the source's belief ``p`` is the softmax of ``scale`` x its cosines over its ranked documents
+    (``source_top``: positions, best first, as deep as the belief should reach; ``source_cosines``: theirs).
+    A model's score is the expected nDCG@k of that drawn item in its own top ``k`` (``candidate_ranked``),
+    ``sum(p(d) / log2(rank + 1))``: the source's is its top ``k``'s, the most any ranking can score. The
+    retention is the candidate's mean over the source's, with the paired bootstrap interval. It needs no
+    document cut and no label, so it runs on real queries: a candidate keeps it by finding what the source is
+    sure of, and loses little by swapping documents the source finds alike."""
+    top, cos = np.asarray(source_top), np.asarray(source_cosines, dtype=np.float64)
+    ranked = np.asarray(candidate_ranked)[:, :k]
+    if top.shape != cos.shape or top.shape[0] != ranked.shape[0] or top.shape[1] < k:
+        raise ValidationError(f"source ranking {top.shape}, cosines {cos.shape} and candidate ranking "
+                              f"{ranked.shape} do not fit (the source's needs {k}+ places)")
+    p = np.exp(scale * (cos - cos[:, :1]))
+    p = np.where(top >= 0, p, 0.0)
+    p /= np.maximum(p.sum(axis=1, keepdims=True), 1e-300)
+    discount = 1.0 / np.log2(np.arange(2, k + 2))
+    source = p[:, :k] @ discount
+    candidate = np.zeros(len(ranked))
+    for i, (docs, row) in enumerate(zip(top, ranked)):
+        weight = dict(zip(docs.tolist(), p[i].tolist()))
+        candidate[i] = sum(weight.get(int(d), 0.0) * discount[j] for j, d in enumerate(row) if d >= 0)
+    return KnownItem(candidate, source)

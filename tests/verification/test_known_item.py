@@ -6,7 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from espresso_export.verification.known_item import known_item_index, known_item, known_item_ndcg
+from espresso_export.verification.known_item import (
+    belief_known_item,
+    known_item,
+    known_item_index,
+    known_item_ndcg,
+    stored_ndcg,
+)
 
 
 def _basis(n: int, width: int = 8) -> np.ndarray:
@@ -34,6 +40,38 @@ def test_retention_is_candidate_over_source():
     worse = known_item(perfect, swapped, origins)
     assert worse.retention == pytest.approx(1 / np.log2(3))
     assert worse.to_dict()["queries"] == 2
+
+
+def test_belief_known_item_by_hand():
+    """Cosines 0.9, 0.9 - ln2/20, 0.5: the belief is 2/3, 1/3 and e^-8 of the rest. At k=2 the source scores
+    2/3 + 1/3 / log2(3); the candidate, which swaps the first two, 1/3 + 2/3 / log2(3)."""
+    top = np.array([[0, 1, 2], [3, 4, 5]])
+    cos = np.array([[0.9, 0.9 - np.log(2) / 20, 0.5], [0.8, 0.1, 0.0]])
+    d = 1 / np.log2(3)
+    swapped = belief_known_item(top, cos, np.array([[1, 0, 2], [3, 4, 5]]), k=2)
+    p3 = np.exp(-14) / (1 + np.exp(-14) + np.exp(-16))
+    assert swapped.candidate[0] == pytest.approx(1 / 3 + 2 / 3 * d, abs=1e-3)
+    assert swapped.source[0] == pytest.approx(2 / 3 + 1 / 3 * d, abs=1e-3)
+    assert swapped.candidate[1] == swapped.source[1] == pytest.approx(1 / (1 + np.exp(-14) + np.exp(-16)) + p3 * d)
+    assert belief_known_item(top, cos, top, k=2).retention == pytest.approx(1.0)
+    # a document outside the source's ranking, or none found, gains nothing
+    missed = belief_known_item(top, cos, np.array([[7, -1, 8], [9, 9, 9]]), k=2)
+    assert missed.retention == 0.0
+
+
+def test_a_stored_form_keeps_at_most_what_its_float_search_finds():
+    """Binary and int8 documents: each query's score is the float32 one times the stored search's belief ratio,
+    so never above it; float32 is the plain known-item nDCG."""
+    rng = np.random.default_rng(0)
+    docs = rng.normal(size=(300, 32)).astype(np.float32)
+    queries = docs[:60] + 0.8 * rng.normal(size=(60, 32)).astype(np.float32)
+    origins = list(range(60))
+    plain = known_item_ndcg(queries, docs, origins)
+    assert np.array_equal(stored_ndcg(queries, docs, origins), plain)
+    for precision, rescore in (("int8", 0), ("binary", 4), ("binary", 0)):
+        got = stored_ndcg(queries, docs, origins, precision=precision, rescore=rescore)
+        assert np.all(got <= plain + 1e-12) and got.mean() > 0
+    assert stored_ndcg(queries, docs, origins, precision="binary").mean() < plain.mean()
 
 
 def test_known_item_index_replaces_each_origin_by_its_target():
