@@ -116,16 +116,21 @@ def _texts(teacher, s: DistillSettings, sentences: Sequence[str] | None) -> _Tex
 
 def _teacher_vectors(ckpt: Checkpoint, texts: _Texts, s: DistillSettings, progress: bool):
     """The teacher's unit vectors of the texts from the shared teacher cache: ``(vectors, seconds, reused)``."""
-    from espresso_export.distilling.targets import teacher_targets
+    from espresso_export.data import sentences_sha256
+    from espresso_export.distilling.targets import _cache_folder, teacher_targets
     from espresso_export.training.schedule import amp_dtype, cpu_auto_amp, resolve_device
 
     device = resolve_device(s.device)
+    precision = amp_dtype(cpu_auto_amp(s.amp, s.device), device)
+    sha = ckpt.weights_sha256()
+    folder = _cache_folder(ckpt, sha, sentences_sha256(texts.sentences), s.cache_dir, precision)
+    reused = (folder / "embeddings.npy").is_file()  # the vectors a cut's distill (or an earlier run) computed
     ckpt.model.to(device)
     found = teacher_targets(ckpt, texts.sentences, dim=s.dim, pca_samples=s.pca_samples, seed=s.seed,
-                            cache_dir=s.cache_dir, batch_size=s.batch_size, progress=progress,
-                            precision=amp_dtype(cpu_auto_amp(s.amp, s.device), device))
+                            cache_dir=s.cache_dir, teacher_sha=sha, batch_size=s.batch_size, progress=progress,
+                            precision=precision)
     ckpt.model.cpu()
-    return np.load(found.folder / "embeddings.npy", mmap_mode="r"), found.seconds, found.reused
+    return np.load(found.folder / "embeddings.npy", mmap_mode="r"), found.seconds, reused
 
 
 def _pooling_mode(ckpt: Checkpoint) -> str:
@@ -195,11 +200,14 @@ def _token_ids(model, sentences: Sequence[str]) -> list[np.ndarray]:
     return [np.asarray(ids, dtype=np.int64) for ids in model.tokenize(cut)]
 
 
-def _loop_settings(s: DistillSettings):
+def _loop_settings(s: DistillSettings, items: int):
+    """The engine's settings: distill's, with a static table's own defaults where distill's are left as they are
+    (:data:`STATIC_BATCH` texts a step, at most all of them; :data:`STATIC_EPOCHS`; :data:`STATIC_LR`)."""
     from espresso_export.training.loop import LoopSettings
 
-    batch = STATIC_BATCH if s.batch_size == DistillSettings(dim=s.dim).batch_size else s.batch_size
-    epochs = STATIC_EPOCHS if s.epochs == DistillSettings(dim=s.dim).epochs else s.epochs
+    default = DistillSettings(dim=s.dim)
+    batch = min(STATIC_BATCH, items) if s.batch_size == default.batch_size else s.batch_size
+    epochs = STATIC_EPOCHS if s.epochs == default.epochs else s.epochs
     return LoopSettings(epochs=epochs, batch_size=batch, lr=STATIC_LR if s.lr is None else s.lr,
                         weight_decay=s.weight_decay, warmup=s.warmup, max_grad_norm=s.max_grad_norm, seed=s.seed,
                         bucket=s.bucket, max_steps=s.max_steps, amp="off", checkpoint_every=s.checkpoint_every,
@@ -214,7 +222,7 @@ def _heal(model, texts: _Texts, vectors: np.ndarray, s: DistillSettings, run_dir
     ids = _token_ids(model, texts.sentences)
     task = StaticHealTask(model.embedding, ids, vectors, texts.items, identity)
     before = task.mean_cosine(texts.held)
-    config = _loop_settings(s)
+    config = _loop_settings(s, len(texts.items))
     trainer = Trainer(task, config, run_dir)
     result = trainer.run(resume=resume, progress="healing (static)" if progress else None)
     after = task.mean_cosine(texts.held)
