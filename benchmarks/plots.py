@@ -6,8 +6,9 @@ speed-by-batch.png: sentences/s by batch size (median of the rounds) for the sou
 graph, the default int8 ONNX file and the OpenVINO int8 file, per cut and thread count, from the `int8.py` runs
 in benchmarks/results/int8-intel/.
 
-estimate.png: auto's label-free estimate (known-item retention on the search's sample) against labelled nDCG@10
-retention, one point per candidate, coloured by kind, one panel per collection, from benchmarks/estimate.py's
+estimate.png: auto's label-free estimate (known-item retention on the search's sample; below it, the belief retention
+on the set's own queries) against labelled nDCG@10 retention, one point per candidate, coloured by kind, one panel
+per collection, from benchmarks/estimate.py's
 results in benchmarks/results/estimate-*.json.
 """
 
@@ -75,26 +76,29 @@ def estimate(out: Path) -> Path | None:
     runs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((HERE / "results").glob("estimate-*.json"))]
     if not runs:
         return None
-    fig, axes = plt.subplots(1, len(runs), figsize=(4.2 * len(runs), 4.4), squeeze=False)
+    ways = (("estimate_sample", "known-item retention (the search's sample)"),
+            ("belief_queries", "belief retention (the set's queries, unlabelled)"))
+    fig, axes = plt.subplots(len(ways), len(runs), figsize=(4.2 * len(runs), 4.2 * len(ways)), squeeze=False)
     kinds = sorted({r["kind"] for run in runs for r in run["rows"]})
     colours = dict(zip(kinds, plt.get_cmap("tab10").colors))
-    for ax, run in zip(axes[0], runs):
-        for kind in kinds:
-            rows = [r for r in run["rows"] if r["kind"] == kind]
-            ax.scatter([r["labelled"] for r in rows], [r["estimate_sample"] for r in rows], s=18, color=colours[kind],
-                       label=kind)
-        ax.plot([0, 1.2], [0, 1.2], color="gray", lw=0.8, ls=":")
-        ax.set_xlim(0, 1.2)
-        ax.set_ylim(0, 1.2)
-        ax.set_xlabel("labelled nDCG@10 retention")
-        ax.set_ylabel("known-item retention (the search's sample)")
-        ax.set_title(f"{run['collection']} ({run['labelled_queries']} labelled queries)", fontsize=9)
-        ax.grid(True, alpha=0.3)
+    for line, (key, label) in zip(axes, ways):
+        for ax, run in zip(line, runs):
+            for kind in kinds:
+                rows = [r for r in run["rows"] if r["kind"] == kind and key in r]
+                ax.scatter([r["labelled"] for r in rows], [r[key] for r in rows], s=18, color=colours[kind],
+                           label=kind)
+            ax.plot([0, 1.2], [0, 1.2], color="gray", lw=0.8, ls=":")
+            ax.set_xlim(0, 1.2)
+            ax.set_ylim(0, 1.2)
+            ax.set_xlabel("labelled nDCG@10 retention")
+            ax.set_ylabel(label, fontsize=8)
+            ax.set_title(f"{run['collection']} ({run['labelled_queries']} labelled queries)", fontsize=9)
+            ax.grid(True, alpha=0.3)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=len(kinds))
-    fig.suptitle(f"auto's estimate against the labels, benchmarks/estimate.py, {runs[0]['machine']['cpu']}, "
+    fig.suptitle(f"estimates against the labels, benchmarks/estimate.py, {runs[0]['machine']['cpu']}, "
                  f"{runs[0]['date']}", fontsize=9)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     target = out / "estimate.png"
     fig.savefig(target, dpi=90)
     plt.close(fig)

@@ -72,18 +72,24 @@ def form_on_all_documents(report, target: float, precisions) -> Score | None:
     return cheapest(forms, target, precisions)
 
 
-def _stored_known_item(row, form: Score) -> dict | None:
-    """A corpus' known-item retention with its documents stored as the answer stores them."""
+def _stored_known_item(row, form: Score, measure: str = "known_item") -> dict | None:
+    """A corpus' known-item (or belief) retention with its documents stored as the answer stores them."""
     for r in row.results:
-        if (r.variant.precision, r.variant.dim, r.variant.rescore) == form.form and r.known_item:
-            return r.known_item
-    return row.known_item
+        if (r.variant.precision, r.variant.dim, r.variant.rescore) == form.form and getattr(r, measure):
+            return getattr(r, measure)
+    return getattr(row, measure)
 
 
 def below_on_all(judged: dict) -> str:
     """The known-item retentions of a :func:`verdict` below the target, as a hint says them."""
     return ", ".join(f"{judged['known_item'][name]['retention']:.3f} on all of {name}"
                      for name in judged["known_item_below"])
+
+
+def belief_lines(judged: dict) -> list[str]:
+    """The belief retentions of a :func:`verdict` on the user's queries, as hints say them."""
+    return [f"belief retention on your {b['queries']} queries of {name}: {b['retention']:.3f} (reported beside "
+            "the known-item retention, not gating)" for name, b in judged["belief"].items()]
 
 
 def verdict(report, target: float, form: Score, sts_gated: bool, max_noise: float) -> dict:
@@ -105,5 +111,8 @@ def verdict(report, target: float, form: Score, sts_gated: bool, max_noise: floa
         iv = k.get("ci95")
         (noted if iv and iv[1] >= target else missed).append(line + (f" (95% interval {iv[0]:.3f}-{iv[1]:.3f})"
                                                                      if iv else ""))
+    # on the user's own --queries: reported beside, never gating (benchmarks/README.md#estimate-by-kind)
+    belief = {a.name: _stored_known_item(a, form, "belief") for a in report.agreement if a.belief}
     return {"passed": report.passed and not missed, "failed": [c.describe() for c in report.failed] + missed,
-            "within_noise": noted, "known_item": {name: k for name, k in known}, "known_item_below": below}
+            "within_noise": noted, "known_item": {name: k for name, k in known}, "known_item_below": below,
+            "belief": belief}

@@ -27,7 +27,13 @@ from espresso_export.searching.answer import Answer, best_reached, choose
 from espresso_export.searching.auto_result import AutoResult, measured_on
 from espresso_export.searching.candidates import Candidate, Heal, find
 from espresso_export.searching.context import Context
-from espresso_export.searching.final_check import below_on_all, form_on_all_documents, run_verify, verdict
+from espresso_export.searching.final_check import (
+    below_on_all,
+    belief_lines,
+    form_on_all_documents,
+    run_verify,
+    verdict,
+)
 from espresso_export.searching.plain_cuts import rebuild_plain
 from espresso_export.searching.recipe_file import write_recipe
 from espresso_export.searching.scoring import Vectors
@@ -73,6 +79,7 @@ def finish(ctx: Context, cands: list[Candidate], out: Path, *, overwrite: bool) 
             result.answer, result.export, result.verify = built.answer, built.export, built.verify
             result.vocabulary = built.vocabulary
             result.hints += [f"{line}: within its noise, not failed" for line in built.verify["within_noise"]]
+            result.hints += belief_lines(built.verify)
             if built.vocabulary is not None:
                 result.hints.append(describe(built.vocabulary))
             _card(tmp / "model", tmp / "export", tmp / "verify.json", tmp, f"{Path(ctx.source).name}-auto")

@@ -84,10 +84,12 @@ class VariantAgreement:
     agreement: Agreement
     index_bytes: int
     known_item: dict | None = None  # the known-item retention with the documents stored in this form
+    belief: dict | None = None  # the belief retention on the user's own queries (.known_item.belief_known_item)
 
     def to_dict(self) -> dict:
         out = {**self.variant.to_dict(), "index_bytes": self.index_bytes, **self.agreement.to_dict()}
-        return out if self.known_item is None else {**out, "known_item": self.known_item}
+        out = out if self.known_item is None else {**out, "known_item": self.known_item}
+        return out if self.belief is None else {**out, "belief": self.belief}
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,7 @@ class AgreementRow:
     known_item: dict | None = None  # KnownItem.to_dict() and the query method: the retention-scale estimate
     duplicates: int = 0  # repeated texts dropped from the corpus (each kept once)
     no_known_items: str | None = None  # why no known-item query could be made
+    belief: dict | None = None  # the float32 form's belief retention on the user's own --queries
     # the source's and the candidate's top 10 (corpus positions, float32 at full width): the pairs to judge
     tops: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
@@ -125,7 +128,26 @@ class AgreementRow:
                 "no_known_items": self.no_known_items, **{n: rounded(v) for n, v in means.items()},
                 "ci95": {n: interval_list(iv) for n, iv in intervals.items()},
                 "variants": [r.to_dict() for r in self.results] if self.finite else [],
-                "known_item": self.known_item}
+                "known_item": self.known_item, "belief": self.belief}
+
+
+def _belief(source_queries: np.ndarray, source_docs: np.ndarray):
+    """The source's belief over its top :data:`~.known_item.BELIEF_DEPTH` for each query: ranked positions and
+    their cosines."""
+    from espresso_export.verification.known_item import BELIEF_DEPTH
+
+    top = ranked_ids(source_queries, source_docs, min(BELIEF_DEPTH, len(source_docs)))
+    return top, np.einsum("qw,qkw->qk", source_queries, source_docs[top])
+
+
+def _belief_of(belief, ranked: np.ndarray) -> dict | None:
+    from espresso_export.verification.known_item import belief_known_item
+
+    if belief is None:
+        return None
+    found = belief_known_item(*belief, ranked)
+    return {"retention": rounded(found.retention), "ci95": interval_list(found.interval()),
+            "queries": int(len(found.source))}
 
 
 def _finite(*arrays: np.ndarray) -> bool:
@@ -148,15 +170,19 @@ def measure_corpus(data: CorpusSet, caches: dict[str, EncodeCache], forms: Vecto
         return AgreementRow(**shape, results=[VariantAgreement(wanted[0], nan, 0)], finite=False)
     source_top = ranked_ids(sq, sd, K, exclude=data.exclude)
     known = _KnownItems.of(data, source, candidate, sd, cd, s_sim, c_sim)
+    # real queries only: on queries made from the documents the belief reads far below labelled retention
+    belief = _belief(sq, sd) if data.queries_spec is not None else None
     del sq, sd
     results, tops = [], None
     for variant in wanted:
         found = forms.search(cq, cd, max(K, DEPTH), variant, exclude=data.exclude)
         tops = tops or (source_top, found.ranked[:, :K])
         results.append(VariantAgreement(variant, agreement(source_top, found.ranked, k=K, depth=DEPTH),
-                                        found.index_bytes, known.at(variant) if known else None))
+                                        found.index_bytes, known.at(variant) if known else None,
+                                        _belief_of(belief, found.ranked)))
     # the row's own: the first form, float32 at full width (:func:`.vectors.variants`)
-    return AgreementRow(**shape, results=results, known_item=results[0].known_item, tops=tops)
+    return AgreementRow(**shape, results=results, known_item=results[0].known_item, tops=tops,
+                        belief=results[0].belief)
 
 
 @dataclass

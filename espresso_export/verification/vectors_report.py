@@ -66,6 +66,11 @@ def _agreement_section(row: AgreementRow, ranges: dict[str, str]):
                         + (f" [{iv[0]:.3f}-{iv[1]:.3f}]" if iv else "") + ": the estimate of labelled nDCG@10 "
                         "retention on these documents (auto's score); per form in the last column (its int8 ranges "
                         "fitted on the corpus)")
+    if row.belief is not None:
+        b, iv = row.belief, row.belief.get("ci95")
+        notes.insert(0, f"belief retention on your {b['queries']} queries: {b['retention']:.3f}"
+                        + (f" [{iv[0]:.3f}-{iv[1]:.3f}]" if iv else "") + ": the known item drawn from the source's "
+                        "own belief (softmax of 20 x cosine), no labels; see docs/commands/verify.md")
     return Section(title, headers, rows, [*notes, AGREEMENT_LEGEND,
                                           *_ranges_note(ranges, [r.variant.precision for r in row.results])])
 

@@ -74,9 +74,13 @@ class Search:
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory, tiny_bert, docs) -> Search:
     """A search for the fewest bytes per vector keeping 0.85, continued from a first run whose one-second budget
-    scored only the deepest cut: every plain cut keeps 0.85, so nothing is healed and the plain cuts answer."""
+    scored only the deepest cut: every plain cut keeps 0.85, so nothing is healed and the plain cuts answer. The
+    user's queries are given: the final check reports their belief retention."""
     out = tmp_path_factory.mktemp("auto") / "out"
-    common = {"corpus": [str(docs)], "objective": "bytes-per-vector", "keep_work": True, **SMALL}
+    queries = out.with_name("queries.txt")
+    queries.write_text("".join(json.loads(line)["title"] + "\n" for line in docs.read_text().splitlines()[:30]))
+    common = {"corpus": [str(docs)], "queries": [str(queries)], "objective": "bytes-per-vector", "keep_work": True,
+              **SMALL}
     auto(tiny_bert, out, min_retention=1.4, time_budget="1s", **common)
     return Search(out, auto(tiny_bert, out, min_retention=0.85, time_budget="5m", overwrite=True, **common))
 
@@ -119,6 +123,9 @@ def test_outputs_are_complete(searched):
     assert len({(v["precision"], v["dim"]) for v in report["agreement"][0]["variants"]}) > 2
     assert kept and record["answer"]["vectors"]["bytes_per_vector"] == kept[0] == result.answer.form.bytes_per_vector
     assert record["answer"]["heal"] == PLAIN and record["verify"]["passed"]
+    belief = record["verify"]["belief"][report["agreement"][0]["name"]]
+    assert 0 < belief["retention"] <= 1 and belief["queries"] == 30
+    assert any(h.startswith("belief retention on your 30 queries") for h in result.hints), result.hints
 
 
 def test_the_search_halves_by_score_within_its_budget(halved):

@@ -75,3 +75,16 @@ def test_the_final_check_fails_a_known_item_retention_it_cannot_decide():
     assert "undecided" in judged["failed"][0] and "--corpus-queries" in judged["failed"][0]
     narrow = {**wide, "ci95": [0.99, 1.12], "queries": 400}
     assert verdict(_report_with_known_item(narrow), 0.97, stored, False, 0.1)["passed"]
+
+
+def test_the_final_check_reports_the_belief_retention_on_given_queries_beside_and_never_gates():
+    """The user's own --queries give a belief retention: recorded as the answer stores its vectors, not judged."""
+    known = {"retention": 0.99, "ci95": [0.98, 1.0], "queries": 400, "method": "known items by sentence"}
+    report = _report_with_known_item(known)
+    row = report.agreement[0]
+    low = {"retention": 0.5, "ci95": [0.4, 0.6], "queries": 20}
+    row.results[0] = VariantAgreement(row.results[0].variant, row.results[0].agreement, 0, known, low)
+    report.agreement[0] = AgreementRow(**{**row.__dict__, "belief": low})
+    judged = verdict(report, 0.97, Score(64, "float32", 1.0), False, 0.1)
+    assert judged["passed"] and judged["belief"] == {"docs.txt": low}
+    assert verdict(_report_with_known_item(known), 0.97, Score(64, "float32", 1.0), False, 0.1)["belief"] == {}

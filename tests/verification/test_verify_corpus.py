@@ -99,6 +99,25 @@ def test_agreement_gate_passes_and_given_queries_are_used(tiny_bert, docs, tmp_p
     row = report["agreement"][0]
     assert code == 0 and row["queries"] == 12 and row["queries_from"] == "queries.txt"
     assert report["gate"]["passed"]
+    assert row["belief"]["retention"] == 1.0 and row["belief"]["queries"] == 12  # the source's own belief, kept
+
+
+def test_given_queries_get_a_belief_retention_and_made_ones_none(tiny_bert, other_bert, docs, tmp_path, capsys):
+    """Another model over the user's queries: a belief retention within (0, 1] with its interval, per stored form,
+    and a line under the table; queries made from the documents get none."""
+    queries = tmp_path / "queries.txt"
+    rng = random.Random(4)
+    queries.write_text("".join(f"{rng.choice(WORDS)} {rng.choice(WORDS)} {i}\n" for i in range(30)), encoding="utf-8")
+    code, report = _run(str(other_bert), "--against", str(tiny_bert), "--corpus", str(docs), "--queries",
+                        str(queries), "--precision", "float32,binary", tmp_path=tmp_path)
+    row = report["agreement"][0]
+    b = row["belief"]
+    assert 0 < b["retention"] < 1 and b["queries"] == 30 and b["ci95"][0] <= b["retention"] <= b["ci95"][1]
+    assert f"belief retention on your 30 queries: {b['retention']:.3f}" in " ".join(capsys.readouterr().out.split())
+    assert [v["belief"]["retention"] for v in row["variants"]][0] == b["retention"]
+    assert all(0 <= v["belief"]["retention"] <= 1 for v in row["variants"]) and len(row["variants"]) >= 2
+    made = verify(other_bert, tiny_bert, corpus=[str(docs)], **API).agreement[0]
+    assert made.belief is None and "belief" not in made.results[0].to_dict()
 
 
 def test_an_agreement_over_too_few_queries_decides_no_gate_exit_3(tiny_bert, other_bert, docs, tmp_path):
