@@ -230,6 +230,11 @@ def _agreement_rows(corpora) -> list[list[str]]:
             iv = f" (95% interval {k['ci95'][0]:.3f}-{k['ci95'][1]:.3f})" if k["ci95"] else ""
             rows.append([f"known-item nDCG@10 ({k['method']}), {a.name}", number(k["candidate"], ".4f"),
                          number(k["source"], ".4f"), f"{number(k['retention'], '.4f')} retained{iv}"])
+        b = a.belief
+        if b is not None:
+            iv = f" (95% interval {b['ci95'][0]:.3f}-{b['ci95'][1]:.3f})" if b["ci95"] else ""
+            rows.append([f"belief retention on your {b['queries']} queries ({a.queries_from}), {a.name}", "",
+                         "reference", f"{number(b['retention'], '.4f')} retained{iv}"])
         rows.append([f"agreement@10 with the source's ranking, {where}", number(a.agreement_at_10, ".4f"),
                      "reference", ci])
         rows.append([f"nDCG@10, the source's ranking as relevance, {where}", number(a.ndcg_at_10, ".4f"),

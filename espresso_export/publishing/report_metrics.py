@@ -67,6 +67,7 @@ class AgreementMetric:
     agreement_ci95: tuple[float, float] | None = None
     variants: tuple[tuple[str, int | None, float | None], ...] = ()  # (precision and width, bytes/vector, agreement@10)
     known_item: dict | None = None  # retention, ci95, candidate/source nDCG@10, method: the retention-scale estimate
+    belief: dict | None = None  # retention, ci95, queries: the belief retention on the user's own queries
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,12 @@ def _known_item(k) -> dict | None:
             "candidate": _num(k.get("candidate_ndcg_at_10")), "source": _num(k.get("source_ndcg_at_10"))}
 
 
+def _belief(b) -> dict | None:
+    if not isinstance(b, dict) or _num(b.get("retention")) is None:
+        return None
+    return {"retention": _num(b["retention"]), "ci95": _interval(b.get("ci95")), "queries": b.get("queries")}
+
+
 def _agreement_row(name: str, a: dict) -> AgreementMetric:
     variants = [v for v in a.get("variants") or [] if isinstance(v, dict)][1:]  # the first is float32, full width
     return AgreementMetric(name=str(a.get("name", name)), passages=a.get("passages"), queries=a.get("queries"),
@@ -171,7 +178,7 @@ def _agreement_row(name: str, a: dict) -> AgreementMetric:
                            ndcg_at_10=_num(a.get("ndcg_at_10")), recall_at_100=_num(a.get("recall_at_100")),
                            agreement_ci95=_interval((a.get("ci95") or {}).get("agreement_at_10")),
                            variants=tuple(_variant(v) for v in variants),
-                           known_item=_known_item(a.get("known_item")))
+                           known_item=_known_item(a.get("known_item")), belief=_belief(a.get("belief")))
 
 
 def _agreement(report: dict) -> list[AgreementMetric]:

@@ -96,3 +96,14 @@ def test_metrics_table_shows_the_agreement_on_the_users_corpus(pca_export, tmp_p
     keyed = parse_report({**report, "agreement": {"docs": {k: v for k, v in AGREEMENT.items() if k != "name"}}})
     assert [(a.name, a.agreement_at_10, a.variants[0][1]) for a in keyed.agreement] == [("docs", 0.8125, 8)]
     assert parse_report(json.loads(REPORT.read_text())).agreement == []  # reports without --corpus: no rows
+
+
+def test_metrics_table_shows_the_belief_retention_on_the_users_queries(pca_export, tmp_path):
+    report = json.loads(REPORT.read_text())
+    report["agreement"] = [{**AGREEMENT, "queries_from": "queries.txt",
+                            "belief": {"retention": 0.9412, "ci95": [0.91, 0.97], "queries": 40}}]
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report))
+    card = _push(pca_export, tmp_path / "staged", "--verify-report", path)
+    assert ("| belief retention on your 40 queries (queries.txt), docs |  | reference | 0.9412 retained (95% "
+            "interval 0.910-0.970) |") in card
