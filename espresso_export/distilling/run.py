@@ -101,9 +101,10 @@ def distill(
 
     ``settings`` is a :class:`~espresso_export.distilling.distill_settings.DistillSettings`; its fields are also
     accepted as keyword arguments (``distill("minilm", "out", student_layers=3, dim=128, corpus=["builtin"])``).
-    ``student="static"``: a static model (:func:`espresso_export.distilling.static.build_static`, which returns a
-    :class:`~espresso_export.distilling.static.StaticResult`). Writes a sentence-transformers folder to ``output`` with provenance; ``output=None`` writes nothing and leaves
-    the trained task in ``result.task``. Ctrl-C or SIGTERM raises
+    Writes a sentence-transformers folder to ``output`` with provenance; ``output=None`` writes nothing and leaves
+    the trained task in ``result.task``. ``student="static"``: a static model instead
+    (:func:`espresso_export.distilling.static.build_static`, which returns a
+    :class:`~espresso_export.distilling.static.StaticResult`). Ctrl-C or SIGTERM raises
     :class:`~espresso_export.training.interrupt.TrainingInterrupted` after saving what ``resume=True`` continues.
     """
     s = resolve_settings(DistillSettings, settings, kwargs, call="distill")

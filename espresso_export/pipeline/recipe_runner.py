@@ -269,6 +269,8 @@ def _run_distill(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwri
                        threads=flow.threads)
     r = distill(teacher, folder, settings, resume=resume and read_checkpoint_meta(run_dir) is not None,
                 run_dir=run_dir, overwrite=overwrite, progress=progress)
+    if not hasattr(r, "eval"):  # a static model (student: static): its own summary
+        return r.to_dict(), _static_summary(r)
     t, h = r.train, r.heldout
     summary = f"{t['steps']} steps on {r.corpus['training_sentences']} sentences, {r.dim}-d"
     if h["sentences"]:
@@ -276,6 +278,17 @@ def _run_distill(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwri
     if r.eval:
         summary += f", eval {r.eval.get('score', 'STS')} {r.eval['initial']:.2f} -> best {r.eval['best']:.2f}"
     return r.to_dict(), summary
+
+
+def _static_summary(r) -> str:
+    """The run log's line for a static student (:class:`~espresso_export.distilling.static.StaticResult`)."""
+    if not r.healed:
+        return f"static model, {r.dim}-d, {r.vocabulary['tokens']} tokens (model2vec's plain distillation)"
+    h = r.heldout
+    return (f"static model, {r.dim}-d, {r.vocabulary['tokens']} tokens, healed {r.train['steps']} steps on "
+            f"{r.corpus.get('training_sentences')} texts"
+            + (f", held-out cosine {h['mean_cosine_before']:.3f} -> {h['mean_cosine_after']:.3f}" if h.get("texts")
+               else ""))
 
 
 def _run_train(step: Step, folder: Path, flow: _Flow, *, resume: bool, overwrite: bool, progress: bool):

@@ -28,6 +28,7 @@ from espresso_export.data import read_corpus
 from espresso_export.model.checkpoint import Checkpoint, load
 from espresso_export.core.files import atomic_output, check_output
 from espresso_export.model.save import save_checkpoint
+from espresso_export.model.static import is_static_folder
 from espresso_export.model.vocabulary import (
     PROVENANCE_KEY, count_tokens, full_vocab, id_runs, tokenizer_json, vocab_sha256,
 )
@@ -200,13 +201,20 @@ def prune_vocab(
     :func:`espresso_export.data.read_corpus`), or a :class:`~espresso_export.data.Corpus`. ``min_count``: keep
     tokens seen at least this often; ``keep_top``: at most this many corpus tokens (the most frequent);
     ``keep_file``: tokens to keep anyway, one a line. With ``output=None`` nothing is written and the pruned
-    model is ``result.checkpoint``.
+    model is ``result.checkpoint``. A static model folder keeps the rows of the kept tokens
+    (:mod:`.static_pruning`; ``result.checkpoint`` is then the pruned ``StaticModel``).
     """
     start = time.perf_counter()
     if output is not None:
         check_output(output, overwrite=overwrite, inputs=[model_dir, corpus, keep_file])
     request = PruneRequest.read(corpus, min_count=min_count, keep_top=keep_top, keep_file=keep_file, field=field,
                                 column=column)
+    if not isinstance(model_dir, Checkpoint) and is_static_folder(model_dir):  # the table is the whole model
+        from espresso_export.shrinking.static_pruning import prune_static
+
+        result = prune_static(model_dir, output, request, overwrite=overwrite)
+        result.seconds = time.perf_counter() - start
+        return result
     ckpt = model_dir if isinstance(model_dir, Checkpoint) else load(model_dir, trust_remote_code=trust_remote_code)
     params_before = ckpt.n_params  # with the Dense head, as shrink, verify and the card count
     weights_sha = ckpt.weights_sha256()

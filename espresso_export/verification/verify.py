@@ -70,8 +70,10 @@ def _latency_texts(sets, count: int, seed: int) -> list[str]:
 
 
 def _tokenizer(embedder) -> tuple[Any, bool]:
-    """(tokenizer, lower-cases?) of a PyTorch or an ONNX embedder."""
+    """(tokenizer, lower-cases?) of a PyTorch, an ONNX or a static embedder."""
     ckpt, enc = getattr(embedder, "checkpoint", None), getattr(embedder, "encoder", None)
+    if ckpt is None and enc is None:  # a static model folder: model2vec's tokenizer
+        return embedder.model.tokenizer, False
     return (ckpt.tokenizer, ckpt.do_lower_case) if ckpt is not None else (enc.tokenizer, enc.do_lower_case)
 
 

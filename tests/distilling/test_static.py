@@ -116,3 +116,34 @@ def test_the_command_prints_the_static_summary(healed, tiny_bert, corpus, tmp_pa
                                    "--corpus", str(corpus), "--epochs", "1", "-o", str(tmp_path / "cli")])
     assert res.exit_code == 0, res.output
     assert "held-out cosine" in res.output and "static (model2vec)" in res.output
+
+
+def test_prune_vocab_keeps_the_rows_a_corpus_uses(healed, corpus, tmp_path):
+    from model2vec import StaticModel
+
+    from espresso_export.shrinking.pruning import prune_vocab
+
+    out, _ = healed
+    texts = corpus.read_text(encoding="utf-8").splitlines()
+    result = prune_vocab(out, tmp_path / "pruned", corpus=str(corpus))
+    assert result.vocab_after < result.vocab_before and result.params_after < result.params_before
+    before = StaticModel.from_pretrained(out, force_download=False).encode(texts[:50])
+    after = StaticModel.from_pretrained(tmp_path / "pruned", force_download=False).encode(texts[:50])
+    assert (before * after).sum(1).min() >= 0.9999  # the corpus's texts encode as before
+    prov = json.loads((tmp_path / "pruned" / "espresso.json").read_text())
+    assert prov["step"] == "prune-vocab" and prov["parent"]["student"]["id"] == "static"
+
+
+def test_a_recipe_distils_exports_and_verifies_a_static_model(healed, tiny_bert, corpus, tmp_path):
+    pytest.importorskip("onnxruntime", reason="the onnx extra is not installed")
+    from typer.testing import CliRunner
+
+    from espresso_export.cli.app import app
+
+    recipe = tmp_path / "static.yaml"
+    recipe.write_text(f"source: {tiny_bert}\nsteps:\n  - distill: {{student: static, dim: 8, corpus: {corpus}, "
+                      f"epochs: 1}}\n  - export: {{quantize: int8}}\n  - verify: {{batch_sizes: []}}\n",
+                      encoding="utf-8")
+    res = CliRunner().invoke(app, ["run", str(recipe), "-o", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    assert "static model, 8-d" in res.output
