@@ -23,6 +23,7 @@ from typing import Any
 from espresso_export.core.errors import NotFoundError, ValidationError
 from espresso_export.core.files import is_within
 from espresso_export.core.settings import Mismatch, coerce, current_key, out_of_bounds, shown, type_name
+from espresso_export.model.static import STATIC_STUDENT
 from espresso_export.pipeline.recipe_schema import (
     MODEL_STEPS, REMOTE_CODE_KEY, RUNS_FOLDER, STEP_TYPES, TOP_KEYS, DistillStep, ExportStep, PushStep, Recipe,
     ShrinkStep, Step, TrainStep, VerifyStep, step_fields,
@@ -140,7 +141,7 @@ def _check_steps(steps: list[Step], file: str) -> None:
             before = kinds[:i]
             cut = "shrink" in before
             c = s.config
-            if c.corpus is None and c.pairs is None:
+            if c.corpus is None and c.pairs is None and c.student != STATIC_STUDENT:  # static: model2vec's alone
                 raise ValidationError(f"{at}: step 'distill' needs corpus (sentences) or pairs (pair files)")
             if c.dim is None and not (cut and steps[before.index("shrink")].config.dim is not None):
                 raise ValidationError(f"{at}: distill needs dim (or a shrink step with a dim before it)")

@@ -21,7 +21,7 @@ from espresso_export.searching.answer import choose
 from espresso_export.searching.auto_settings import OUTPUT_PRECISIONS
 from espresso_export.searching.candidates import PLAIN, Candidate, SampleScore, find, work_depth
 from espresso_export.searching.context import Context
-from espresso_export.searching.encoding import documents_vectors, placed, timed_vectors
+from espresso_export.searching.encoding import documents_vectors, load_candidate, timed_vectors
 from espresso_export.searching.plain_cuts import plain_model
 from espresso_export.searching.scoring import Sample, Scorer, Vectors, nested_widths
 from espresso_export.searching.work import heal_step, plain_step
@@ -68,10 +68,8 @@ def _rescore(ctx: Context, cand: Candidate, name: str) -> None:
 def _model(ctx: Context, cand: Candidate, folder: str | None):
     """The heal's model, in memory: its folder, or the candidate plain (the student, or the cut rebuilt as the
     recipe rebuilds it)."""
-    from espresso_export.model.checkpoint import load
-
     if folder is not None:
-        return placed(load(folder), ctx.settings.device)
+        return load_candidate(folder, ctx.settings.device)
     return plain_model(ctx, cand)
 
 

@@ -31,7 +31,7 @@ from espresso_export.searching.auto_settings import DEFAULT_MAX_DIM, AutoSetting
 from espresso_export.searching.budget import TRAIN_COST, Speed, finish_seconds, minutes
 from espresso_export.searching.context import Context, SourceModel
 from espresso_export.searching.finish import finish
-from espresso_export.searching.halving import earlier_heals, search
+from espresso_export.searching.halving import earlier_heals, heal_static, search
 from espresso_export.searching.healing_texts import healing_texts
 from espresso_export.searching.plain_cuts import CALIBRATION_FILE, calibration_texts, score_plain_cuts, source_step
 from espresso_export.searching.scoring import Scorer, Vectors, draw_sample, read_documents
@@ -69,6 +69,7 @@ def auto(source: str | os.PathLike, output: str | os.PathLike, settings: AutoSet
             cands = score_plain_cuts(ctx)
             settle(ctx, cands)
             ctx.model.release()
+            heal_static(ctx, cands)
             search(ctx, cands)
             earlier_heals(ctx, cands)
             settle(ctx, cands)

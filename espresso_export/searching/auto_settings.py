@@ -72,6 +72,9 @@ class AutoSettings:
     amp: str = declared_as(TrainerSettings, "amp")
     student: Optional[str] = setting(None, path="model", help="Also try this smaller pretrained model as an HPD "
                                                               "student (a folder, Hub id or alias), beside the cuts.")
+    static: bool = setting(True, flags=("--static/--no-static",),
+                           help="Also try a static model of the source (no attention: distill --student static), "
+                                "healed on the healing texts, where the static extra is installed.")
     layers: list[int] = setting(default_factory=list, cli_type=Optional[str],
                                 parse=lambda t: parse_int_list(t, "--layers"),
                                 help="Depths to consider, comma-separated (2,3,4). Default: every depth below "

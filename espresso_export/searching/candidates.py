@@ -9,9 +9,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from espresso_export.core.types import AutoObjective
+from espresso_export.model.static import STATIC_STUDENT
 from espresso_export.searching.scoring import Score, cheapest, nested_widths
 
 PLAIN = "plain"  # the heal of no texts: the cut as shrink makes it
+STATIC = STATIC_STUDENT  # the candidate that is a static model of the source: its name and distill's student
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ class Heal:
 class Candidate:
     """One point of the search space and what was measured of it."""
 
-    name: str  # "L3" (the source cut to 3 layers spread over it), "L3f" (its first 3 layers) or "student"
+    name: str  # "L3" (the source cut to 3 layers spread over it), "L3f" (its first 3 layers), "student" or "static"
     depth: int
     layers: list[int] | None = None  # the source's layers a cut keeps
     student: str | None = None
@@ -105,6 +107,11 @@ class Candidate:
     @property
     def is_cut(self) -> bool:
         return self.student is None
+
+    @property
+    def is_static(self) -> bool:
+        """A static model of the source (model2vec's distillation, healed on the healing texts), not a transformer."""
+        return self.student == STATIC
 
     def sibling(self) -> str | None:
         """The spread cut of a first-layers cut's depth (``L3`` for ``L3f``), else None."""

@@ -30,18 +30,55 @@ def scoring_precision(scoring: tuple[str, str]):
     return encoding_precision(*scoring)
 
 
+class StaticCandidate:
+    """A static model folder as the search encodes it: by model2vec, on the CPU, as its users run it (no torch)."""
+
+    depth = 0
+
+    def __init__(self, folder) -> None:
+        from espresso_export.model.static import load_static
+
+        self.folder, self.static = folder, load_static(folder)
+
+    @property
+    def n_params(self) -> int:
+        return int(self.static.embedding.size)
+
+    def encode(self, texts: list[str], batch_size: int = ENCODE_BATCH) -> np.ndarray:
+        # one process: model2vec forks workers past 10,000 texts, which a search's timing must not count
+        return np.asarray(self.static.encode(list(texts), batch_size=batch_size, use_multiprocessing=False,
+                                             show_progress_bar=False), dtype=np.float32)
+
+
+def load_candidate(folder, device: str):
+    """A candidate's folder in memory: a static model (:class:`StaticCandidate`), else a checkpoint on ``device``."""
+    from espresso_export.model.static import is_static_folder
+
+    if is_static_folder(folder):
+        return StaticCandidate(folder)
+    from espresso_export.model.checkpoint import load
+
+    return placed(load(folder), device)
+
+
 def placed(ckpt, device: str):
     """``ckpt`` with its model on ``device`` (where the search encodes: ``--device``)."""
     ckpt.model.to(device)
     return ckpt
 
 
-def documents_vectors(ckpt, texts: list[str], scoring: tuple[str, str] = FULL) -> np.ndarray:
-    """``ckpt``'s unit vectors of ``texts``, encoded as the search scores."""
+def _encode(model, texts: list[str], batch_size: int) -> np.ndarray:
     from espresso_export.model.embed import encode
 
+    if isinstance(model, StaticCandidate):
+        return model.encode(texts, batch_size)
+    return encode(model, texts, batch_size=batch_size)
+
+
+def documents_vectors(ckpt, texts: list[str], scoring: tuple[str, str] = FULL) -> np.ndarray:
+    """``ckpt``'s unit vectors of ``texts``, encoded as the search scores."""
     with scoring_precision(scoring):
-        return l2_normalised(encode(ckpt, texts, batch_size=ENCODE_BATCH))
+        return l2_normalised(_encode(ckpt, texts, ENCODE_BATCH))
 
 
 def timed_vectors(ckpt, sample: Sample, scoring: tuple[str, str] = FULL) -> tuple[Vectors, float]:
@@ -87,17 +124,20 @@ def time_ratio(source_ckpt, ckpt, texts: list[str], rounds: int = TIMED_ROUNDS) 
     """Seconds per batch of ``ckpt`` over ``source_ckpt``'s on the same texts, both on the CPU in float32 (what
     the answer is deployed as, whatever the search encodes with): one warm-up batch each, then ``rounds`` rounds
     taking turns; the ratio of the medians (a shared machine's noise hits both alike)."""
-    from espresso_export.model.embed import encode, model_device
+    from espresso_export.model.embed import model_device
 
     sample = texts[:TIMED_TEXTS]
     times: dict[int, list[float]] = {0: [], 1: []}
-    devices = [model_device(m.model) for m in (source_ckpt, ckpt)]
+    models = [m if isinstance(m, StaticCandidate) else m.model for m in (source_ckpt, ckpt)]
+    devices = [None if isinstance(m, StaticCandidate) else model_device(m) for m in models]
     for r in range(rounds + 1):
         for i, model in enumerate((source_ckpt, ckpt)):
-            model.model.to("cpu")  # a no-op on the CPU; from a GPU, one model at a time
+            if devices[i] is not None:
+                models[i].to("cpu")  # a no-op on the CPU; from a GPU, one model at a time
             start = time.perf_counter()
-            encode(model, sample, batch_size=len(sample))
+            _encode(model, sample, len(sample))
             if r > 0:
                 times[i].append(time.perf_counter() - start)
-            model.model.to(devices[i])
+            if devices[i] is not None:
+                models[i].to(devices[i])
     return statistics.median(times[1]) / max(statistics.median(times[0]), 1e-9)

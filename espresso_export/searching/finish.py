@@ -82,8 +82,13 @@ def finish(ctx: Context, cands: list[Candidate], out: Path, *, overwrite: bool) 
             result.hints += belief_lines(built.verify)
             if built.vocabulary is not None:
                 result.hints.append(describe(built.vocabulary))
-            _card(tmp / "model", tmp / "export", tmp / "verify.json", tmp, f"{Path(ctx.source).name}-auto")
-            write_recipe(ctx, find(cands, built.answer.name), built.answer, built.export["weights"], tmp)
+            cand = find(cands, built.answer.name)
+            if cand.is_static:  # push writes cards for transformer folders only
+                result.hints.append("no model card: push does not publish a static model yet; its numbers are in "
+                                    "auto.json and verify.json")
+            else:
+                _card(tmp / "model", tmp / "export", tmp / "verify.json", tmp, f"{Path(ctx.source).name}-auto")
+            write_recipe(ctx, cand, built.answer, built.export["weights"], tmp)
         result.output = out
         now = time.perf_counter()
         result.seconds = now - ctx.start
@@ -120,8 +125,10 @@ def _build(ctx: Context, cands: list[Candidate], answer: Answer, folder: Path) -
     chosen again on all the documents."""
     s = ctx.settings
     folder.mkdir(exist_ok=True)
-    _build_model(ctx, find(cands, answer.name), answer.measured, folder / "model")
-    vocabulary = prune_answer(ctx, folder / "model") if s.pruning else None
+    cand = find(cands, answer.name)
+    _build_model(ctx, cand, answer.measured, folder / "model")
+    # a static answer keeps its table whole: the corpus's words were added to it, and a row is all it costs
+    vocabulary = prune_answer(ctx, folder / "model") if s.pruning and not cand.is_static else None
     export = _export(ctx, folder / "model", folder / "export")
     report = run_verify(ctx, folder / "export", answer.form, answer.measured.score.dim)  # the answer's own width
     write_text_atomic(folder / "verify.json", json.dumps(report.to_dict(), indent=2) + "\n")

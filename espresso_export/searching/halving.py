@@ -7,7 +7,8 @@ previous rung's), scores it, and keeps the cheapest ``1/ETA`` of those that may 
 cheapest that already does (:func:`survivors`). Every rung costs about the same; the texts per rung are chosen
 so that the rungs fit the budget left after the teacher pass (:func:`plan_rungs`), estimated from the source's
 measured encoding speed and corrected by each heal's measured speed. Budget left after the last rung heals the
-best candidate longer (:func:`_extend`).
+best candidate longer (:func:`_extend`). The static candidate is no part of the halving: it is healed once, on
+every healing text, before it (:func:`heal_static`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from espresso_export.searching.all_documents import settle
 from espresso_export.searching.budget import Speed, minutes
 from espresso_export.searching.candidates import PLAIN, Candidate, Heal, cost, find, work_depth
 from espresso_export.searching.context import Context
+from espresso_export.searching.encoding import load_candidate
 from espresso_export.searching.heals import heal_and_score
 from espresso_export.searching.work import heal_step
 
@@ -36,6 +38,10 @@ LADDER = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)  # heal lengths are rounded down to thes
 EXTEND_FACTORS = (8, 4, 2, 1)
 EXTEND_MIN_GROWTH = 1.5
 EXTEND_EPOCHS = 4  # the plan's heals make at most 2 passes over the healing texts (plan_rungs' max_texts)
+# a static heal's time over its untrained distillation's: the vocabulary grows by the texts' words, then the table
+# trains (seconds) and a PCA is fitted; the teacher pass is counted apart
+STATIC_HEAL_FACTOR = 2.0
+STATIC_RUNG = "r1"  # the static candidate's one heal, under the first rung's name
 
 
 def on_ladder(texts: float) -> int:
@@ -130,10 +136,50 @@ def starts(cands: list[Candidate]) -> dict[str, float]:
     return {c.name: max(plain[c.name], plain.get(c.sibling(), 0.0)) for c in cands}
 
 
+def heal_static(ctx: Context, cands: list[Candidate]) -> None:
+    """The static candidate healed once on every healing text (a table trains in seconds: what costs is
+    model2vec's distillation and the shared teacher pass), when its untrained score misses the target and the
+    budget covers it; then scored on all the documents if it is the cheapest keeping the target."""
+    cand = next((c for c in cands if c.is_static), None)
+    if cand is None or cand.dropped is not None:
+        return
+    plain = cand.scores[PLAIN]
+    if plain.retention >= ctx.settings.min_retention:
+        cand.dropped = "meets the target untrained"
+        return
+    done = ctx.work.done(heal_step(cand.name, ctx.heal_texts))
+    if done is None:
+        teacher = ctx.speed.encode(ctx.heal_texts, ctx.speed.depth) if ctx.work.done("teacher") is None else 0.0
+        need = STATIC_HEAL_FACTOR * (plain.seconds or 0.0) + teacher
+        if need > ctx.left() * SEARCH_SHARE:
+            cand.dropped = "not healed: the budget left does not cover it"
+            ctx.say(f"static: not healed, it needs ~{minutes(need)} and {minutes(max(ctx.left(), 0))} are left")
+            return
+        ctx.say(f"static: healing it on {ctx.heal_texts:,} texts (~{minutes(need)})")
+        heal = heal_and_score(ctx, cand, ctx.heal_texts, "static")
+        if heal is None:
+            cand.dropped = "heal stopped, the budget ran out"
+            ctx.say("static: the budget ran out while healing it")
+            return
+        ctx.work.put(heal_step(cand.name, ctx.heal_texts), heal.to_dict())
+        ctx.work.save()
+    else:
+        heal = Heal.from_dict(done)
+    cand.scores[STATIC_RUNG] = heal
+    # the corpus's words join its table: one parameter count for both (the healed one's, the larger)
+    cand.params = max(cand.params, load_candidate(heal.folder, "cpu").n_params)
+    cand.dropped = "healed once, on every healing text"
+    ctx.say(f"static: known-item retention {heal.retention:.3f} healed ({plain.retention:.3f} untrained), "
+            f"agreement@10 {heal.score.agreement_at_10:.3f}")
+    settle(ctx, cands)
+
+
 def search(ctx: Context, cands: list[Candidate]) -> None:
-    """Drop the hopeless, plan the rungs within the budget left, and halve."""
+    """Drop the hopeless, plan the rungs within the budget left, and halve (transformers only: the static
+    candidate had its heal, :func:`heal_static`)."""
     s = ctx.settings
     target = s.min_retention
+    cands = [c for c in cands if not c.is_static]
     begin = starts(cands)
     kept = {c.name for c in cands if c.scores[PLAIN].retention >= target and c.is_cut}
     viable = []

@@ -14,7 +14,7 @@ from espresso_export.core.signals import interrupt_after
 from espresso_export.searching.auto_settings import AutoSettings
 from espresso_export.searching.candidates import Candidate, Heal, work_depth
 from espresso_export.searching.context import Context
-from espresso_export.searching.encoding import placed, timed_vectors
+from espresso_export.searching.encoding import load_candidate, timed_vectors
 from espresso_export.training.interrupt import TrainingInterrupted
 
 DIVERGED = 0.5  # a heal scoring below this share of its candidate's best earlier score diverged
@@ -24,7 +24,12 @@ RETRY_LR = 1 / 3  # its second try's learning rate, as a share of the first's
 def heal_settings(cand: Candidate, *, texts: int, heal_texts: int, heal_file: Path, dim: int,
                   settings: AutoSettings, cache_dir: Path) -> dict[str, Any]:
     """distill's settings for healing ``cand`` on ``texts`` training texts (steps x batch size) of the
-    ``heal_texts`` in ``heal_file``: what the search runs and what the recipe it writes rebuilds."""
+    ``heal_texts`` in ``heal_file``: what the search runs and what the recipe it writes rebuilds. A static
+    candidate trains on all of them with a static table's own epochs and batch (``texts`` unused)."""
+    if cand.is_static:
+        kw = {"student": cand.student, "dim": dim, "corpus": [str(heal_file)], "seed": settings.seed, "heldout": 0,
+              "device": settings.device, "cache_dir": str(cache_dir)}
+        return kw if settings.amp == "auto" else {**kw, "amp": settings.amp}  # the cuts' teacher cache, shared
     kw: dict[str, Any] = {"dim": dim, "corpus": [str(heal_file)], "batch_size": settings.batch_size,
                           "epochs": max(1, math.ceil(texts / max(heal_texts, 1))),
                           "max_steps": max(1, texts // settings.batch_size), "seed": settings.seed,
@@ -50,7 +55,7 @@ def heal_and_score(ctx: Context, cand: Candidate, texts: int, label: str) -> Hea
                            settings=ctx.settings, cache_dir=ctx.work.path("teacher-cache"))
     before = max((h.retention for h in cand.scores.values()), default=0.0)
     first = _heal_once(ctx, cand, texts, kwargs, f"{cand.name}-{texts}")
-    if first is None or first.retention >= DIVERGED * before:
+    if first is None or first.retention >= DIVERGED * before or cand.is_static:
         return first
     lr = RETRY_LR * _used_lr(Path(first.folder))
     need = ctx.speed.train(texts, work_depth(cand, ctx.speed.depth))
@@ -74,7 +79,6 @@ def _used_lr(folder: Path) -> float:
 
 def _heal_once(ctx: Context, cand: Candidate, texts: int, kwargs: dict, name: str) -> Heal | None:
     from espresso_export.distilling.run import distill
-    from espresso_export.model.checkpoint import load
     from espresso_export.training.resume import read_checkpoint_meta
     from espresso_export.training.run_files import stopped_early
 
@@ -94,10 +98,11 @@ def _heal_once(ctx: Context, cand: Candidate, texts: int, kwargs: dict, name: st
     seconds = time.perf_counter() - start
     if ctx.work.done("teacher") is None:  # the first heal ran the shared teacher pass; later ones read its cache
         ctx.work.put("teacher", {"seconds": result.teacher_seconds})
-    # the whole heal but the teacher pass (shared): the student's PCA sample and the writing count too
-    steps = result.train.get("steps", max(1, texts // s.batch_size))
-    ctx.speed.observe(steps * s.batch_size, work_depth(cand, ctx.speed.depth),
-                      max(seconds - result.teacher_seconds, 1e-3))
-    vectors = timed_vectors(placed(load(folder), s.device), ctx.sample, s.scoring)[0]
+    if not cand.is_static:  # a static heal's time says nothing of a transformer's per text and layer
+        # the whole heal but the teacher pass (shared): the student's PCA sample and the writing count too
+        steps = result.train.get("steps", max(1, texts // s.batch_size))
+        ctx.speed.observe(steps * s.batch_size, work_depth(cand, ctx.speed.depth),
+                          max(seconds - result.teacher_seconds, 1e-3))
+    vectors = timed_vectors(load_candidate(folder, s.device), ctx.sample, s.scoring)[0]
     return ctx.measure(vectors, texts=texts, folder=str(folder), settings=kwargs, seconds=round(seconds, 1),
                        resumed_from=result.train.get("resumed_from") or None)

@@ -15,11 +15,12 @@ from espresso_export.core.types import AutoObjective
 from espresso_export.core.vectors import l2_normalised
 from espresso_export.searching.auto_settings import AutoSettings
 from espresso_export.searching.budget import cut_seconds, minutes
-from espresso_export.searching.candidates import PLAIN, Candidate, head_width
+from espresso_export.searching.candidates import PLAIN, STATIC, Candidate, head_width
 from espresso_export.searching.context import Context, SourceModel
 from espresso_export.searching.encoding import (
     TIMED_ROUNDS,
     TIMED_TEXTS,
+    load_candidate,
     placed,
     source_pass,
     time_ratio,
@@ -92,6 +93,8 @@ def score_plain_cuts(ctx: Context) -> list[Candidate]:
     out = []
     if s.student is not None:  # the user named it: always scored
         out.append(_plain(ctx, Candidate("student", 0, student=s.student), None))
+    if s.static and (static := _plain_static(ctx)) is not None:
+        out.append(static)
     n_eval = ctx.sample.encoded
     # time_ratio's rounds (a warm-up and the timed ones, each model once), until one cut's overhead is measured
     overhead = ctx.speed.encode((TIMED_ROUNDS + 1) * TIMED_TEXTS, ctx.speed.depth)
@@ -109,6 +112,46 @@ def score_plain_cuts(ctx: Context) -> list[Candidate]:
         if d < ctx.speed.depth and spread.layers != list(range(d)):  # shrink keeps the first ones for ESE models
             out.append(_plain(ctx, Candidate(f"L{d}f", d, layers=list(range(d))), spread))
     return sorted(out, key=lambda c: (not c.is_cut, c.depth, c.name))
+
+
+def static_settings(ctx: Context) -> dict:
+    """distill's settings for the static candidate untrained: model2vec's distillation of the source at the
+    search's width (what the recipe rebuilds)."""
+    return {"student": STATIC, "dim": ctx.dim, "seed": ctx.settings.seed, "device": ctx.settings.device}
+
+
+def _plain_static(ctx: Context) -> Candidate | None:
+    """The static candidate untrained (rung 0): the source distilled by model2vec into the work folder, scored,
+    timed against the source. None, said, without the static extra or when model2vec cannot distil the source."""
+    from espresso_export.core.errors import EspressoError
+    from espresso_export.core.extras import missing_modules
+    from espresso_export.distilling.run import distill
+
+    found = ctx.work.done(plain_step(STATIC))
+    if found is None:
+        if ctx.left() <= 0:
+            ctx.say("static: not tried, no budget left after the cuts (a larger --time-budget tries it)")
+            return None
+        if missing_modules("static"):
+            ctx.say("static: not tried, the static extra is not installed (pip install \"espresso-export[static]\")")
+            return None
+        cand, folder, kwargs = Candidate(STATIC, 0, student=STATIC), ctx.work.path("heals", STATIC), static_settings(ctx)
+        start = time.perf_counter()
+        try:
+            distill(ctx.source, folder, overwrite=True, progress=False, **kwargs)
+        except EspressoError as e:
+            ctx.say(f"static: not tried, model2vec could not distil the source ({e})")
+            return None
+        seconds = time.perf_counter() - start
+        model = load_candidate(folder, "cpu")
+        vectors = timed_vectors(model, ctx.sample)[0]
+        cand.params, cand.latency_ratio = model.n_params, time_ratio(ctx.model.get(), model, ctx.sample.documents)
+        cand.scores[PLAIN] = ctx.measure(vectors, folder=str(folder), settings=kwargs, seconds=round(seconds, 1))
+        found = ctx.work.put(plain_step(STATIC), cand.to_dict())
+    cand = Candidate.from_dict(found)
+    ctx.say(f"rung 0 (plain, no training): {STATIC} (model2vec) known-item retention "
+            f"{cand.scores[PLAIN].retention:.3f}, time x{cand.latency_ratio:.3f}")
+    return cand
 
 
 def _fit_width(ctx: Context) -> None:
@@ -228,9 +271,12 @@ def rebuild_plain(ctx: Context, cand: Candidate, folder: Path | None = None):
 
 
 def plain_model(ctx: Context, cand: Candidate):
-    """The candidate plain, in memory on ``--device``: the student as it comes, or the cut rebuilt."""
+    """The candidate plain, in memory on ``--device``: the static model as rung 0 built it, the student as it
+    comes, or the cut rebuilt."""
     from espresso_export.model.checkpoint import load
 
+    if cand.is_static:
+        return load_candidate(cand.scores[PLAIN].folder, ctx.settings.device)
     if not cand.is_cut:
         return placed(load(cand.student), ctx.settings.device)
     return placed(rebuild_plain(ctx, cand).checkpoint, ctx.settings.device)

@@ -35,7 +35,8 @@ def steps_of(ctx: Context, cand: Candidate, answer: Answer, weights: str) -> lis
     heal = answer.measured
     if heal.settings is not None:
         distill = {k: v for k, v in heal.settings.items() if k not in NOT_IN_RECIPE}
-        distill["corpus"] = [HEAL_FILE]
+        if "corpus" in distill:  # else the static candidate untrained: model2vec's distillation alone
+            distill["corpus"] = [HEAL_FILE]
         model_step = {"distill": distill}
     elif cand.is_cut:
         calibration, samples = plain_calibration(ctx, cand)
@@ -43,7 +44,7 @@ def steps_of(ctx: Context, cand: Candidate, answer: Answer, weights: str) -> lis
                                  "calibration_samples": samples, "seed": s.seed}}
     else:
         return None  # the student as it comes: nothing to rebuild
-    if s.pruning:
+    if s.pruning and not cand.is_static:
         model_step[next(iter(model_step))]["prune_corpus"] = [VOCAB_FILE]
     export = {"quantize": "int8"} if weights == "int8" else {}
     verify = {"corpus": _paths(s.corpus), "queries": _paths(s.queries), "retrieval": _paths(s.retrieval),
@@ -69,7 +70,7 @@ def write_recipe(ctx: Context, cand: Candidate, answer: Answer, weights: str, fo
     shutil.copyfile(ctx.heal_file, folder / HEAL_FILE)
     if "shrink" in steps[0] and cand.calibration is not None:
         shutil.copyfile(ctx.work.path(cand.calibration), folder / cand.calibration)
-    if ctx.settings.pruning:
+    if ctx.settings.pruning and not cand.is_static:
         shutil.copyfile(vocab_texts(ctx), folder / VOCAB_FILE)
     recipe = {"name": f"auto-{cand.name}", "description": f"found by espresso-export auto ({ctx.settings.objective.value}, "
                                                           f"min retention {ctx.settings.min_retention:g})",

@@ -32,7 +32,7 @@ pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espr
 # scores' intervals are wide: these tests check the search's mechanics, not its estimate (max_noise;
 # tests/searching/test_undecided.py checks that such scores decide nothing by default)
 SMALL = {"sample_documents": 80, "sample_queries": 24, "max_texts": 400, "batch_size": 16, "threads": 1,
-         "known_items": "title", "max_noise": 10.0, "amp": "off"}
+         "known_items": "title", "max_noise": 10.0, "amp": "off", "static": False}  # static: test_auto_static.py
 # texts per second the halved search plans with: at this speed a 10-minute budget keeps ~2.6 min for the finish
 # and plans two rungs for the four cuts a heal may lift to 0.97 (4 x 300 texts, then the 2 best on 700: two passes
 # over the 400 healing texts, rounded down the ladder); what the real heals leave of it heals the best again

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[eval]')")
 
-SMALL = dict(sample_documents=80, sample_queries=24, max_texts=400, batch_size=16, threads=1, known_items="title",
+SMALL = dict(sample_documents=80, sample_queries=24, max_texts=400, batch_size=16, threads=1, known_items="title", static=False,
              max_noise=10.0, amp="off")  # float32: the same scores on a CPU with bf16 and one without
 
 
