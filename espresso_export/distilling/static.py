@@ -361,7 +361,7 @@ def _healed(ckpt: Checkpoint, output, s: DistillSettings, texts: _Texts, vectors
         if output is not None:
             result.output = _write(model, output, _provenance(ckpt, teacher_sha, result, s, identity),
                                    run["overwrite"], inputs)
-            if not s.keep_checkpoints:
-                trainer.cleanup()
+        if not s.keep_checkpoints:  # the run's checkpoints go once the model is written (or in memory)
+            trainer.cleanup()
     result.seconds = round(time.perf_counter() - start, 2)
     return result

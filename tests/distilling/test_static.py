@@ -147,3 +147,20 @@ def test_a_recipe_distils_exports_and_verifies_a_static_model(healed, tiny_bert,
     res = CliRunner().invoke(app, ["run", str(recipe), "-o", str(tmp_path / "run")])
     assert res.exit_code == 0, res.output
     assert "static model, 8-d" in res.output
+
+
+def test_texts_and_teacher_vectors_given_in_memory(healed, tiny_bert, tmp_path):
+    """What ``auto`` calls: its healing texts and their cached teacher vectors, nothing read, nothing written."""
+    from espresso_export.distilling.static import build_static
+    from espresso_export.model.checkpoint import load
+
+    ckpt = load(tiny_bert)
+    texts = _texts(120, seed=5)
+    vectors = np.random.default_rng(0).normal(size=(len(texts), ckpt.output_dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    result = build_static(ckpt, None, run_dir=tmp_path / "run", sentences=texts, teacher_vectors=vectors, dim=8,
+                          epochs=1)
+    assert result.healed and result.teacher_seconds == 0.0 and result.model.dim == 8
+    assert result.corpus["training_sentences"] + result.heldout["texts"] == len(texts)
+    with pytest.raises(ValidationError, match="teacher vectors for"):
+        build_static(ckpt, None, run_dir=tmp_path / "run2", sentences=texts, teacher_vectors=vectors[:5], dim=8)
