@@ -25,6 +25,7 @@ from espresso_export.core.evidence import MIN_ITEMS
 from espresso_export.core.extras import require
 from espresso_export.core.files import check_output, check_outside, write_text_atomic
 from espresso_export.core.settings import resolve
+from espresso_export.core.types import AutoObjective
 from espresso_export.searching.all_documents import settle
 from espresso_export.searching.auto_result import AutoResult
 from espresso_export.searching.auto_settings import DEFAULT_MAX_DIM, AutoSettings
@@ -33,7 +34,13 @@ from espresso_export.searching.context import Context, SourceModel
 from espresso_export.searching.finish import finish
 from espresso_export.searching.halving import earlier_heals, heal_static, search
 from espresso_export.searching.healing_texts import healing_texts
-from espresso_export.searching.plain_cuts import CALIBRATION_FILE, calibration_texts, score_plain_cuts, source_step
+from espresso_export.searching.plain_cuts import (
+    CALIBRATION_FILE,
+    calibration_texts,
+    plain_static,
+    score_plain_cuts,
+    source_step,
+)
 from espresso_export.searching.scoring import Scorer, Vectors, draw_sample, read_documents
 from espresso_export.searching.work import WORK_SUFFIX, Work, fingerprint
 
@@ -66,7 +73,10 @@ def auto(source: str | os.PathLike, output: str | os.PathLike, settings: AutoSet
             ctx = prepare(source, s, work, progress, start)
             if (reused := work.reused()) is not None:
                 ctx.say(reused)
-            cands = score_plain_cuts(ctx)
+            static = plain_static(ctx) if s.static else None
+            if static is not None and s.objective is AutoObjective.LATENCY:
+                heal_static(ctx, [static])  # by far the fastest candidate: its heal comes before the cuts' rung 0
+            cands = score_plain_cuts(ctx) + ([static] if static is not None else [])
             settle(ctx, cands)
             ctx.model.release()
             heal_static(ctx, cands)

@@ -84,7 +84,7 @@ def _first_vectors(ctx: Context, wanted: list[int]) -> dict[int, Vectors]:
 
 def score_plain_cuts(ctx: Context) -> list[Candidate]:
     """Every plain cut, at every depth its layers spread over the source (``L3``) and its first layers (``L3f``),
-    and the student as it comes, scored without training."""
+    and the student as it comes, scored without training (the static candidate: :func:`plain_static`)."""
     s = ctx.settings
     wanted = depths(s, ctx.speed.depth)
     if not wanted and s.student is None:
@@ -93,8 +93,6 @@ def score_plain_cuts(ctx: Context) -> list[Candidate]:
     out = []
     if s.student is not None:  # the user named it: always scored
         out.append(_plain(ctx, Candidate("student", 0, student=s.student), None))
-    if s.static and (static := _plain_static(ctx)) is not None:
-        out.append(static)
     n_eval = ctx.sample.encoded
     # time_ratio's rounds (a warm-up and the timed ones, each model once), until one cut's overhead is measured
     overhead = ctx.speed.encode((TIMED_ROUNDS + 1) * TIMED_TEXTS, ctx.speed.depth)
@@ -120,7 +118,7 @@ def static_settings(ctx: Context) -> dict:
     return {"student": STATIC, "dim": ctx.dim, "seed": ctx.settings.seed, "device": ctx.settings.device}
 
 
-def _plain_static(ctx: Context) -> Candidate | None:
+def plain_static(ctx: Context) -> Candidate | None:
     """The static candidate untrained (rung 0): the source distilled by model2vec into the work folder, scored,
     timed against the source. None, said, without the static extra or when model2vec cannot distil the source."""
     from espresso_export.core.errors import EspressoError

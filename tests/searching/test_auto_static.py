@@ -60,3 +60,14 @@ def _rebuilds(out, folder) -> None:
     texts = ["the dog runs", "a red car in the house"]
     built, again = StaticModel.from_pretrained(out / "model"), StaticModel.from_pretrained(rebuilt.steps[0].folder)
     np.testing.assert_allclose(built.encode(texts), again.encode(texts), atol=1e-5)
+
+
+def test_for_latency_the_static_model_is_healed_before_the_cuts_are_scored(tmp_path, tiny_bert, docs):
+    """By far the fastest candidate: its heal is not left to what rung 0 leaves of the budget."""
+    result = auto(tiny_bert, tmp_path / "out", corpus=[str(docs)], min_retention=1.4, time_budget="10m",
+                  **{**SMALL, "objective": "latency"})
+    log = result.log
+    healed = next(i for i, line in enumerate(log) if line.startswith("static: known-item retention"))
+    first_cut = next(i for i, line in enumerate(log) if line.startswith("rung 0 (plain, no training): L1"))
+    assert healed < first_cut, log
+    assert {c["name"] for c in result.candidates} == {"L1", "L1f", STATIC}
