@@ -155,12 +155,12 @@ def test_texts_and_teacher_vectors_given_in_memory(healed, tiny_bert, tmp_path):
     from espresso_export.model.checkpoint import load
 
     ckpt = load(tiny_bert)
-    texts = _texts(120, seed=5)
+    texts = _texts(120, seed=5) + ["", "   "] + _texts(10, seed=5)  # empty and repeated texts are dropped
     vectors = np.random.default_rng(0).normal(size=(len(texts), ckpt.output_dim)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     result = build_static(ckpt, None, run_dir=tmp_path / "run", sentences=texts, teacher_vectors=vectors, dim=8,
                           epochs=1)
     assert result.healed and result.teacher_seconds == 0.0 and result.model.dim == 8
-    assert result.corpus["training_sentences"] + result.heldout["texts"] == len(texts)
+    assert result.corpus["training_sentences"] + result.heldout["texts"] == 120
     with pytest.raises(ValidationError, match="teacher vectors for"):
         build_static(ckpt, None, run_dir=tmp_path / "run2", sentences=texts, teacher_vectors=vectors[:5], dim=8)
