@@ -30,8 +30,8 @@ class StaticHealTask(TrainingTask):
                  identity: dict) -> None:
         import torch
 
-        self.bag = torch.nn.EmbeddingBag.from_pretrained(torch.from_numpy(np.array(table, dtype=np.float32)),
-                                                         freeze=False, mode="mean")
+        rows = torch.from_numpy(np.array(table, dtype=np.float32))  # host: the engine moves modules() to the device
+        self.bag = torch.nn.EmbeddingBag.from_pretrained(rows, freeze=False, mode="mean")
         self.ids, self.targets, self.items, self.identity = ids, targets, np.asarray(items), identity
 
     def __len__(self) -> int:
