@@ -38,7 +38,7 @@ class StaticCandidate:
     def __init__(self, folder) -> None:
         from espresso_export.model.static import load_static
 
-        self.folder, self.static = folder, load_static(folder)
+        self.static = load_static(folder)
 
     @property
     def n_params(self) -> int:

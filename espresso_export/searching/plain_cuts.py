@@ -128,7 +128,7 @@ def plain_static(ctx: Context) -> Candidate | None:
     found = ctx.work.done(plain_step(STATIC))
     if found is None:
         if ctx.left() <= 0:
-            ctx.say("static: not tried, no budget left after the cuts (a larger --time-budget tries it)")
+            ctx.say("static: not tried, no budget left (a larger --time-budget tries it)")
             return None
         if missing_modules("static"):
             ctx.say("static: not tried, the static extra is not installed (pip install \"espresso-export[static]\")")
