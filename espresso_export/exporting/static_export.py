@@ -7,6 +7,11 @@ as int8 with one float scale per row, dequantised in the graph; ``fp16`` stores 
 gather. The tokeniser is model2vec's own ``tokenizer.json``; ``export.json`` tells :class:`OnnxEncoder` to add no
 special tokens and to cut each text to model2vec's character limit first, so it reads a text as model2vec does.
 Each file is checked against model2vec's own vectors before the folder is renamed into place.
+
+``--dims`` declares nested widths and stores int8/uint8 ranges for each, as for any model. They are exact for a
+table a PCA reduced (``config.json`` ``apply_pca``: model2vec's PCA of the token rows, or the PCA of the healed
+sentence vectors ``distill --student static`` ends with): a text's vector is a weighted sum of rows, so its first k
+coordinates are those of the k-d model's. A table without a PCA gets the hint to check each width with ``verify``.
 """
 
 from __future__ import annotations
@@ -115,6 +120,17 @@ def _manifest(folder: Path, model, files: list[dict], widths: list[int]) -> dict
     }
 
 
+def width_hints(model, widths: list[int]) -> list[str]:
+    """What the summary says about declared widths of a static table: nothing when a PCA reduced it (its first k
+    columns are the PCA at k, so a truncated vector is the k-d model's), a ``verify --dims`` hint otherwise."""
+    if len(widths) < 2 or (model.config or {}).get("apply_pca") not in (None, False):
+        return []
+    dims = ",".join(map(str, widths[1:]))
+    return [f"note: --dims {dims}: the static table was not reduced by a PCA (config.json apply_pca is null), so "
+            "its leading dimensions were not fitted to stand alone: check each width with `espresso-export verify "
+            f"EXPORT --against SOURCE --dims {dims}`"]
+
+
 def _default_file(files: list[dict]) -> str:
     """The smallest file: for a table, int8 and fp16 cost nothing in speed (a gather is a gather)."""
     return min(files, key=lambda f: f.get("bytes", 0))["file"]
@@ -149,6 +165,7 @@ def export_static(folder: str | Path, output: str | Path, settings: ExportSettin
     widths = nested_widths(int(model.dim), settings.dims)
     result = ExportResult(output=Path(output).expanduser().resolve(), source=str(folder), formats=["onnx"],
                           dim=int(model.dim), pooling="mean", max_seq_length=int(model.max_length or 0))
+    result.hints += width_hints(model, widths)
     if settings.optimize.value != "none" or settings.openvino or settings.safetensors:
         result.hints.append("note: a static model exports one ONNX graph: --optimize, openvino and safetensors "
                             "do not apply (the model folder is already model2vec's safetensors)")

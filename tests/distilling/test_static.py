@@ -107,6 +107,21 @@ def test_a_missing_extra_is_one_line_naming_it(monkeypatch):
         require("static")
 
 
+def test_the_command_without_the_extra_is_one_line_and_exit_2(monkeypatch, capsys, tiny_bert, corpus, tmp_path):
+    """``distill --student static`` where model2vec is not installed: the line naming the extra, exit 2 (a
+    validation error, docs/architecture.md), nothing written."""
+    from espresso_export.cli.app import main
+
+    monkeypatch.setitem(sys.modules, "model2vec", None)
+    code = main(["distill", "--teacher", str(tiny_bert), "--student", "static", "--dim", "8", "--corpus",
+                 str(corpus), "-o", str(tmp_path / "cli")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.strip() == ('error: a static model (model2vec) needs model2vec, which is not installed: '
+                           'pip install "espresso-export[static]"'), err
+    assert not (tmp_path / "cli").exists()
+
+
 def test_the_command_prints_the_static_summary(healed, tiny_bert, corpus, tmp_path):
     from typer.testing import CliRunner
 
