@@ -29,6 +29,7 @@ def _push(settings: PushSettings, *, folder: Path, repo_id: str, token: Optional
         print_json(result.to_dict())
         return
     card = ", ".join(filter(None, [
+        "static model (model2vec)" if result.static else None,
         f"license {result.license}", "verify metrics" if result.metrics else "no metrics",
         "ONNX" if result.onnx else None,
         f"matryoshka {result.matryoshka_dimensions}" if result.matryoshka_dimensions else None,
@@ -71,8 +72,9 @@ push = app.command(
     "  espresso-export push small/ --repo-id me/small --onnx small-onnx/ --dry-run staged/\n\n"
     "  espresso-export push small/ --repo-id org/small --create-pr --commit-message 'L4/d128, 0.97 retention'",
 )(settings_command(PushSettings, [
-    param("folder", Annotated[Path, typer.Argument(help="Model folder (from shrink/distill/train, or any "
-                                                       "sentence-transformers folder with safetensors weights).")]),
+    param("folder", Annotated[Path, typer.Argument(help="Model folder (from shrink/distill/train, a static model "
+                                                       "from distill --student static, or any sentence-transformers "
+                                                       "folder with safetensors weights).")]),
     param("repo_id", Annotated[str, typer.Option("--repo-id", help="Hub repository, owner/name (created if "
                                                  "missing).")]),
     param("token", Annotated[Optional[str], typer.Option("--token", help="Hugging Face token with write access; - "

@@ -12,7 +12,8 @@ from espresso_export.core.formatting import byte_size, markdown_table, number, p
 from espresso_export.core.types import Head
 from espresso_export.data import BUILTIN
 from espresso_export.model.vocabulary import PROVENANCE_KEY as PRUNING_KEY
-from espresso_export.publishing.facts import DenseInfo, ModelFacts
+from espresso_export.model.static import STATIC_STUDENT
+from espresso_export.publishing.facts import DenseInfo, ModelFacts, StaticFacts
 from espresso_export.publishing.model_ids import display_id, short_id
 
 
@@ -82,8 +83,31 @@ def _corpus_text(corpus: dict) -> str:
     return text
 
 
+def _static_distill_line(step: dict) -> str:
+    """``distill --student static``: model2vec's distillation of the teacher, healed on texts or not."""
+    teacher, student, corpus = step.get("teacher") or {}, step.get("student") or {}, step.get("corpus") or {}
+    text = (f"**distill** {_version(step)}: a static token table of {display_id(teacher.get('id'))} distilled with "
+            f"model2vec at {step.get('dim', '?')}-d, {student.get('tokens', '?'):,} tokens"
+            + (f" ({student['corpus_words']:,} words of the corpus added)" if student.get("corpus_words") else ""))
+    if step.get("healed") and isinstance(corpus.get("sentences"), int):
+        text += f"; healed against the teacher's vectors on a corpus: {_corpus_text(corpus)}"
+        held = step.get("heldout") or {}
+        if isinstance(held.get("mean_cosine_after"), (int, float)):
+            text += (f"; held-out cosine to the teacher {held.get('mean_cosine_before', float('nan')):.3f} -> "
+                     f"{held['mean_cosine_after']:.3f} on {held.get('texts', '?')} texts")
+        train = step.get("training") or {}
+        settings = [f"{k} {train[k]}" for k in ("steps", "epochs", "batch_size", "lr") if train.get(k) is not None]
+        if settings:
+            text += f"; training: {', '.join(settings)}"
+    else:
+        text += "; not healed (model2vec's distillation alone)"
+    return text
+
+
 def _distill_line(step: dict) -> str:
     teacher, student = step.get("teacher") or {}, step.get("student") or {}
+    if student.get("id") == STATIC_STUDENT:
+        return _static_distill_line(step)
     train = step.get("training") or {}
     corpus = step.get("corpus") or {}
     cut = str(student.get("id", "")).endswith("(cut)")
@@ -135,8 +159,54 @@ def lineage_section(facts: ModelFacts) -> list[str]:
     return lines + [""]
 
 
+def _healed_text(st: StaticFacts) -> str:
+    if st.healed is None:
+        return "unknown (no `espresso.json`)"
+    if not st.healed:
+        return "no: model2vec's distillation alone, not trained on any texts"
+    text = f"on {st.healed_on:,} texts" if st.healed_on else "yes"
+    after, before = st.heldout.get("mean_cosine_after"), st.heldout.get("mean_cosine_before")
+    if isinstance(after, (int, float)) and isinstance(before, (int, float)):
+        text += f" (held-out cosine to the source {before:.3f} -> {after:.3f})"
+    return text
+
+
+def static_speed(facts: ModelFacts) -> str:
+    """The speed ``verify`` measured (its report, also ``auto``'s ``verify.json``): texts a second per batch size and
+    the speed-up over the source; empty without a report that timed it."""
+    m = facts.metrics
+    if m is None:
+        return ""
+    parts = []
+    for b in m.latency:
+        rate = b.candidate_per_s or (b.batch_size * 1000 / b.candidate_ms if b.candidate_ms else None)
+        if rate:
+            parts.append(f"{rate:,.0f} texts/s at batch {b.batch_size}"
+                         + (f", {number(b.speedup, '.1f')}x{'?' if b.reasons else ''} the source's" if b.speedup else ""))
+    threads = f" on {m.threads} threads" if m.threads else ""
+    what = f" of `{m.candidate_file}`" if m.candidate_file else ""  # an export's graph, as verify ran it
+    return "; ".join(parts) + f" (measured{what} by `verify`{threads})" if parts else ""
+
+
+def _static_rows(facts: ModelFacts) -> list[list[str]]:
+    st = facts.static
+    vocab = f"{st.tokens:,} tokens" + (f", {st.corpus_words:,} of them words of the healing corpus"
+                                       if st.corpus_words else "")
+    return [["base model", display_id(facts.source_id) if facts.source_id else "unknown (not an espresso-export folder)"],
+            ["architecture", f"static token table in model2vec's format: {st.tokens:,} tokens x {facts.output_dim} "
+                             "dims, no attention"],
+            ["embedding", f"{facts.output_dim}-d, the mean of the text's token rows"
+                          + (", L2-normalised" if facts.normalized else "")],
+            ["vocabulary", vocab],
+            ["healed on your documents", _healed_text(st)],
+            ["max sequence length", f"{facts.max_seq_length} tokens" if facts.max_seq_length else "no limit"],
+            ["parameters", param_count(facts.params)],
+            ["table (safetensors)", f"{byte_size(facts.weights_bytes)} ({st.dtype})"],
+            ["size on disk", f"{byte_size(facts.weights_bytes + st.other_bytes)} with the tokenizer and configs"]]
+
+
 def summary_table(facts: ModelFacts) -> list[str]:
-    rows = [["base model", display_id(facts.source_id) if facts.source_id else "unknown (not an espresso-export folder)"],
+    rows = _static_rows(facts) if facts.static is not None else [["base model", display_id(facts.source_id) if facts.source_id else "unknown (not an espresso-export folder)"],
             ["architecture", f"{facts.model_type or '?'}, {facts.layers if facts.layers is not None else '?'} layers, "
                              f"{facts.hidden_size or '?'}-d hidden"],
             ["embedding", f"{facts.output_dim or '?'}-d, {facts.pooling.value} pooling"
@@ -146,6 +216,8 @@ def summary_table(facts: ModelFacts) -> list[str]:
             ["max sequence length", f"{facts.max_seq_length} tokens" if facts.max_seq_length else "tokenizer default"],
             ["parameters", param_count(facts.params)],
             ["weights (safetensors)", byte_size(facts.weights_bytes)]]
+    if facts.static is not None and (speed := static_speed(facts)):
+        rows.append(["speed", speed])
     if facts.onnx is not None:
         rows.append(["ONNX", ", ".join(f"`{name}` ({byte_size(size)})" for name, size in facts.onnx.graphs)])
         if facts.onnx.openvino:
@@ -306,6 +378,8 @@ def _limitations(facts: ModelFacts, src: str) -> list[str]:
         if m.gate_passed is False:
             bullets.append("The verification gate FAILED: " + "; ".join(
                 f"{c.name} = {number(c.value, '.4f')}, needs {c.threshold}" for c in m.gate if not c.passed) + ".")
+    if facts.static is not None:
+        bullets += _static_limitations(facts.static)
     steps = [s.get("step") for s in facts.lineage]
     if steps and "distill" not in steps and "train" not in steps and not facts.ese:
         bullets.append("Layers were removed without retraining (no distillation or fine-tuning step).")
@@ -326,13 +400,38 @@ def _limitations(facts: ModelFacts, src: str) -> list[str]:
     return bullets
 
 
+def _static_limitations(st: StaticFacts) -> list[str]:
+    bullets = ["A static model has no attention: a text's vector is the mean of its tokens' rows, so word order and "
+               "context are lost (\"dog bites man\" and \"man bites dog\" get the same vector)."]
+    if st.healed:
+        bullets.append("The table was healed on one collection's texts: texts far from them can lose more of the "
+                       "source's quality.")
+    elif st.healed is False:
+        bullets.append("The table was not healed on any texts (model2vec's distillation alone): on a collection's "
+                       "own documents it usually keeps less of the source's quality than a healed one.")
+    return bullets
+
+
 def intended_use_section(facts: ModelFacts) -> list[str]:
     src = display_id(facts.source_id) if facts.source_id else "the original model"
+    if facts.static is not None:
+        return _static_intended_use(facts, src)
     lines = ["## Intended use", "",
              "Sentence and short-passage embeddings for semantic similarity, clustering and retrieval where the "
              f"source model is too large or too slow: CPU servers, laptops and edge devices. Languages and domain are "
              f"those of {src}{', narrowed by the vocabulary pruning below' if facts.vocab_pruning else ''}; "
              "inputs longer than "
              f"{facts.max_seq_length or 'the tokenizer limit'} tokens are truncated.", "",
+             "## Limitations", ""]
+    return lines + [f"- {b}" for b in _limitations(facts, src)] + [""]
+
+
+def _static_intended_use(facts: ModelFacts, src: str) -> list[str]:
+    lines = ["## Intended use", "",
+             "Sentence and passage embeddings for search, clustering and similarity where even a small transformer "
+             "is too slow or too large: a table look-up per token and no attention, many times faster than "
+             f"{src} on a CPU (the speed above, where `verify` timed it). Languages and domain are those of {src}"
+             + (", and the healing texts'" if facts.static.healed else "")
+             + (f"; texts are read up to {facts.max_seq_length} tokens." if facts.max_seq_length else "."), "",
              "## Limitations", ""]
     return lines + [f"- {b}" for b in _limitations(facts, src)] + [""]

@@ -2,6 +2,8 @@
 
 ``modules.json`` and the module configs (pooling, Dense, Normalize), ``config.json``, the safetensors
 headers (parameter counts), ``espresso.json`` (the lineage) and, when given, an ``export.json`` folder.
+A static model folder (model2vec's format, :mod:`espresso_export.model.static`) is read from its ``config.json``,
+its table's safetensors header and ``espresso.json`` (:class:`StaticFacts`), without model2vec.
 The verify report's numbers are attached later (:mod:`espresso_export.publishing.report_metrics`).
 """
 
@@ -9,7 +11,7 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +22,7 @@ from espresso_export.model.architectures import for_model_type
 from espresso_export.runtime import EXPORT_FILE, graph_bytes
 from espresso_export.model.checkpoint import PROVENANCE_FILE, weight_files
 from espresso_export.model.module_chain import read_json, read_st_layout
+from espresso_export.model.static import STATIC_STUDENT, is_static_folder
 from espresso_export.model.vocabulary import PROVENANCE_KEY as PRUNING_KEY
 from espresso_export.publishing.model_ids import is_hub_id, step_source
 
@@ -66,6 +69,19 @@ class OnnxFacts:
         return rel if self.runtimes_layout else f"onnx/{rel}"
 
 
+@dataclass(frozen=True)
+class StaticFacts:
+    """A static model: a token table in model2vec's format (no attention), and how it was made."""
+
+    tokens: int  # rows of the table
+    dtype: str  # the table's dtype on disk (safetensors' name: F32, F16, I8)
+    other_bytes: int  # the tokenizer and the configs beside the table
+    corpus_words: int | None = None  # words of the user's corpus added as tokens (espresso.json)
+    healed_on: int | None = None  # texts the table was trained on against the source's vectors
+    healed: bool | None = None  # None: no record of how it was made (no espresso.json)
+    heldout: dict = field(default_factory=dict)  # mean cosine to the source on held-out texts, before and after
+
+
 @dataclass
 class ModelFacts:
     folder: Path
@@ -86,6 +102,7 @@ class ModelFacts:
     onnx: OnnxFacts | None = None
     metrics: CardMetrics | None = None
     license: str | None = None  # set by push: --license, else the source's (publishing/license.py)
+    static: StaticFacts | None = None  # a static model folder (model2vec's format)
 
     @property
     def output_dim(self) -> int | None:
@@ -185,6 +202,18 @@ class ModelFacts:
 
 def safetensors_params(path: Path) -> int:
     """Parameter count from a safetensors header; also catches files cut short. No torch needed."""
+    return sum(_count(info) for name, info in _header(path).items() if name != "__metadata__")
+
+
+def _count(info: dict) -> int:
+    count = 1
+    for d in info.get("shape", []):
+        count *= int(d)
+    return count
+
+
+def _header(path: Path) -> dict:
+    """A safetensors file's header (tensor name -> dtype, shape, offsets), checked against the file's size."""
     try:
         size = path.stat().st_size
         with open(path, "rb") as fh:
@@ -194,18 +223,11 @@ def safetensors_params(path: Path) -> int:
             header = json.loads(fh.read(n))
     except (OSError, ValueError, struct.error, UnicodeDecodeError) as e:
         raise CorruptCheckpointError(f"corrupt or truncated safetensors file {path}: {e}") from e
-    total, end = 0, 0
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        count = 1
-        for d in info.get("shape", []):
-            count *= int(d)
-        total += count
-        end = max(end, int(info.get("data_offsets", [0, 0])[1]))
+    end = max((int(info.get("data_offsets", [0, 0])[1]) for name, info in header.items() if name != "__metadata__"),
+              default=0)
     if 8 + n + end > size:
         raise CorruptCheckpointError(f"corrupt or truncated safetensors file {path}: {size} bytes, header needs {8 + n + end}")
-    return total
+    return header
 
 
 def _post_modules(layout_post: list[tuple[str, Path]], folder: Path) -> list[DenseInfo | NormalizeInfo]:
@@ -243,11 +265,60 @@ def _module_paths(folder: Path) -> list[str]:
     return [p for p in paths if p]
 
 
+def _static_record(provenance: dict | None) -> dict | None:
+    """The ``distill --student static`` step of a lineage (the newest), if any."""
+    step = provenance
+    while isinstance(step, dict):
+        student = step.get("student")
+        if step.get("step") == "distill" and isinstance(student, dict) and student.get("id") == STATIC_STUDENT:
+            return step
+        step = step.get("parent")
+    return None
+
+
+def _read_static(folder: Path) -> ModelFacts:
+    """Facts about a static model folder (model2vec's format): the table's shape from its safetensors header, how it
+    was made from ``espresso.json``."""
+    from espresso_export.model.static import TABLE_KEY
+
+    config = read_json(folder / "config.json")
+    weights = folder / "model.safetensors"
+    if not weights.is_file():
+        raise ValidationError(f"{folder} is a static model folder without model.safetensors (the table)")
+    header = _header(weights)
+    table = header.get(TABLE_KEY)
+    if not isinstance(table, dict) or len(table.get("shape", [])) != 2:
+        raise ValidationError(f"{weights} holds no {TABLE_KEY!r} table (tokens x dims): not a model2vec model")
+    tokens, dim = (int(d) for d in table["shape"])
+    prov_file = folder / PROVENANCE_FILE
+    provenance = read_json(prov_file) if prov_file.is_file() else None
+    record = _static_record(provenance)
+    other = sum(f.stat().st_size for f in folder.iterdir()
+                if f.is_file() and f.name not in ("model.safetensors", "README.md") and f.suffix == ".json")
+    static = StaticFacts(tokens=tokens, dtype=str(table.get("dtype", "?")), other_bytes=other)
+    if record is not None:
+        corpus = record.get("corpus") or {}
+        texts = corpus.get("training_sentences") or corpus.get("sentences")
+        static = replace(static, corpus_words=(record.get("student") or {}).get("corpus_words"),
+                         healed=bool(record.get("healed")), healed_on=texts if isinstance(texts, int) else None,
+                         heldout=record.get("heldout") or {})
+    return ModelFacts(
+        folder=folder, transformer_dir="", model_type=config.get("model_type"), decoder=False, layers=0,
+        hidden_size=dim, pooling=Pooling.MEAN, pooling_declared=True,
+        post=[NormalizeInfo()] if config.get("normalize", True) else [], module_paths=_module_paths(folder),
+        max_seq_length=config.get("max_length"), do_lower_case=False, params=safetensors_params(weights),
+        weights_bytes=weights.stat().st_size, provenance=provenance, static=static,
+    )
+
+
 def read_model(folder: str | Path) -> ModelFacts:
-    """Facts about a sentence-transformers or plain transformers folder, read without loading it."""
+    """Facts about a sentence-transformers, plain transformers or static (model2vec) folder, read without loading
+    it."""
     folder = Path(folder).expanduser().resolve()
     if not folder.is_dir():
         raise ValidationError(f"{folder} is not a model folder (it does not exist or is a file)")
+    if is_static_folder(folder):
+        return _read_static(folder)
     layout = read_st_layout(folder)
     tdir = layout.transformer_dir
     if not (tdir / "config.json").is_file():

@@ -21,6 +21,8 @@ def _slug(text: str) -> str:
 
 def _tags(facts: ModelFacts) -> list[str]:
     tags = ["espresso-export", "sentence-transformers", "feature-extraction", "sentence-similarity"]
+    if facts.static is not None:
+        tags[1:1] = ["model2vec", "static-embeddings", "embeddings"]
     if facts.onnx is not None:
         tags.append("onnx")
     if facts.head:
@@ -78,7 +80,8 @@ def _model_index(repo_id: str, metrics: CardMetrics) -> list[dict]:
 
 
 def front_matter(facts: ModelFacts, repo_id: str) -> dict:
-    meta: dict[str, Any] = {"library_name": "sentence-transformers", "pipeline_tag": "sentence-similarity"}
+    library = "model2vec" if facts.static is not None else "sentence-transformers"  # model2vec's own cards say so
+    meta: dict[str, Any] = {"library_name": library, "pipeline_tag": "sentence-similarity"}
     if facts.license:
         meta["license"] = facts.license
     if facts.base_model:

@@ -61,8 +61,10 @@ def _hub_cached(repo_id: str, name: str) -> Path | None:
 
 
 def source_license(facts: ModelFacts) -> tuple[str | None, str | None]:
-    """(the license, where it was read), or (None, None) when no source records one."""
-    found = _declared(facts.folder / "README.md", facts.folder / "config.json")
+    """(the license, where it was read), or (None, None) when no source records one. A static folder's own
+    README.md is model2vec's generated card, whose ``license`` is model2vec's default, not the source's: it is not
+    read."""
+    found = None if facts.static is not None else _declared(facts.folder / "README.md", facts.folder / "config.json")
     if found:
         return found, facts.folder.name
     ident = resolve_alias(facts.source_id) if facts.source_id else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from espresso_export.model.aliases import resolve_alias
+from espresso_export.model.static import STATIC_STUDENT
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -40,10 +41,13 @@ def display_id(ident: str | None) -> str:
 
 
 def step_source(step: dict) -> str | None:
-    """The model a provenance step started from: the shrink source, else a distillation's student or teacher."""
+    """The model a provenance step started from: the shrink source, else a distillation's student or teacher (a
+    static student is made from the teacher: ``distill --student static``)."""
     for key in ("source", "student", "teacher", "base"):
         value = step.get(key)
         ident = value.get("id") if isinstance(value, dict) else value
+        if key == "student" and ident == STATIC_STUDENT:
+            continue
         if isinstance(ident, str) and ident and not ident.endswith("(cut)"):
             return ident
     teacher = step.get("teacher")

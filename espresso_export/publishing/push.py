@@ -4,7 +4,8 @@ What goes into the repository, and the staging folder it is written to first, is
 :mod:`espresso_export.publishing.staging` (``--dry-run DIR`` keeps that folder and uploads nothing). The
 token is passed to huggingface-hub only: it is never printed, logged or written to the staging folder, and
 it is masked in any error message. Before anything is uploaded, the staged folder must load the way
-sentence-transformers loads it (:mod:`espresso_export.publishing.loadable`).
+sentence-transformers loads it (:mod:`espresso_export.publishing.loadable`). A static model folder (model2vec's
+format, with its ONNX export) is published the same way, with a card of its own kind.
 
 The upload itself is huggingface-hub's: ``create_repo`` (``exist_ok``), ``create_branch`` for a new
 ``--revision``, then one ``create_commit`` with every staged file. Large files travel the way the Hub and
@@ -78,6 +79,7 @@ class PushResult:
     create_pr: bool = False
     seconds: float = 0.0
     license: str | None = None  # the card's license: --license, else the source's
+    static: bool = False  # a static model (model2vec's format): the card is model2vec's kind
 
     @property
     def total_bytes(self) -> int:
@@ -91,7 +93,7 @@ class PushResult:
             "files": [f.to_dict() for f in self.files], "total_bytes": self.total_bytes,
             "skipped": [{"path": p, "reason": r} for p, r in self.skipped], "warnings": self.warnings,
             "card": {"metrics": self.metrics, "onnx": self.onnx, "base_model": self.base_model, "license": self.license,
-                     "matryoshka_dimensions": self.matryoshka_dimensions},
+                     "matryoshka_dimensions": self.matryoshka_dimensions, "static": self.static},
             "seconds": round(self.seconds, 2),
         }
 
@@ -211,7 +213,7 @@ def push(
         repo_id=repo_id, folder=facts.folder, files=[], skipped=prepared.skipped, warnings=prepared.warnings,
         metrics=facts.metrics is not None, onnx=facts.onnx is not None,
         matryoshka_dimensions=facts.matryoshka_dims, base_model=facts.base_model, revision=revision,
-        private=private, create_pr=create_pr, license=facts.license,
+        private=private, create_pr=create_pr, license=facts.license, static=facts.static is not None,
     )
     if dry_run is not None:
         inputs = [facts.folder] + ([facts.onnx.folder] if facts.onnx else [])

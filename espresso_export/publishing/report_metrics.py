@@ -31,6 +31,7 @@ class LatencyMetric:
     ratio: float | None  # candidate / source time of the same round, median over rounds (what the gate decides on)
     speedup: float | None  # candidate / source sentences per second
     reasons: tuple[str, ...] = ()  # why verify did not trust this measurement (empty: trusted)
+    candidate_per_s: float | None = None  # texts a second (absent from older reports)
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,8 @@ def _latency(lat: dict) -> list[LatencyMetric]:
     """Reports before the latency ratio was recorded give their p50 figures (what their gate used)."""
     return [LatencyMetric(batch_size=int(b.get("batch_size", 0)), candidate_ms=_batch_ms(b.get("candidate")),
                           source_ms=_batch_ms(b.get("source")), ratio=_num(b.get("latency_ratio", b.get("p50_ratio"))),
-                          speedup=_num(b.get("throughput_ratio")), reasons=tuple(b.get("reasons") or ()))
+                          speedup=_num(b.get("throughput_ratio")), reasons=tuple(b.get("reasons") or ()),
+                          candidate_per_s=_num((b.get("candidate") or {}).get("sentences_per_s")))
             for b in lat.get("batches", [])]
 
 

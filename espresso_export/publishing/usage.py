@@ -1,4 +1,5 @@
-"""The card's Usage section: sentence-transformers, plain transformers (written out by hand) and ONNX.
+"""The card's Usage section: sentence-transformers, plain transformers (written out by hand) and ONNX; for a static
+model, model2vec, sentence-transformers and the torch-free ``OnnxEncoder`` (:func:`static_usage_section`).
 
 The transformers snippet is generated from the folder's modules (pooling, Dense, Normalize), so a
 reader without sentence-transformers reproduces exactly the embedding the model card describes.
@@ -111,7 +112,50 @@ def _onnx_usage(facts: ModelFacts, repo_id: str) -> list[str]:
             f"`{graph}` is a standard ONNX graph, so other ONNX runtimes can load it too.", ""]
 
 
+def _static_onnx_usage(facts: ModelFacts, repo_id: str) -> list[str]:
+    """The static export: ``OnnxEncoder`` on the graph the export recommends (it tokenises as model2vec does)."""
+    manifest = facts.onnx.manifest
+    default = facts.onnx.repo_path(manifest.get("default_file") or "onnx/model.onnx")
+    folder = "path" if facts.onnx.runtimes_layout else 'f"{path}/onnx"'
+    rel = default if facts.onnx.runtimes_layout else default.split("/", 1)[1]
+    limit = (manifest.get("tokenizer") or {}).get("char_limit")
+    return ["### ONNX runtime, no torch", "", f"`{TORCH_FREE_INSTALL}`", "",
+            (f"The export ({', '.join(f'`{g}`' for g, _ in facts.onnx.graphs)}) is one small graph: `input_ids` and "
+             "`attention_mask` in, the unit vector `sentence_embedding` out. espresso-export's runtime reads a text "
+             "as model2vec does (no special tokens"
+             + (f", the text cut to {limit:,} characters first" if limit else "") + ", as `export.json` records it):"),
+            "", "```python",
+            "from huggingface_hub import snapshot_download",
+            "from espresso_export.runtime import OnnxEncoder", "",
+            f'path = snapshot_download("{repo_id}")',
+            f'encoder = OnnxEncoder({folder}, "{rel}")',
+            f"embeddings = encoder.encode({EXAMPLE_TEXTS})",
+            f"print(embeddings.shape)  # (2, {facts.output_dim})", "```", ""]
+
+
+def static_usage_section(facts: ModelFacts, repo_id: str) -> list[str]:
+    """A static model: model2vec, sentence-transformers (its ``StaticEmbedding`` module reads the folder) and, with
+    an export, the torch-free ``OnnxEncoder``."""
+    lines = ["## Usage", "", "### model2vec", "", "`pip install model2vec`", "", "```python",
+             "from model2vec import StaticModel", "",
+             f'model = StaticModel.from_pretrained("{repo_id}")',
+             f"embeddings = model.encode({EXAMPLE_TEXTS})",
+             f"print(embeddings.shape)  # (2, {facts.output_dim})", "```", "",
+             "### sentence-transformers", "",
+             "sentence-transformers loads the folder as a `StaticEmbedding` module followed by `Normalize`:", "",
+             "```python", "from sentence_transformers import SentenceTransformer", "",
+             f'model = SentenceTransformer("{repo_id}")',
+             f"embeddings = model.encode({EXAMPLE_TEXTS})",
+             f"print(embeddings.shape)  # (2, {facts.output_dim})",
+             "print(model.similarity(embeddings, embeddings))", "```", ""]
+    if facts.onnx is not None:
+        lines += _static_onnx_usage(facts, repo_id)
+    return lines
+
+
 def usage_section(facts: ModelFacts, repo_id: str) -> list[str]:
+    if facts.static is not None:
+        return static_usage_section(facts, repo_id)
     lines = ["## Usage", "", "### sentence-transformers", "", "```python",
              "from sentence_transformers import SentenceTransformer", "",
              f'model = SentenceTransformer("{repo_id}")',
