@@ -4,7 +4,7 @@ write the search's record.
 
 Output folder::
 
-    model/            the answer, a sentence-transformers folder
+    model/            the answer, a sentence-transformers folder (a static answer: model2vec's format)
     export/           its ONNX export (int8 where it keeps the target)
     verify.json       verify's report: the user's corpus, queries and labelled sets against the source
     README.md         the model card
@@ -38,6 +38,7 @@ from espresso_export.searching.plain_cuts import rebuild_plain
 from espresso_export.searching.recipe_file import write_recipe
 from espresso_export.searching.scoring import Vectors
 from espresso_export.searching.vocab import describe, prune_answer
+from espresso_export.verification.estimate_error import error_line
 
 MAX_ANSWERS = 3  # candidates built and checked in full, at most, when the sample's choice misses on all documents
 ANSWER_PARTS = ("model", "export", "verify.json")
@@ -80,14 +81,11 @@ def finish(ctx: Context, cands: list[Candidate], out: Path, *, overwrite: bool) 
             result.vocabulary = built.vocabulary
             result.hints += [f"{line}: within its noise, not failed" for line in built.verify["within_noise"]]
             result.hints += belief_lines(built.verify)
+            result.hints.append(error_line(result.estimate_error))
             if built.vocabulary is not None:
                 result.hints.append(describe(built.vocabulary))
             cand = find(cands, built.answer.name)
-            if cand.is_static:  # push writes cards for transformer folders only
-                result.hints.append("no model card: push does not publish a static model yet; its numbers are in "
-                                    "auto.json and verify.json")
-            else:
-                _card(tmp / "model", tmp / "export", tmp / "verify.json", tmp, f"{Path(ctx.source).name}-auto")
+            _card(tmp / "model", tmp / "export", tmp / "verify.json", tmp, f"{Path(ctx.source).name}-auto")
             write_recipe(ctx, cand, built.answer, built.export["weights"], tmp)
         result.output = out
         now = time.perf_counter()

@@ -42,6 +42,8 @@ def test_a_static_model_is_scored_healed_and_answers_when_it_keeps_the_target_sm
     config = json.loads((out / "model" / "config.json").read_text())
     assert config["model_type"] == "model2vec" and (out / "export" / "export.json").is_file()
     assert json.loads((out / "auto.json").read_text())["verify"]["passed"]
+    card = (out / "README.md").read_text()  # the card of a static model, as push writes it
+    assert "library_name: model2vec" in card and "StaticModel.from_pretrained" in card and "OnnxEncoder" in card
     _rebuilds(out, tmp_path / "rebuilt")
 
 
