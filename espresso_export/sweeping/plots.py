@@ -1,5 +1,5 @@
 """The sweep plot: the points' score (STS Spearman, retrieval nDCG@10 or agreement@10 with the source) vs throughput,
-one line per width, Pareto frontier marked."""
+one line per width, Pareto frontier marked; a static model's against bytes per vector (one speed for every width)."""
 
 from __future__ import annotations
 
@@ -32,10 +32,43 @@ def figure(path: Path) -> Iterator[tuple]:
         plt.close(fig)
 
 
+def plot_static(result: SweepResult, path: Path) -> Path:
+    """A static model's sweep: every width has the same speed, so its score against the bytes a vector takes (at
+    float32, and at each ``--precision``), the source and the target lines."""
+    from matplotlib import ticker
+
+    with figure(path) as (plt, ax):
+        pts = sorted(result.points, key=lambda p: p.dim)
+        ax.plot([p.bytes_per_vector for p in pts], [p.spearman for p in pts], "o-", color="tab:blue", ms=5,
+                label="float32")
+        for i, name in enumerate((result.precision or {}).get("precisions", [])):
+            at = [(p.precision[name]["bytes_per_vector"], p.precision[name]["score"]) for p in pts
+                  if name in p.precision and name != "float32"]
+            if at:
+                ax.plot(*zip(*at), "o--", color=plt.get_cmap("tab10").colors[(i + 1) % 10], ms=4, label=name)
+        for p in pts:
+            ax.annotate(p.label, (p.bytes_per_vector, p.spearman), textcoords="offset points", xytext=(6, -12),
+                        fontsize=7)
+        ax.axhline(result.source_spearman, color="black", ls="--", lw=1,
+                   label=f"source (the full table, {result.source_dim}-d): {result.source_spearman:.1f}")
+        if result.source_spearman > 0:
+            ax.axhline(result.target_retention * result.source_spearman, color="gray", ls=":", lw=1,
+                       label=f"target: {100 * result.target_retention:g}% of source")
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+        ax.set_title(f"{Path(result.source).name}: widths of a static model (its table's first columns), "
+                     f"{result.source_sentences_per_s:,.0f} sentences/s at each", fontsize=10)
+        ax.set_xlabel("bytes per vector, log scale")
+        ax.set_ylabel(f"{result.metric_label} ({', '.join(s['name'] for s in result.sets)})")
+    return path
+
+
 def plot_sweep(result: SweepResult, path: Path) -> Path:
     """Draw ``result`` as a PNG at ``path``: each width's points by throughput, the source and the target lines."""
     from matplotlib import ticker
 
+    if result.static:
+        return plot_static(result, path)
     with figure(path) as (plt, ax):
         dims = sorted({p.dim for p in result.points})
         # tab10: distinct colours that all stay visible on white (a sequential map ends in a pale yellow)

@@ -7,7 +7,8 @@ narrower heads are its leading components. Latency is timed once per depth with 
 the source taking turns batch by batch, at a fixed thread count. With ``--metric agreement`` the source's ranking
 of the corpus is searched once and every point is compared with it; ``--precision`` scores each point's search
 again with its vectors stored at each precision (:mod:`espresso_export.sweeping.sweep_precision`). The result
-types live in :mod:`espresso_export.sweeping.sweep_result`, which the plot reads without torch.
+types live in :mod:`espresso_export.sweeping.sweep_result`, which the plot reads without torch. A static model
+folder (model2vec's format) has widths only: :mod:`espresso_export.sweeping.sweep_static`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from espresso_export.data import input_extras
 from espresso_export.model.checkpoint import Checkpoint, DenseLayer, load
 from espresso_export.model.embed import apply_post, encode, encode_layers
 from espresso_export.model.post import renormalized, with_head
+from espresso_export.model.static import is_static_folder
 from espresso_export.shrinking.heads import fit_pca, truncation
 from espresso_export.shrinking.shrink import load_calibration
 from espresso_export.shrinking.slicing import depth_hint, select_layers, temporary_cut
@@ -275,6 +277,8 @@ def sweep(model: str | os.PathLike | Checkpoint, output: str | os.PathLike | Non
 
     output, settings = _call_form(output, settings, kwargs)
     settings = resolve(SweepSettings, settings, kwargs, call="sweep")
+    static = not isinstance(model, Checkpoint) and is_static_folder(model)
+    settings = settings.for_model(static)  # the axes a static model has: its widths (and precisions)
     start = time.perf_counter()
     depths, dims = sorted(set(settings.layers)), sorted(set(settings.dims))
     inputs = [settings.calibration, *settings.corpus, *settings.queries]
@@ -287,6 +291,16 @@ def sweep(model: str | os.PathLike | Checkpoint, output: str | os.PathLike | Non
     sets, cal, cal_label = _inputs(settings, dims)
     threads = settings.threads or default_threads()
     timings: dict[str, float] = {}
+    if static:
+        from espresso_export.sweeping.sweep_static import sweep_static
+
+        with fixed_threads(threads):
+            result = sweep_static(model, settings, dims, sets, cal, cal_label, threads, timings, progress)
+        timings["total"] = time.perf_counter() - start
+        result.timings = timings
+        if output is not None:
+            _write(result, output, overwrite)
+        return result
     with fixed_threads(threads):
         with _timed(timings, "load"):
             ckpt = model if isinstance(model, Checkpoint) else load(model)

@@ -46,7 +46,7 @@ class SweepPoint:
 
     @property
     def label(self) -> str:
-        return f"L{self.layers}/d{self.dim}"
+        return f"d{self.dim}" if self.layers == 0 else f"L{self.layers}/d{self.dim}"  # 0 layers: a static model
 
 
 SCORE_KEYS = {SweepMetric.STS: "spearman", SweepMetric.RETRIEVAL: "ndcg_at_10",
@@ -94,6 +94,7 @@ class SweepResult:
     select_auto: bool = False  # ``select`` is what ``auto`` (shrink's default) picked for this model
     precision: dict | None = None  # --precision: "precisions", the source's scores at each ("source", as a
     # point's ``precision``) and the sentences int8/uint8 ranges were fitted on ("int8_calibration")
+    static: bool = False  # a static model (model2vec's format): the points are its table's widths, no layers
 
     @property
     def selection(self) -> str:
@@ -136,6 +137,11 @@ class SweepResult:
         return self.metric.value
 
     def shrink_command(self, point: SweepPoint) -> str:
+        """The command that builds ``point``: shrink's cut, or for a static model the export serving that width
+        (``OnnxEncoder(OUT, dim=k)``)."""
+        if self.static:
+            dims = "" if point.dim == self.source_dim else f" --dims {point.dim}"
+            return f"espresso-export export {shlex.quote(self.source)}{dims} -o OUT"
         if self.select_auto:  # shrink's own default picks the same layers
             layers, select = str(point.layers), ""
         else:
@@ -207,6 +213,8 @@ class SweepResult:
             "timings_seconds": {k: round(v, 2) for k, v in self.timings.items()},
             "notes": self.notes, "output": str(self.output) if self.output else None,
         }
+        if self.static:  # a new key only for a static model
+            out["static"] = True
         if self.precision is not None:  # new keys only: a sweep without --precision writes what it always wrote
             out["precision"] = {k: v for k, v in self.precision.items() if k != "source"}
             out["source"]["precision"] = self._precision_dict(self.precision.get("source", {}))
@@ -241,7 +249,7 @@ class SweepResult:
             metric=SweepMetric(d.get("metric", "sts")),
             points=[point(p) for p in d["points"]],
             timings=d.get("timings_seconds", {}), notes=d.get("notes", []),
-            output=Path(d["output"]) if d.get("output") else None, precision=precision,
+            output=Path(d["output"]) if d.get("output") else None, precision=precision, static=d.get("static", False),
         )
 
     CSV_COLUMNS = ("layers", "kept", "dim", "spearman", "retention", "sentences_per_s", "speedup", "p50_ms", "params",

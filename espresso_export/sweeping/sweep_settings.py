@@ -22,6 +22,8 @@ SWEEP_HEADS = (Head.PCA, Head.TRUNCATE)
 
 
 def _depths(text: str) -> list[int]:
+    if not text.strip():  # left out: a static model's sweep (a transformer's asks for its depths once it is known)
+        return []
     return parse_int_list(text, "--layers", positive=False)  # a depth out of range is named once the model is known
 
 
@@ -33,11 +35,14 @@ def _widths(text: str) -> list[int]:
 class SweepSettings:
     """:func:`espresso_export.sweeping.sweep.sweep`: the (depth, width) grid, what it is scored on, how it is timed."""
 
-    layers: Union[int, list[int]] = setting(help="Depths to try, comma-separated (2,3,4,6).",
-                                            flags=("--layers", "-l"), cli_type=str, parse=_depths)
     dims: Union[int, list[int]] = setting(help="Embedding widths to try, comma-separated (64,128,256).",
                                           flags=("--dims", "-d"), cli_type=str, parse=_widths)
-    head: Head = setting(Head.PCA, help="pca (fitted on the calibration corpus) or truncate (first-k).")
+    layers: Union[int, list[int]] = setting(default_factory=list, help="Depths to try, comma-separated (2,3,4,6); "
+                                            "a static model has none (leave it out).",
+                                            flags=("--layers", "-l"), cli_type=str, parse=_depths)
+    head: Optional[Head] = setting(None, help="pca (fitted on the calibration corpus) or truncate (first-k). "
+                                              "Default: pca; truncate for a static model (its table's first "
+                                              "columns, the only narrower model it has).")
     select: Select = select_setting()
     sts: list[str] = declared_as(VerifySettings, "sts")
     sts_columns: Optional[list[str]] = declared_as(VerifySettings, "sts_columns")
@@ -78,13 +83,16 @@ class SweepSettings:
         for name in ("sts", "retrieval", "corpus", "queries"):
             if isinstance(getattr(self, name), (str, os.PathLike)):
                 setattr(self, name, [os.fspath(getattr(self, name))])
-        self.head, self.select, self.metric = Head(self.head), Select(self.select), SweepMetric(self.metric)
+        if self.layers is None:
+            self.layers = []
+        self.head = None if self.head is None else Head(self.head)
+        self.select, self.metric = Select(self.select), SweepMetric(self.metric)
         check_choices(self)  # bounds, and --threads within the machine's CPUs
         self._check()
 
     def _check(self) -> None:
         """What no single setting's bounds say; refused before any model is loaded."""
-        if self.head not in SWEEP_HEADS:
+        if self.head is not None and self.head not in SWEEP_HEADS:
             raise ValidationError(f"sweep --head must be pca or truncate, got {self.head.value}")
         check_retention_gate("--target-retention", self.target_retention)
         if self.metric is SweepMetric.RETRIEVAL and not self.retrieval:
@@ -94,11 +102,33 @@ class SweepSettings:
             self._check_precision()
         if not self.sts:
             raise ValidationError("sweep needs at least one --sts set")
-        if not self.layers or not self.dims:
-            raise ValidationError("sweep needs at least one depth (--layers) and one width (--dims)")
+        if not self.dims:  # the depths are checked once the model is known (a static model has none)
+            raise ValidationError("sweep needs at least one width (--dims)")
         if self.sts_columns is not None and len(self.sts_columns) != 3:
             raise ValidationError(f"--sts-columns needs three names (sentence1, sentence2, score), got "
                                   f"{','.join(self.sts_columns)}")
+
+    def for_model(self, static: bool) -> SweepSettings:
+        """These settings for a transformer (``static=False``: depths required, the head pca unless given) or a
+        static model (no depths, no layer selection, the head truncate: a static model's narrower widths are its
+        table's first columns); an axis that does not apply is refused in one line."""
+        from dataclasses import replace
+
+        if not static:
+            if not self.layers:
+                raise ValidationError("sweep needs at least one depth (--layers) and one width (--dims)")
+            return replace(self, head=self.head or Head.PCA)
+        if self.layers:
+            raise ValidationError("sweep --layers: a static model has no layers to cut (a token table, no "
+                                  "attention); leave --layers out and sweep its widths (--dims)")
+        if self.select is not Select.AUTO:
+            raise ValidationError(f"sweep --select {self.select.value}: a static model has no layers to select; "
+                                  "leave --select out")
+        if self.head is Head.PCA:
+            raise ValidationError("sweep --head pca: a static model's narrower widths are its table's first columns "
+                                  "(no head to fit; its table was reduced by a PCA, so they lead): leave --head out "
+                                  "or pass truncate")
+        return replace(self, head=Head.TRUNCATE)
 
     def _check_agreement(self) -> None:
         agreement = self.metric is SweepMetric.AGREEMENT
