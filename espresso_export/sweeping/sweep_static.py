@@ -14,8 +14,6 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-import numpy as np
-
 from espresso_export.core.cpu import int8_isa
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.types import Select
@@ -50,7 +48,7 @@ def sweep_static(folder: str | Path, settings: SweepSettings, dims: list[int], s
     """Score every width of the static model in ``folder`` and time it (see the module's docstring)."""
     import time
 
-    from espresso_export.sweeping.sweep import _Texts, _notes
+    from espresso_export.sweeping.sweep import _notes, _Texts
     from espresso_export.sweeping.sweep_metric import set_texts
     from espresso_export.verification.embedders import open_static
 

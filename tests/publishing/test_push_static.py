@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 from exporting.test_static_export import _texts, static_folder  # noqa: F401  (the tiny static model, a fixture)
-from test_push import REPO, fake_hub, front_matter, push_subprocess, run, tree  # noqa: F401  (fake_hub: a fixture)
+from test_push import (  # noqa: F401  (fake_hub and _no_debug: fixtures)
+    REPO, _no_debug, fake_hub, front_matter, push_subprocess, run, tree,
+)
 
 pytest.importorskip("model2vec", reason="the static extra (model2vec) is not installed")
 

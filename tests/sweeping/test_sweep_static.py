@@ -18,6 +18,12 @@ pytest.importorskip("model2vec", reason="the static extra (model2vec) is not ins
 FAST = ["--threads", "1", "--latency-texts", "16", "--latency-rounds", "1", "--latency-batch-size", "8"]
 
 
+@pytest.fixture(autouse=True)
+def _no_debug(monkeypatch):
+    """`--debug` in an earlier test leaves ESPRESSO_DEBUG=1 in os.environ; these tests check the one-line errors."""
+    monkeypatch.delenv("ESPRESSO_DEBUG", raising=False)
+
+
 @pytest.fixture(scope="module")
 def docs(tmp_path_factory):
     path = tmp_path_factory.mktemp("static-sweep") / "docs.txt"
