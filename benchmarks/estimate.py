@@ -124,8 +124,8 @@ BUILT = {"stsb-train-dev": _stsb, "snli-entailment": _snli}
 class Encoder:
     """A checkpoint's unit vectors of named text lists, cached on disk per model key and texts."""
 
-    def __init__(self, key: str, ckpt=None, onnx: Path | None = None) -> None:
-        self.key, self.ckpt, self.onnx = key, ckpt, onnx
+    def __init__(self, key: str, ckpt=None, onnx: Path | None = None, static: Path | None = None) -> None:
+        self.key, self.ckpt, self.onnx, self.static = key, ckpt, onnx, static
 
     def __call__(self, name: str, texts: list[str]) -> np.ndarray:
         path = WORK / "vectors" / self.key / f"{name}-{sentences_sha256(texts)[:16]}.npy"
@@ -136,6 +136,10 @@ class Encoder:
             from espresso_export.runtime import OnnxEncoder
 
             rows = l2_normalised(OnnxEncoder(self.onnx).encode(texts))
+        elif self.static is not None:
+            from espresso_export.searching.encoding import StaticCandidate
+
+            rows = l2_normalised(StaticCandidate(self.static).encode(texts))
         else:
             from espresso_export.model.embed import encode
 
@@ -229,6 +233,19 @@ def heal(source: Path, layers: int, corpus: Path, texts: int, seed: int) -> Path
     return out
 
 
+def static(source: Path, corpus: Path | None, dim: int, seed: int) -> Path:
+    """``auto``'s static candidate: model2vec's distillation of ``source`` (``corpus`` None), or it healed on every
+    text of ``corpus`` (distill ``--student static``, built once)."""
+    from espresso_export.distilling.run import distill
+
+    out = WORK / "static" / (f"{corpus.stem}-d{dim}" if corpus else f"plain-d{dim}")
+    if (out / "espresso.json").is_file():
+        return out
+    kw = {"corpus": [str(corpus)], "heldout": 0, "cache_dir": str(WORK / "teacher-cache")} if corpus else {}
+    distill(str(source), out, student="static", dim=dim, seed=seed, overwrite=True, progress=False, **kw)
+    return out
+
+
 class Collection:
     """A labelled collection as both the estimate and the labels see it, and every candidate's vectors of it."""
 
@@ -296,6 +313,19 @@ def candidates(args, c: Collection, source: Path):
             name = f"L{d} healed {args.heal_texts} ({scheme})"
             yield f"healed-{scheme}", name, lambda k=(scheme, d): Encoder(
                 f"{args.collection}-{k[0]}-{args.heal_texts}-L{k[1]}", load(healed[k]())), "float32"
+    if args.static:
+        dim = args.static_dim
+        yield "static-plain", f"static d{dim}", lambda: Encoder(f"static-plain-d{dim}",
+                                                               static=static(source, None, dim, 0)), "float32"
+        for scheme in ("held-out", "transductive"):
+            corpus = healing_files(c, scheme, args.heal_texts)
+            built = lambda corpus=corpus: static(source, corpus, dim, 0)
+            key = f"{args.collection}-{scheme}-{args.heal_texts}-static-d{dim}"
+            yield f"static-{scheme}", f"static d{dim} healed {args.heal_texts} ({scheme})", \
+                lambda key=key, built=built: Encoder(key, static=built()), "float32"
+            for p in ("int8", "binary"):
+                yield f"static-{p}-vectors", f"static d{dim} healed ({scheme}), {p} vectors", \
+                    lambda key=key, built=built: Encoder(key, static=built()), p
     for scheme, d in healed:
         for p in ("int8", "binary"):
             yield f"{p}-vectors", f"L{d} healed ({scheme}), {p} vectors", lambda k=(scheme, d): Encoder(
@@ -327,6 +357,10 @@ def main() -> None:
     ap.add_argument("--sample-queries", type=int, default=200)
     ap.add_argument("--check-queries", type=int, default=1000)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--static", action=argparse.BooleanOptionalAction, default=True,
+                    help="static models (model2vec): plain, healed held-out and transductive, their vectors")
+    ap.add_argument("--static-dim", type=int, default=384)
+    ap.add_argument("--only", default=None, help="only the kinds starting with this (e.g. static)")
     args = ap.parse_args()
     started = time.perf_counter()
     c = Collection(args, collection(args.collection))
@@ -338,6 +372,8 @@ def main() -> None:
         src = c.vectors(Encoder("minilm", load(str(source))))
         rows = []
         for kind, name, build, precision in candidates(args, c, source):
+            if args.only and not kind.startswith(args.only):
+                continue
             row = {"kind": kind, "candidate": name, "precision": precision, **measure(c, src, c.vectors(build()),
                                                                                      precision)}
             row["error_sample"] = round(row["estimate_sample"] - row["labelled"], 4)
@@ -348,6 +384,10 @@ def main() -> None:
             print(f"| {kind} | {name} | {row['estimate_sample']:.3f} | {row['estimate_all']:.3f} | "
                   f"{row['labelled']:.3f} {row['labelled_ci95']} | {row['error_sample']:+.3f} | "
                   f"{row['error_all']:+.3f} | {row['belief_sample']:.3f} | {row['belief_queries']:.3f} |", flush=True)
+    path = HERE / "results" / f"estimate-{args.collection}.json"
+    if args.only and path.is_file():  # the other kinds' rows kept from the last full run
+        measured = {r["candidate"] for r in rows}
+        rows = [r for r in json.loads(path.read_text())["rows"] if r["candidate"] not in measured] + rows
     out = {"benchmark": "estimate", "date": date.today().isoformat(), "collection": args.collection,
            "machine": {"cpu": cpu_model(), "int8_isa": int8_isa(), "cores": usable_cores(),
                        "python": platform.python_version()},
@@ -355,10 +395,33 @@ def main() -> None:
            "documents": len(c.documents.texts), "sample": c.sample.to_dict(),
            "labelled_queries": len(c.data.evaluated_queries), "rows": rows,
            "by_kind": by_kind(rows), "seconds": round(time.perf_counter() - started)}
-    path = HERE / "results" / f"estimate-{args.collection}.json"
     path.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(out["by_kind"], indent=1))
     print(f"wrote {path}")
+    print(f"wrote {write_error_table()}")
+
+
+def write_error_table() -> Path:
+    """``espresso_export/resources/estimate_error.json`` from every ``results/estimate-*.json``: per collection
+    and kind, the mean and range of ``auto``'s estimate's error (the sample's known-item retention minus the
+    labels), which ``auto.json`` and the card state beside an estimate
+    (:mod:`espresso_export.verification.estimate_error`)."""
+    collections, dates = {}, set()
+    for f in sorted((HERE / "results").glob("estimate-*.json")):
+        r = json.loads(f.read_text(encoding="utf-8"))
+        dates.add(r["date"])
+        kinds: dict[str, list[float]] = {}
+        for row in r["rows"]:
+            kinds.setdefault(row["kind"], []).append(row["error_sample"])
+        collections[r["collection"]] = {
+            "labelled_queries": r["labelled_queries"], "documents": r["documents"],
+            "kinds": {k: {"n": len(e), "mean_error": round(float(np.mean(e)), 4), "min_error": min(e),
+                          "max_error": max(e)} for k, e in kinds.items()}}
+    out = {"source": "sentence-transformers/all-MiniLM-L6-v2", "date": max(dates),
+           "command": "python benchmarks/estimate.py --collection C", "collections": collections}
+    path = HERE.parent / "espresso_export" / "resources" / "estimate_error.json"
+    path.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    return path
 
 
 WAYS = ("sample", "all", "belief_sample", "belief_queries")

@@ -13,11 +13,12 @@ from espresso_export.core.evidence import undecided
 from espresso_export.core.files import write_text_atomic
 from espresso_export.searching.answer import Answer
 from espresso_export.searching.auto_settings import AutoSettings
-from espresso_export.searching.candidates import Candidate, Heal, find
+from espresso_export.searching.candidates import PLAIN, Candidate, Heal, find
 from espresso_export.searching.context import Context
 from espresso_export.searching.halving import ETA, LONGER_GAIN
 from espresso_export.searching.plots import plot_auto
 from espresso_export.searching.scoring import cheapest
+from espresso_export.verification.estimate_error import kind_of, measured_error
 
 CSV_FIELDS = ("candidate", "heal", "texts", "retention", "ci95_low", "ci95_high", "documents", "sample_retention",
               "agreement_at_10", "latency_ratio", "params", "dim", "bytes_per_vector", "bytes_at_target", "dropped")
@@ -73,6 +74,14 @@ def _missed(s: AutoSettings, cands: list[Candidate], best: Answer | None, querie
     return line
 
 
+def answer_error(cand: Candidate, answer: Answer) -> dict:
+    """The known-item estimate's measured error for the answer's kind (:mod:`~espresso_export.verification.
+    estimate_error`): a plain or healed cut or static model, its vectors as stored."""
+    kind = kind_of(static=cand.is_static, cut=cand.is_cut, healed=answer.heal != PLAIN,
+                   precision=answer.form.precision)
+    return measured_error(kind)
+
+
 def _at_target(heal: Heal, target: float) -> int | None:
     """The fewest bytes per vector of a stored form (width, precision) that keeps the target, if measured."""
     form = cheapest(heal.forms, target)
@@ -103,6 +112,11 @@ class AutoResult:
     def candidates(self) -> list[dict]:
         """Every candidate as ``auto.json`` records it."""
         return [c.to_dict() for c in self.measured]
+
+    @property
+    def estimate_error(self) -> dict | None:
+        """The known-item estimate's measured error for the answer's kind, on labelled collections."""
+        return None if self.answer is None else answer_error(find(self.measured, self.answer.name), self.answer)
 
     @property
     def passed(self) -> bool:
@@ -141,7 +155,7 @@ class AutoResult:
 
         return {"espresso_version": __version__, "source": self.source, "objective": self.objective,
                 "target_retention": self.target, "met": self.met, "undecided": self.undecided, "passed": self.passed,
-                "answer": self.answer.to_dict() if self.answer else None,
+                "answer": self.answer.to_dict() if self.answer else None, "estimate_error": self.estimate_error,
                 "export": self.export, "verify": self.verify, "vocabulary": self.vocabulary,
                 "source_info": self.source_info,
                 "budget_seconds": self.budget_seconds, "seconds": round(self.seconds, 1), "timing": self.timing,

@@ -138,15 +138,13 @@ def starts(cands: list[Candidate]) -> dict[str, float]:
 
 def heal_static(ctx: Context, cands: list[Candidate]) -> None:
     """The static candidate healed once on every healing text (a table trains in seconds: what costs is
-    model2vec's distillation and the shared teacher pass), when its untrained score misses the target and the
-    budget covers it; then scored on all the documents if it is the cheapest keeping the target."""
+    model2vec's distillation and the shared teacher pass), when the budget covers it, whatever its untrained score
+    (which never answers: :func:`~espresso_export.searching.answer.may_answer`); then scored on all the documents
+    if it is the cheapest keeping the target."""
     cand = next((c for c in cands if c.is_static), None)
     if cand is None or cand.dropped is not None:
         return
     plain = cand.scores[PLAIN]
-    if plain.retention >= ctx.settings.min_retention:
-        cand.dropped = "meets the target untrained"
-        return
     done = ctx.work.done(heal_step(cand.name, ctx.heal_texts))
     if done is None:
         teacher = ctx.speed.encode(ctx.heal_texts, ctx.speed.depth) if ctx.work.done("teacher") is None else 0.0

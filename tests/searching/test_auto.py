@@ -123,6 +123,12 @@ def test_outputs_are_complete(searched):
     assert len({(v["precision"], v["dim"]) for v in report["agreement"][0]["variants"]}) > 2
     assert kept and record["answer"]["vectors"]["bytes_per_vector"] == kept[0] == result.answer.form.bytes_per_vector
     assert record["answer"]["heal"] == PLAIN and record["verify"]["passed"]
+    # the estimate's measured error for the answer's kind: a plain cut's float vectors were measured, its stored
+    # int8 or binary vectors were not, and the hint says which
+    error = record["estimate_error"]
+    assert error["kind"] == ("plain" if result.answer.form.precision == "float32" else None)
+    assert bool(error["collections"]) == (error["kind"] is not None)
+    assert any(h.startswith("the known-item estimate's") for h in result.hints), result.hints
     belief = record["verify"]["belief"][report["agreement"][0]["name"]]
     assert 0 < belief["retention"] <= 1 and belief["queries"] == 30
     assert any(h.startswith("belief retention on your 30 queries") for h in result.hints), result.hints
