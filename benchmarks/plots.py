@@ -80,13 +80,13 @@ def estimate(out: Path) -> Path | None:
             ("belief_queries", "belief retention (the set's queries, unlabelled)"))
     fig, axes = plt.subplots(len(ways), len(runs), figsize=(4.2 * len(runs), 4.2 * len(ways)), squeeze=False)
     kinds = sorted({r["kind"] for run in runs for r in run["rows"]})
-    colours = dict(zip(kinds, plt.get_cmap("tab10").colors))
+    colours = dict(zip(kinds, plt.get_cmap("tab20").colors))
     for line, (key, label) in zip(axes, ways):
         for ax, run in zip(line, runs):
             for kind in kinds:
                 rows = [r for r in run["rows"] if r["kind"] == kind and key in r]
                 ax.scatter([r["labelled"] for r in rows], [r[key] for r in rows], s=18, color=colours[kind],
-                           label=kind)
+                           marker="^" if kind.startswith("static") else "o", label=kind)
             ax.plot([0, 1.2], [0, 1.2], color="gray", lw=0.8, ls=":")
             ax.set_xlim(0, 1.2)
             ax.set_ylim(0, 1.2)
@@ -95,10 +95,10 @@ def estimate(out: Path) -> Path | None:
             ax.set_title(f"{run['collection']} ({run['labelled_queries']} labelled queries)", fontsize=9)
             ax.grid(True, alpha=0.3)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=len(kinds))
+    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=6)
     fig.suptitle(f"estimates against the labels, benchmarks/estimate.py, {runs[0]['machine']['cpu']}, "
                  f"{runs[0]['date']}", fontsize=9)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     target = out / "estimate.png"
     fig.savefig(target, dpi=90)
     plt.close(fig)
