@@ -126,9 +126,9 @@ def width_hints(model, widths: list[int]) -> list[str]:
     if len(widths) < 2 or (model.config or {}).get("apply_pca") not in (None, False):
         return []
     dims = ",".join(map(str, widths[1:]))
-    return [f"note: --dims {dims}: the static table was not reduced by a PCA (config.json apply_pca is null), so "
-            "its leading dimensions were not fitted to stand alone: check each width with `espresso-export verify "
-            f"EXPORT --against SOURCE --dims {dims}`"]
+    return [(f"note: --dims {dims}: the static table was not reduced by a PCA (config.json apply_pca is null), so "
+             "its leading dimensions were not fitted to stand alone: check each width with `espresso-export verify "
+             f"EXPORT --against SOURCE --dims {dims}`")]
 
 
 def _default_file(files: list[dict]) -> str:
