@@ -317,6 +317,15 @@ def _agreement_rows(corpora) -> list[list[str]]:
     return rows
 
 
+def _estimate_error(facts: ModelFacts) -> str:
+    """What the known-item retention is: an estimate without labels, and how far it read from labelled retention
+    for this kind of model on labelled collections."""
+    from espresso_export.verification.estimate_error import error_line, measured_error
+
+    line = error_line(measured_error(facts.estimate_kind))
+    return f"The known-item retention is an estimate made without labels; {line}."
+
+
 def verification_section(facts: ModelFacts) -> list[str]:
     m = facts.metrics
     lines = ["## Verification", ""]
@@ -330,6 +339,8 @@ def verification_section(facts: ModelFacts) -> list[str]:
               f"by side in one process{f', {m.threads} thread(s)' if m.threads else ''}; the full report is "
               "`verify_report.json`.", ""]
     lines += markdown_table(["metric", "this model", short_id(m.source), "ratio"], _metric_rows(facts))
+    if any(a.known_item is not None for a in m.agreement):
+        lines += [_estimate_error(facts), ""]
     unreliable = [f"batch {b.batch_size}: {'; '.join(b.reasons)}" for b in m.latency if b.reasons]
     if unreliable:
         lines += ["? verify marked this speed measurement unreliable: " + " | ".join(unreliable) + ".", ""]

@@ -107,3 +107,20 @@ def test_metrics_table_shows_the_belief_retention_on_the_users_queries(pca_expor
     card = _push(pca_export, tmp_path / "staged", "--verify-report", path)
     assert ("| belief retention on your 40 queries (queries.txt), docs |  | reference | 0.9412 retained (95% "
             "interval 0.910-0.970) |") in card
+
+
+def test_the_known_item_retention_comes_with_its_measured_error_for_the_models_kind(pca_export, tmp_path):
+    """A plain cut (shrink, then export): the card names the estimate's measured error for plain cuts, from the
+    shipped table; without a known-item row it says nothing of it."""
+    from espresso_export.verification.estimate_error import error_line, measured_error
+
+    report = json.loads(REPORT.read_text())
+    report["agreement"] = [{**AGREEMENT, "known_item": {"retention": 0.912, "ci95": [0.88, 0.94], "method": "sentence",
+                                                        "candidate_ndcg_at_10": 0.41, "source_ndcg_at_10": 0.45}}]
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report))
+    card = " ".join(_push(pca_export, tmp_path / "staged", "--verify-report", path).split())
+    assert f"The known-item retention is an estimate made without labels; {error_line(measured_error('plain'))}." in card
+    assert "measured error for plain cuts: " in card
+    plain = " ".join(_push(pca_export, tmp_path / "again", "--verify-report", REPORT).split())
+    assert "estimate made without labels" not in plain
