@@ -13,10 +13,11 @@ intended use and limitations (:mod:`espresso_export.publishing.card_sections`,
 from __future__ import annotations
 
 from espresso_export.publishing.card_sections import (
-    intended_use_section, lineage_section, matryoshka_section, summary_table, verification_section,
+    intended_use_section, matryoshka_section, summary_table, verification_section,
 )
 from espresso_export.publishing.facts import ModelFacts
 from espresso_export.publishing.front_matter import front_matter
+from espresso_export.publishing.lineage_section import lineage_section
 from espresso_export.publishing.model_ids import display_id
 from espresso_export.publishing.usage import usage_section
 from espresso_export.publishing.vectors_section import vectors_section

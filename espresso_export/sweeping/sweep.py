@@ -296,11 +296,7 @@ def sweep(model: str | os.PathLike | Checkpoint, output: str | os.PathLike | Non
 
         with fixed_threads(threads):
             result = sweep_static(model, settings, dims, sets, cal, cal_label, threads, timings, progress)
-        timings["total"] = time.perf_counter() - start
-        result.timings = timings
-        if output is not None:
-            _write(result, output, overwrite)
-        return result
+        return _finished(result, timings, start, output, overwrite)
     with fixed_threads(threads):
         with _timed(timings, "load"):
             ckpt = model if isinstance(model, Checkpoint) else load(model)
@@ -321,15 +317,23 @@ def sweep(model: str | os.PathLike | Checkpoint, output: str | os.PathLike | Non
         p.sentences_per_s, p.p50_ms = by_depth[p.layers].sentences_per_s, by_depth[p.layers].p50_ms
     for p in pareto_front(points):
         p.pareto = True
-    calibration = None if settings.head is not Head.PCA else {
-        "source": cal_label, "size": len(cal),
-        "spec": None if settings.calibration is None else str(settings.calibration),
-        "samples": settings.calibration_samples, "seed": settings.seed}
     result = _result(ckpt, settings, select, sets, depths, points, (source, source_params, stats[-1]),
-                     timing, threads, calibration)
+                     timing, threads, _calibration(settings, cal_label, cal))
     if settings.precision:
         result.precision = {"precisions": list(settings.precision), "source": source.at_precision,
                             "int8_calibration": None if not cal else {"source": cal_label, "size": len(cal)}}
+    return _finished(result, timings, start, output, overwrite)
+
+
+def _calibration(settings: SweepSettings, label: str, cal: list[str]) -> dict[str, Any] | None:
+    """What the PCA heads were fitted on (None without a PCA head)."""
+    return None if settings.head is not Head.PCA else {
+        "source": label, "size": len(cal), "spec": None if settings.calibration is None else str(settings.calibration),
+        "samples": settings.calibration_samples, "seed": settings.seed}
+
+
+def _finished(result: SweepResult, timings: dict[str, float], start: float, output, overwrite: bool) -> SweepResult:
+    """The result with its timings, written to ``output`` if given."""
     timings["total"] = time.perf_counter() - start
     result.timings = timings
     if output is not None:

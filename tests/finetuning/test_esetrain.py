@@ -43,7 +43,7 @@ def test_train_ese_writes_an_ese_model_that_shrink_cuts_first_k(tiny_bert, tmp_p
     wider = shrink(out, tmp_path / "wider", layers=2, dim=24)  # past the trained k: said, not silent
     assert any(h.startswith("warning: ESE trained the first 16 dims") for h in wider.hints)
     # the card's lineage says what training did (it printed "**train**: pooling mean" and nothing of ESE)
-    from espresso_export.publishing.card_sections import lineage_section
+    from espresso_export.publishing.lineage_section import lineage_section
     from espresso_export.publishing.facts import read_model
 
     lineage = " ".join(lineage_section(read_model(tmp_path / "cut")))
