@@ -124,22 +124,11 @@ class ModelFacts:
 
     @property
     def estimate_kind(self) -> str | None:
-        """The kind of model the known-item estimate's error was measured for (:mod:`~espresso_export.verification.
-        estimate_error`), read off the lineage: a static model healed or not, a cut healed by distill or plain;
-        None for a trained student, a fine-tuned model or a folder without a lineage."""
-        from espresso_export.verification.estimate_error import kind_of
+        """The kind of model the known-item estimate's error was measured for, read off the lineage
+        (:func:`~espresso_export.verification.estimate_error.kind_of_lineage`)."""
+        from espresso_export.verification.estimate_error import kind_of_lineage
 
-        if self.static is not None:
-            return None if self.static.healed is None else kind_of(static=True, cut=False, healed=self.static.healed)
-        for step in reversed(self.lineage):  # the newest step that changed the weights decides
-            if step.get("step") == "train":
-                return None
-            if step.get("step") == "distill":
-                student = step.get("student") or {}
-                return kind_of(static=False, cut=isinstance(student, dict) and "layers" in student, healed=True)
-            if step.get("step") == "shrink":
-                return kind_of(static=False, cut=True, healed=False)
-        return None
+        return kind_of_lineage(self.provenance)
 
     @property
     def source_id(self) -> str | None:

@@ -50,6 +50,27 @@ def kind_of(*, static: bool, cut: bool, healed: bool, precision: str = "float32"
     return f"{stem}held-out" if static else "healed-held-out"
 
 
+def kind_of_lineage(provenance: dict | None) -> str | None:
+    """The measured kind of a model folder, read off its lineage (``espresso.json``, newest step first): the
+    newest step that changed the weights decides (export and prune-vocab pass through). None for a fine-tuned
+    model, a trained student or a folder without a lineage."""
+    from espresso_export.model.static import STATIC_STUDENT
+
+    step = provenance
+    while isinstance(step, dict):
+        if step.get("step") == "train":
+            return None
+        if step.get("step") == "distill":
+            student = step.get("student") if isinstance(step.get("student"), dict) else {}
+            if student.get("id") == STATIC_STUDENT:
+                return kind_of(static=True, cut=False, healed=bool(step.get("healed")))
+            return kind_of(static=False, cut="layers" in student, healed=True)
+        if step.get("step") == "shrink":
+            return kind_of(static=False, cut=True, healed=False)
+        step = step.get("parent")
+    return None
+
+
 def measured_error(kind: str | None) -> dict:
     """The estimate's measured error for ``kind``: ``{"kind", "what", "source", "date", "reference",
     "collections": [{"collection", "labelled_queries", "n", "mean_error", "min_error", "max_error"}]}``; the

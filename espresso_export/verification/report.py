@@ -178,6 +178,7 @@ class VerifyReport:
     agreement: list = field(default_factory=list)  # AgreementRow per --corpus (.corpus_agreement)
     vectors: object = None  # --precision / --dims: a VectorReport (.vectors_report)
     judged: list = field(default_factory=list)  # JudgedRow per --corpus, from --judgments (.judging)
+    estimate_error: dict | None = None  # with a known-item retention: its measured error for this kind (.estimate_error)
 
     # --- derived numbers ---------------------------------------------------------------------------
     @property
@@ -227,6 +228,7 @@ class VerifyReport:
             "agreement": [r.to_dict() for r in self.agreement],
             "vectors": self.vectors.to_dict() if self.vectors else None,
             "judged": [r.to_dict() for r in self.judged],
+            "estimate_error": self.estimate_error,
             "gate": {"thresholds": self.thresholds.to_dict(), "passed": self.passed,
                      "checks": [c.to_dict() for c in self.checks], "failed": [c.name for c in self.failed]},
             "notes": self.notes,

@@ -28,6 +28,7 @@ from espresso_export.verification.report import RetrievalRow, StsRow, VerifyRepo
 from espresso_export.verification.retrieval import IndexOptions, evaluate, load_retrieval
 from espresso_export.verification.sts import SMOKE_NOTE, StsSet, load_sts, sts_cosines
 from espresso_export.verification.corpus_agreement import load_corpus, measure_corpus
+from espresso_export.verification.estimate_error import error_line, kind_of_lineage, measured_error
 from espresso_export.verification.judging import judge, read_judgments
 from espresso_export.verification.vector_measures import retrieval_at, sts_at_widths
 from espresso_export.verification.vectors import VectorForms, variants
@@ -280,13 +281,17 @@ def _measure(embedders: dict, sts_sets, retrieval_sets, corpora, settings: Verif
     retrieval_rows = [RetrievalRow(data.name, spec, index.describe(), evaluate(caches["candidate"], data, index),
                                    evaluate(caches["source"], data, index)) for spec, data in retrieval_sets]
     agreement, vectors = _vectors(caches, sts_sets, retrieval_sets, retrieval_rows, corpora, settings)
+    error = None
+    if any(row.known_item is not None for row in agreement):  # what the estimate is worth for this kind of model
+        error = measured_error(kind_of_lineage(_provenance(embedders["candidate"])))
     vocabulary = _pruned_vocabulary(embedders, sts_sets, retrieval_sets)
     texts = _latency_texts(sts_sets, settings.latency_texts, settings.seed)
     latency_rows, setup = _latency(embedders, texts, settings, threads, progress)
     return VerifyReport(
         candidate={}, source={}, threads=threads, sts=sts_rows, latency=latency_rows, latency_setup=setup,
         retrieval=retrieval_rows, thresholds=settings.thresholds,
-        notes=_notes(embedders, sts_sets, settings, vocabulary, latency_rows), vocabulary=vocabulary,
+        notes=_notes(embedders, sts_sets, settings, vocabulary, latency_rows) + ([error_line(error)] if error else []),
+        vocabulary=vocabulary, estimate_error=error,
         source_cache=caches["source"].info(),
         nonfinite={role: c.nonfinite for role, c in caches.items() if c.nonfinite}, agreement=agreement,
         vectors=vectors)

@@ -292,3 +292,21 @@ def test_the_new_tables_at_80_columns_match_their_stored_rendering():
 def test_settings_refuse_an_unknown_precision_through_the_api():
     with pytest.raises(ValidationError, match="unknown precision"):
         verify("a", "b", precision=["int4"])
+
+
+def test_the_known_item_retention_comes_with_its_measured_error_for_the_candidates_kind(tiny_bert, docs, tmp_path):
+    """A plain cut (its lineage says shrink): the report states the estimate's measured error for plain cuts, in
+    its notes and JSON; a folder without a lineage gets the line saying it was never measured for it."""
+    from espresso_export import shrink
+    from espresso_export.verification.estimate_error import error_line, measured_error
+
+    cut = tmp_path / "cut"
+    shrink(tiny_bert, cut, layers=1)
+    report = verify(cut, tiny_bert, corpus=[str(docs)], **API)
+    assert report.agreement[0].known_item is not None
+    assert report.estimate_error == measured_error("plain") and report.estimate_error["collections"]
+    assert error_line(measured_error("plain")) in report.notes
+    assert report.to_dict()["estimate_error"]["kind"] == "plain"
+    unknown = verify(tiny_bert, tiny_bert, corpus=[str(docs)], **API)
+    assert unknown.estimate_error["kind"] is None and "never measured" in unknown.notes[-1]
+    assert verify(cut, tiny_bert, **API).estimate_error is None  # no corpus, no known-item retention
