@@ -32,6 +32,7 @@ import json
 import math
 import platform
 import random
+import re
 import sys
 import time
 from datetime import date
@@ -60,6 +61,7 @@ from espresso_export.searching.scoring import (
 )
 
 WORK = CACHE / "estimate"
+EXTRA_HEALS = ["1@2000", "3@2000", "5@2000", "2@500", "4@500"]  # held-out heals beyond --heal-layers: depths, lengths
 BATCH = 32  # auto's default heal batch size
 
 
@@ -313,6 +315,16 @@ def candidates(args, c: Collection, source: Path):
             name = f"L{d} healed {args.heal_texts} ({scheme})"
             yield f"healed-{scheme}", name, lambda k=(scheme, d): Encoder(
                 f"{args.collection}-{k[0]}-{args.heal_texts}-L{k[1]}", load(healed[k]())), "float32"
+    for item in args.extra_heals:  # more held-out heals (auto's scheme): other depths and heal lengths
+        d, texts = (int(x) for x in item.split("@"))
+        corpus = healing_files(c, "held-out", texts)
+        built = lambda d=d, corpus=corpus, texts=texts: heal(source, d, corpus, texts, 0)
+        key = f"{args.collection}-held-out-{texts}-L{d}"
+        yield "healed-held-out", f"L{d} healed {texts} (held-out)", lambda key=key, built=built: Encoder(
+            key, load(built())), "float32"
+        for p in ("int8", "binary"):
+            yield f"{p}-vectors", f"L{d} healed {texts} (held-out), {p} vectors", lambda key=key, built=built: Encoder(
+                key, load(built())), p
     if args.static:
         dim = args.static_dim
         yield "static-plain", f"static d{dim}", lambda: Encoder(f"static-plain-d{dim}",
@@ -360,7 +372,11 @@ def main() -> None:
     ap.add_argument("--static", action=argparse.BooleanOptionalAction, default=True,
                     help="static models (model2vec): plain, healed held-out and transductive, their vectors")
     ap.add_argument("--static-dim", type=int, default=384)
-    ap.add_argument("--only", default=None, help="only the kinds starting with this (e.g. static)")
+    ap.add_argument("--extra-heals", default=EXTRA_HEALS, type=lambda t: [x for x in t.split(",") if x],
+                    help="more held-out heals as DEPTH@TEXTS items, e.g. 1@2000,3@2000,2@500 (kind healed-held-out)")
+    ap.add_argument("--only", default=None,
+                    help="only the candidates whose 'kind: name' this regex finds (e.g. '^static'); the results "
+                         "file keeps its other rows")
     args = ap.parse_args()
     started = time.perf_counter()
     c = Collection(args, collection(args.collection))
@@ -372,7 +388,7 @@ def main() -> None:
         src = c.vectors(Encoder("minilm", load(str(source))))
         rows = []
         for kind, name, build, precision in candidates(args, c, source):
-            if args.only and not kind.startswith(args.only):
+            if args.only and not re.search(args.only, f"{kind}: {name}"):
                 continue
             row = {"kind": kind, "candidate": name, "precision": precision, **measure(c, src, c.vectors(build()),
                                                                                      precision)}
