@@ -21,7 +21,7 @@ from espresso_export.data.pseudo_queries import (
 )
 from espresso_export.runtime.precision import bytes_per_vector, truncate
 from espresso_export.verification.agreement import DEPTH, K, agreement, ranked_ids
-from espresso_export.verification.known_item import known_item, known_item_index
+from espresso_export.verification.known_item import Estimate, followed, known_item, known_item_index, source_belief
 
 RESCORE = 4  # binary: 4 x top-k by Hamming distance, re-ranked (sentence-transformers' semantic_search_faiss default)
 DIGITS = 4  # scores are kept as auto.json records them, so a search read back from its work folder decides alike
@@ -117,6 +117,8 @@ class Score:
     ci95: tuple[float, float] | None = None
     agreement_at_10: float | None = None
     bytes_per_vector: int = 0
+    found: float | None = None  # the estimate's two reads, the lower the retention (known_item.Estimate)
+    follows: float | None = None
 
     @property
     def form(self) -> tuple[str, int, int]:
@@ -129,13 +131,13 @@ class Score:
     def to_dict(self) -> dict:
         return {"dim": self.dim, "precision": self.precision, "retention": self.retention,
                 "ci95": None if self.ci95 is None else list(self.ci95), "agreement_at_10": self.agreement_at_10,
-                "bytes_per_vector": self.bytes_per_vector}
+                "bytes_per_vector": self.bytes_per_vector, "found": self.found, "follows": self.follows}
 
     @classmethod
     def from_dict(cls, d: dict) -> Score:
         ci = d.get("ci95")
         return cls(d["dim"], d["precision"], d["retention"], None if ci is None else tuple(ci),
-                   d.get("agreement_at_10"), d["bytes_per_vector"])
+                   d.get("agreement_at_10"), d["bytes_per_vector"], d.get("found"), d.get("follows"))
 
 
 def cheapest(forms: Iterable[Score], target: float, precisions=None) -> Score | None:
@@ -156,22 +158,26 @@ class Scorer:
         self.sample, self.source = sample, source
         index = known_item_index(source.documents, sample.queries.origins, source.targets)
         self._reference = ranked_ids(source.queries, index, K)  # the source's top 10 of the same index
+        self._belief = source_belief(source.queries, index)
 
     def score(self, v: Vectors, *, dim: int | None = None, precision: str = "float32") -> Score:
-        """Known-item retention (and its 95% interval) and agreement@10, the candidate's documents stored at
-        ``precision`` and, given ``dim``, truncated to it (renormalised)."""
+        """Known-item retention, the lower of its two reads (:class:`~espresso_export.verification.known_item.
+        Estimate`), its 95% interval, and agreement@10, the candidate's documents stored at ``precision`` and,
+        given ``dim``, truncated to it (renormalised)."""
         width = v.queries.shape[1]
         if dim is not None and dim < width:
             v, width = v.narrowed(dim), dim
         rescore = RESCORE if precision == "binary" else 0
-        found = known_item(self.source.triple(), v.triple(), self.sample.queries.origins, precision=precision,
-                           rescore=rescore)
-        index = known_item_index(v.documents, self.sample.queries.origins, v.targets)
+        origins = self.sample.queries.origins
+        index = known_item_index(v.documents, origins, v.targets)
+        found = Estimate(known_item(self.source.triple(), v.triple(), origins, precision=precision, rescore=rescore),
+                         followed(self._belief, v.queries, index, precision=precision, rescore=rescore))
         agree = agreement(self._reference, ranked_ids(v.queries, index, max(K, DEPTH)), k=K, depth=DEPTH)
         iv = found.interval()
         return Score(width, precision, round(found.retention, DIGITS),
                      None if iv is None else (round(iv[0], DIGITS), round(iv[1], DIGITS)),
-                     round(agree.means()[f"agreement_at_{K}"], DIGITS), bytes_per_vector(precision, width))
+                     round(agree.means()[f"agreement_at_{K}"], DIGITS), bytes_per_vector(precision, width),
+                     round(found.found.retention, DIGITS), round(found.follows.retention, DIGITS))
 
     def forms(self, vectors: Vectors, dims: list[int], precisions: list[str]) -> tuple[Score, ...]:
         """Every (width, precision) the index could store, scored: the nested widths of a PCA head and each

@@ -195,11 +195,12 @@ class _KnownItems:
     origins: list[int]
     source: np.ndarray
     candidate: tuple[np.ndarray, np.ndarray, np.ndarray]  # its (query, corpus, known-item target) vectors
+    belief: tuple[np.ndarray, np.ndarray]  # the source's ranked documents and cosines (known_item.source_belief)
 
     @classmethod
     def of(cls, data: CorpusSet, source: EncodeCache, candidate: EncodeCache, sd, cd, s_sim,
            c_sim) -> _KnownItems | None:
-        from espresso_export.verification.known_item import known_item_index, known_item_ndcg
+        from espresso_export.verification.known_item import known_item_index, known_item_ndcg, source_belief
 
         c = data.known_item_queries
         if c is None:
@@ -212,14 +213,23 @@ class _KnownItems:
         if not _finite(*triples[0], *triples[1]):
             return None
         q, d, t = triples[0]
-        return cls(c.method, list(c.origins), known_item_ndcg(q, known_item_index(d, c.origins, t), c.origins),
-                   triples[1])
+        index = known_item_index(d, c.origins, t)
+        return cls(c.method, list(c.origins), known_item_ndcg(q, index, c.origins), triples[1],
+                   source_belief(q, index))
 
     def at(self, variant: Variant) -> dict:
         """With the candidate's documents stored as ``variant``."""
-        from espresso_export.verification.known_item import KnownItem, known_item_index, stored_ndcg
+        from espresso_export.verification.known_item import (
+            Estimate,
+            KnownItem,
+            followed,
+            known_item_index,
+            stored_ndcg,
+        )
 
         q, d, t = (at_width(x, variant.dim) for x in self.candidate)
-        found = stored_ndcg(q, known_item_index(d, self.origins, t), self.origins, precision=variant.precision,
-                            rescore=variant.rescore)
-        return {**KnownItem(found, self.source).to_dict(), "method": f"known items by {self.method}"}
+        index = known_item_index(d, self.origins, t)
+        found = stored_ndcg(q, index, self.origins, precision=variant.precision, rescore=variant.rescore)
+        follows = followed(self.belief, q, index, precision=variant.precision, rescore=variant.rescore)
+        return {**Estimate(KnownItem(found, self.source), follows).to_dict(),
+                "method": f"known items by {self.method}"}

@@ -136,3 +136,54 @@ def belief_known_item(source_top: np.ndarray, source_cosines: np.ndarray, candid
         weight = dict(zip(docs.tolist(), p[i].tolist()))
         candidate[i] = sum(weight.get(int(d), 0.0) * discount[j] for j, d in enumerate(row) if d >= 0)
     return KnownItem(candidate, source)
+
+
+def source_belief(queries: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The source's ranked documents (:data:`BELIEF_DEPTH` deep) and their cosines, per query: what
+    :func:`belief_known_item` spreads its belief over."""
+    q, d = l2_normalised(queries), l2_normalised(index)
+    top = search_at(q, d, min(BELIEF_DEPTH, len(d))).ranked
+    return top, np.einsum("qw,qkw->qk", q, d[top])
+
+
+def followed(belief: tuple[np.ndarray, np.ndarray], queries: np.ndarray, index: np.ndarray, *,
+             precision: str = "float32", rescore: int = 0) -> KnownItem:
+    """How closely the candidate's search (its documents stored at ``precision``) follows the source's
+    ``belief`` (:func:`source_belief`) on the same queries: :func:`belief_known_item`."""
+    q, d = l2_normalised(queries), l2_normalised(index)
+    ranges = CalibrationRanges.fit(d) if precision in ("int8", "uint8") else None
+    ranked = search_at(q, d, K, precision=precision, ranges=ranges, rescore_factor=rescore).ranked
+    return belief_known_item(*belief, ranked)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The label-free estimate of a candidate's labelled nDCG@10 retention: the lower of two reads on the same
+    known-item queries (and the lower of their interval bounds), the known item found (:func:`known_item`) and the source's belief followed
+    (:func:`followed`). Each over-reads in its own way on some collections (the first where a cut-out fragment
+    rewards a model unlike the source, up to +0.4 on one-sentence texts), the lower of the two much less:
+    ``benchmarks/README.md#estimate-by-kind``."""
+
+    found: KnownItem
+    follows: KnownItem
+
+    @property
+    def lower(self) -> KnownItem:
+        return self.found if self.found.retention <= self.follows.retention else self.follows
+
+    @property
+    def retention(self) -> float:
+        return self.lower.retention
+
+    def interval(self) -> tuple[float, float] | None:
+        """The lower of the two reads' bounds, each: the interval of the lower of two estimates, as wide as
+        either read is uncertain where it could be the lower one."""
+        a, b = self.found.interval(), self.follows.interval()
+        if a is None or b is None:
+            return None
+        return min(a[0], b[0]), min(a[1], b[1])
+
+    def to_dict(self) -> dict:
+        iv = self.interval()
+        return {**self.lower.to_dict(), "ci95": None if iv is None else [round(v, 4) for v in iv],
+                "found": round(self.found.retention, 4), "follows": round(self.follows.retention, 4)}

@@ -7,10 +7,14 @@ import numpy as np
 import pytest
 
 from espresso_export.verification.known_item import (
+    Estimate,
+    KnownItem,
     belief_known_item,
+    followed,
     known_item,
     known_item_index,
     known_item_ndcg,
+    source_belief,
     stored_ndcg,
 )
 
@@ -128,3 +132,22 @@ def test_verify_reports_the_known_item_retention_of_a_corpus(tmp_path, tiny_bert
     halves = verify(tiny_cut, tiny_bert, corpus=[str(docs)], sts="builtin", sts_limit=20, batch_sizes="none",
                     corpus_queries=30, known_items="half")
     assert halves.agreement[0].known_item["method"] == "known items by half"
+
+
+def test_the_estimate_is_the_lower_of_the_known_item_found_and_the_belief_followed():
+    """A candidate that finds the cut-out documents better than the source (a fragment rewarding a model unlike
+    it) but follows the source's belief less: the estimate is the lower read, with that read's interval; the
+    source itself reads 1 both ways."""
+    rng = np.random.default_rng(1)
+    docs = rng.normal(size=(200, 16)).astype(np.float32)
+    origins = list(range(50))
+    source_q = docs[:50] + 1.5 * rng.normal(size=(50, 16)).astype(np.float32)  # finds few of its known items
+    cand_q = docs[:50] + 0.3 * rng.normal(size=(50, 16)).astype(np.float32)  # finds most: reads above the source
+    found = KnownItem(known_item_ndcg(cand_q, docs, origins), known_item_ndcg(source_q, docs, origins))
+    follows = followed(source_belief(source_q, docs), cand_q, docs)
+    est = Estimate(found, follows)
+    assert found.retention > 1 > follows.retention and est.retention == follows.retention
+    (a, b), (c, d) = found.interval(), follows.interval()
+    assert est.interval() == (min(a, c), min(b, d)) and est.to_dict()["found"] == round(found.retention, 4)
+    same = Estimate(KnownItem(found.source, found.source), followed(source_belief(source_q, docs), source_q, docs))
+    assert same.retention == pytest.approx(1.0)
