@@ -151,9 +151,10 @@ def followed(belief: tuple[np.ndarray, np.ndarray], queries: np.ndarray, index: 
     """How closely the candidate's search (its documents stored at ``precision``) follows the source's
     ``belief`` (:func:`source_belief`) on the same queries: :func:`belief_known_item`."""
     q, d = l2_normalised(queries), l2_normalised(index)
+    k = min(K, len(d))  # a corpus of fewer than 10 documents: all of them
     ranges = CalibrationRanges.fit(d) if precision in ("int8", "uint8") else None
-    ranked = search_at(q, d, K, precision=precision, ranges=ranges, rescore_factor=rescore).ranked
-    return belief_known_item(*belief, ranked)
+    ranked = search_at(q, d, k, precision=precision, ranges=ranges, rescore_factor=rescore).ranked
+    return belief_known_item(*belief, ranked, k=k)
 
 
 @dataclass(frozen=True)

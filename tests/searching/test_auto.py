@@ -457,7 +457,13 @@ def test_the_cheapest_keeping_the_target_on_the_sample_is_scored_again_on_all_do
     from espresso_export.searching.encoding import timed_vectors
     from espresso_export.searching.plain_cuts import plain_calibration
     from espresso_export.shrinking.shrink import shrink
-    from espresso_export.verification.known_item import known_item
+    from espresso_export.verification.known_item import (
+        Estimate,
+        followed,
+        known_item,
+        known_item_index,
+        source_belief,
+    )
 
     settings = {"min_retention": 0.5, "layers": [1, 2]}
     ctx, cands = _prepared(tmp_path, tiny_bert, docs, **settings)
@@ -475,7 +481,10 @@ def test_the_cheapest_keeping_the_target_on_the_sample_is_scored_again_on_all_do
            calibration_samples=samples, seed=ctx.settings.seed, progress=False)
     theirs = timed_vectors(load(tmp_path / "rebuilt"), every, ctx.settings.scoring)[0]
     source = timed_vectors(load(tiny_bert), every, ctx.settings.scoring)[0]
-    expected = known_item(source.triple(), theirs.triple(), every.queries.origins).retention
+    origins = every.queries.origins
+    index = lambda v: known_item_index(v.documents, origins, v.targets)  # noqa: E731
+    expected = Estimate(known_item(source.triple(), theirs.triple(), origins),
+                        followed(source_belief(source.queries, index(source)), theirs.queries, index(theirs))).retention
     assert heal.retention == pytest.approx(expected, abs=1e-3)
     assert {f.dim for f in heal.forms} == {f.dim for f in heal.sample.forms}
     assert any(f"{cand.name} (plain): known-item retention" in line and "on all 240 documents" in line
