@@ -162,7 +162,7 @@ class Estimate:
     """The label-free estimate of a candidate's labelled nDCG@10 retention: the lower of two reads on the same
     known-item queries (and the lower of their interval bounds), the known item found (:func:`known_item`) and the source's belief followed
     (:func:`followed`). Each over-reads in its own way on some collections (the first where a cut-out fragment
-    rewards a model unlike the source, up to +0.4 on one-sentence texts), the lower of the two much less:
+    rewards a model unlike the source, as halves of one-sentence texts do), the lower of the two much less:
     ``benchmarks/README.md#estimate-by-kind``."""
 
     found: KnownItem
