@@ -51,8 +51,7 @@ from espresso_export.core.metrics import ratio_interval
 from espresso_export.core.vectors import l2_normalised
 from espresso_export.data import read_retrieval, sentences_sha256
 from espresso_export.runtime.precision import CalibrationRanges, search_at
-from espresso_export.verification.agreement import DEPTH, ranked_ids
-from espresso_export.verification.known_item import belief_known_item, known_item_index
+from espresso_export.verification.known_item import followed, known_item_index, source_belief
 from espresso_export.searching.scoring import (
     Scorer,
     Vectors,
@@ -166,12 +165,9 @@ def labelled(data, queries: np.ndarray, docs: np.ndarray, precision: str = "floa
 
 
 def belief(src: tuple, cand: tuple, precision: str) -> dict:
-    """The belief estimate (``verification.known_item.belief_known_item``): ``src``/``cand`` are each model's
-    (queries, documents); the source's belief reaches over its top 100."""
-    sq, sd = src
-    top = ranked_ids(sq, sd, DEPTH)
-    cosines = np.einsum("qd,qkd->qk", sq, sd[top])
-    found = belief_known_item(top, cosines, top10(*cand, precision))
+    """The belief estimate (``verification.known_item.followed``): ``src``/``cand`` are each model's (queries,
+    documents); the source's belief reaches over its top 100; binary rescored 4x, as ``auto`` searches."""
+    found = followed(source_belief(*src), *cand, precision=precision, rescore=4 if precision == "binary" else 0)
     ci = found.interval()
     return {"retention": round(found.retention, 4), "ci95": None if ci is None else [round(x, 4) for x in ci]}
 

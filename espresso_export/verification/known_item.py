@@ -45,12 +45,7 @@ def stored_ndcg(queries: np.ndarray, index: np.ndarray, origins, *, k: int = K, 
     found = known_item_ndcg(queries, index, origins, k=k)
     if precision == "float32":
         return found
-    q, d = l2_normalised(queries), l2_normalised(index)
-    top = search_at(q, d, min(BELIEF_DEPTH, len(d))).ranked
-    cosines = np.einsum("qw,qkw->qk", q, d[top])
-    ranges = CalibrationRanges.fit(d) if precision in ("int8", "uint8") else None
-    stored = search_at(q, d, k, precision=precision, ranges=ranges, rescore_factor=rescore).ranked
-    kept = belief_known_item(top, cosines, stored, k=k)
+    kept = followed(source_belief(queries, index), queries, index, precision=precision, rescore=rescore, k=k)
     return found * np.divide(kept.candidate, kept.source, out=np.zeros(len(found)), where=kept.source > 0)
 
 
@@ -147,11 +142,11 @@ def source_belief(queries: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, n
 
 
 def followed(belief: tuple[np.ndarray, np.ndarray], queries: np.ndarray, index: np.ndarray, *,
-             precision: str = "float32", rescore: int = 0) -> KnownItem:
+             precision: str = "float32", rescore: int = 0, k: int = K) -> KnownItem:
     """How closely the candidate's search (its documents stored at ``precision``) follows the source's
     ``belief`` (:func:`source_belief`) on the same queries: :func:`belief_known_item`."""
     q, d = l2_normalised(queries), l2_normalised(index)
-    k = min(K, len(d))  # a corpus of fewer than 10 documents: all of them
+    k = min(k, len(d))  # a corpus of fewer than k documents: all of them
     ranges = CalibrationRanges.fit(d) if precision in ("int8", "uint8") else None
     ranked = search_at(q, d, k, precision=precision, ranges=ranges, rescore_factor=rescore).ranked
     return belief_known_item(*belief, ranked, k=k)
