@@ -34,7 +34,8 @@ def _auto(settings: AutoSettings, *, model: str, output: Path, overwrite: bool, 
     if not result.passed:
         failed = "; ".join(result.verify["failed"]) if result.verify and result.verify["failed"] else \
             f"no score could decide whether a candidate keeps {result.target:g} of the source" \
-            if result.undecided else f"no candidate kept {result.target:g} of the source"
+            if result.undecided else f"no candidate kept {result.target:g} of the source" + \
+            (" by your judgments" if result.judged is not None else "")
         raise GateFailedError(f"auto: {failed} (record: {result.output}/auto.json)")
 
 
@@ -59,14 +60,32 @@ def _print(result) -> None:
               console.width, right=headers[2:], whole=headers))
     if any(r["documents"] for r in found):
         console.print("* on all the documents; the others on the search's sample of them", highlight=False)
+    if result.judged:
+        _print_judged(result, console)
     a = result.answer
     if a is not None:
-        verdict = "answer" if result.met else "best reached (target not met)"
+        verdict = f"answer (chosen on {result.chosen_on})" if result.met else "best reached (target not met)"
         weights = f", {result.export['weights']} weights" if result.export else ""
         console.print(f"{verdict}: {a.describe()}, retention {a.measured.retention:.3f}; vectors "
                       f"{a.form.describe()}{weights}", highlight=False)
     console.print(f"{_written(result.output)}: {result.output} ({result.seconds / 60:.1f} min)", highlight=False,
                   soft_wrap=True)  # a path is never broken across lines
+
+
+def _print_judged(result, console) -> None:
+    """--judged-choice: each candidate searched, cheapest first, and its judged retention per corpus."""
+    from espresso_export.cli.tables import grid, show
+
+    headers = ["model", "heal", "known-item", "corpus", "judged", "queries"]
+    rows = []
+    for c in result.judged:
+        for r in c.rows or [None]:
+            shown = "-" if r is None or r.retention is None else f"{r.retention:.3f}"
+            queries = "-" if r is None else f"{r.judged} (+{r.skipped} skipped)"
+            rows.append([c.answer.name, c.answer.heal, f"{c.answer.measured.retention:.3f}",
+                         "-" if r is None else r.name, shown, queries])
+    show(grid(f"judged choice, cheapest first (target {result.target:g} by your judgments)", headers, rows,
+              console.width, right=headers[2:3] + headers[4:], whole=headers))
 
 
 def _written(out: Path) -> str:

@@ -140,6 +140,11 @@ def _metric_rows(facts: ModelFacts) -> list[list[str]]:
         rows.append([f"MRR@10, {where}", number(r.candidate_mrr, ".4f"),
                      number(r.source_mrr, ".4f"), f"{number(r.mrr_retention, '.4f')} retained"])
     rows += _agreement_rows(m.agreement)
+    for j in m.judged:
+        iv = f" (95% interval {j['ci95'][0]:.3f}-{j['ci95'][1]:.3f})" if j.get("ci95") else ""
+        rows.append([f"judged nDCG@10 (the publisher's relevance judgments, {j.get('queries_judged')} queries), "
+                     f"{j.get('name')}", number(j.get("candidate_ndcg_at_10"), ".4f"),
+                     number(j.get("source_ndcg_at_10"), ".4f"), f"{number(j['retention'], '.4f')} retained{iv}"])
     for b in m.latency:
         rows.append([f"latency, batch {b.batch_size} (ms per batch)", number(b.candidate_ms, ".1f"),
                      number(b.source_ms, ".1f"),

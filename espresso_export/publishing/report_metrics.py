@@ -96,6 +96,7 @@ class CardMetrics:
     gate_passed: bool | None = None
     version: str | None = None
     candidate_file: str | None = None  # the graph verify ran, for an export folder (onnx/model_quantized.onnx)
+    judged: list[dict] = field(default_factory=list)  # per corpus: labelled nDCG@10 from the user's judgments
 
 
 def _num(x) -> float | None:
@@ -214,6 +215,7 @@ def parse_report(report: dict) -> CardMetrics:
         sts=sts, latency=latency, retrieval=retrieval, agreement=_agreement(report), gate=checks,
         gate_passed=bool(gate["passed"]) if checks and "passed" in gate else None,
         version=report.get("espresso_version"), candidate_file=cand.get("file"),
+        judged=[j for j in report.get("judged") or [] if isinstance(j, dict) and _num(j.get("retention")) is not None],
     )
 
 

@@ -52,7 +52,7 @@ def settle(ctx: Context, cands: list[Candidate]) -> None:
 def _rescore(ctx: Context, cand: Candidate, name: str) -> None:
     heal = cand.scores[name]
     every = ctx.sample.with_others()
-    vectors = timed_vectors(_model(ctx, cand, heal.folder), every, ctx.settings.scoring)[0]
+    vectors = timed_vectors(heal_model(ctx, cand, heal.folder), every, ctx.settings.scoring)[0]
     scorer = _scorer(ctx, every)
     cand.scores[name] = replace(heal, score=scorer.score(vectors),
                                 forms=scorer.forms(vectors, nested_widths(ctx.dim), list(OUTPUT_PRECISIONS)),
@@ -65,7 +65,7 @@ def _rescore(ctx: Context, cand: Candidate, name: str) -> None:
             f"{cand.scores[name].retention:.3f} on all {len(every.documents):,} documents: that decides from here")
 
 
-def _model(ctx: Context, cand: Candidate, folder: str | None):
+def heal_model(ctx: Context, cand: Candidate, folder: str | None):
     """The heal's model, in memory: its folder, or the candidate plain (the student, or the cut rebuilt as the
     recipe rebuilds it)."""
     if folder is not None:

@@ -29,7 +29,7 @@ from espresso_export.core.types import AutoObjective
 from espresso_export.searching.all_documents import settle
 from espresso_export.searching.auto_result import AutoResult
 from espresso_export.searching.auto_settings import DEFAULT_MAX_DIM, AutoSettings
-from espresso_export.searching.budget import TRAIN_COST, Speed, finish_seconds, minutes
+from espresso_export.searching.budget import TRAIN_COST, Speed, finish_seconds, judged_seconds, minutes
 from espresso_export.searching.context import Context, SourceModel
 from espresso_export.searching.finish import finish
 from espresso_export.searching.halving import earlier_heals, heal_static, search
@@ -121,7 +121,8 @@ def prepare(source: str, s: AutoSettings, work: Work, progress: bool, start: flo
     scorer = Scorer(sample, Vectors.load(work.path("source-vectors.npz")))
     speed = Speed(src["seconds_per_text"], src["depth"], work.state.get("train_cost", TRAIN_COST))
     ctx = Context(source, s, work, scorer, speed, dim, src["width"], Path(heal["file"]), heal["texts"], progress,
-                  model, start=start, reserve=finish_seconds(s, len(documents.texts), speed))
+                  model, start=start, reserve=finish_seconds(s, len(documents.texts), speed)
+                  + judged_seconds(s, len(documents.texts), speed))
     ctx.say(f"documents: {len(documents.texts):,} ({len(sample.documents):,} searched, {len(sample.queries)} known-item "
             f"queries by {sample.queries.method}); healing texts: {heal['texts']:,}; source: {src['depth']} layers, "
             f"{src['width']} dims, {1 / src['seconds_per_text']:.0f} texts/s here")

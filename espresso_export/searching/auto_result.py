@@ -16,6 +16,7 @@ from espresso_export.searching.auto_settings import AutoSettings
 from espresso_export.searching.candidates import PLAIN, Candidate, Heal, find
 from espresso_export.searching.context import Context
 from espresso_export.searching.halving import ETA, LONGER_GAIN
+from espresso_export.searching.judged_choice import MIN_JUDGED
 from espresso_export.searching.plots import plot_auto
 from espresso_export.searching.scoring import cheapest
 from espresso_export.verification.estimate_error import kind_of, measured_error
@@ -74,6 +75,24 @@ def _missed(s: AutoSettings, cands: list[Candidate], best: Answer | None, querie
     return line
 
 
+def judged_hint(s: AutoSettings, checks: list, met: bool) -> str:
+    """What ``--judged-choice`` did: the judgments that chose (no independent check then), or why none did."""
+    if met:
+        return (f"chosen on your judgments ({s.judgments}): its judged retention in verify.json is what chose it, "
+                "not an independent check; the labelled sets (--retrieval, --sts) judge it, the known-item estimate is "
+                "reported beside it")
+    if not s.judgments:
+        return (f"no judgments yet: fill the pairs in {s.write_judging}, then run the same command with --judgments "
+                f"{s.write_judging} (the work folder is kept: it continues)")
+    short = [c.answer.describe() for c in checks if any(r.judged < MIN_JUDGED for r in c.rows) or not c.rows]
+    line = (f"no candidate searched ({len(checks)}) kept {s.min_retention:g} by your judgments over at least "
+            f"{MIN_JUDGED} judged queries")
+    if short:
+        line += (f"; too few judged queries for {', '.join(short)}: their pairs to judge come with --write-judging "
+                 "FILE")
+    return line
+
+
 def answer_error(cand: Candidate, answer: Answer) -> dict:
     """The known-item estimate's measured error for the answer's kind (:mod:`~espresso_export.verification.
     estimate_error`): a plain or healed cut or static model, its vectors as stored."""
@@ -106,6 +125,7 @@ class AutoResult:
     hints: list[str] = field(default_factory=list)
     timing: dict = field(default_factory=dict)  # the budget, the finish estimated and taken, the whole command
     undecided: bool = False  # not met, while heals read at or above the target by scores too noisy to decide it
+    judged: list | None = None  # --judged-choice: each candidate searched and its judged retention (JudgedCheck)
     measured: list[Candidate] = field(default_factory=list, repr=False)  # every candidate and its heals
 
     @property
@@ -122,16 +142,25 @@ class AutoResult:
     def passed(self) -> bool:
         return self.met and (self.verify is None or self.verify["passed"])
 
+    @property
+    def chosen_on(self) -> str:
+        """What chose the answer: the known-item estimate, or the user's judgments (``--judged-choice``)."""
+        return "known-item estimate" if self.judged is None else "your judgments"
+
     @classmethod
-    def of(cls, ctx: Context, cands: list[Candidate], answer: Answer | None, *, met: bool) -> AutoResult:
+    def of(cls, ctx: Context, cands: list[Candidate], answer: Answer | None, *, met: bool,
+           judged: list | None = None) -> AutoResult:
         import time
 
         s = ctx.settings
         result = cls(source=ctx.source, objective=s.objective.value, target=s.min_retention, met=met, answer=answer,
                      measured=list(cands),
                      source_info={**ctx.work.done("source"), "sample": ctx.sample.to_dict()},
-                     budget_seconds=s.budget_seconds, seconds=time.perf_counter() - ctx.start, log=list(ctx.log))
-        if not met:
+                     budget_seconds=s.budget_seconds, seconds=time.perf_counter() - ctx.start, log=list(ctx.log),
+                     judged=judged)
+        if judged is not None:
+            result.hints.append(judged_hint(s, judged, met))
+        elif not met:
             result.undecided = _undecided(s, cands, ctx.queries) is not None
             result.hints.append(_missed(s, cands, answer, ctx.queries))
         return result
@@ -155,7 +184,9 @@ class AutoResult:
 
         return {"espresso_version": __version__, "source": self.source, "objective": self.objective,
                 "target_retention": self.target, "met": self.met, "undecided": self.undecided, "passed": self.passed,
-                "answer": self.answer.to_dict() if self.answer else None, "estimate_error": self.estimate_error,
+                "answer": self.answer.to_dict() if self.answer else None, "chosen_on": self.chosen_on,
+                "judged_choice": None if self.judged is None else [c.to_dict(self.target) for c in self.judged],
+                "estimate_error": self.estimate_error,
                 "export": self.export, "verify": self.verify, "vocabulary": self.vocabulary,
                 "source_info": self.source_info,
                 "budget_seconds": self.budget_seconds, "seconds": round(self.seconds, 1), "timing": self.timing,

@@ -97,6 +97,11 @@ class AutoSettings:
     max_noise: float = declared_as(VerifySettings, "max_noise")  # a score wider than this decides no target
     judgments: Optional[str] = declared_as(VerifySettings, "judgments")  # the final check's: judging, never choosing
     write_judging: Optional[str] = declared_as(VerifySettings, "write_judging")  # the answer's pairs to judge
+    judged_choice: bool = setting(
+        False, flags=("--judged-choice/--no-judged-choice",),
+        help="Let your judgments choose: the answer is the cheapest candidate whose judged retention (--judgments, "
+             "on the final check's queries over all your documents) keeps --min-retention; the known-item estimate "
+             "is reported beside it. With --write-judging, every candidate's pairs to judge are written first.")
     prune_vocab: Optional[bool] = setting(
         None, flags=("--prune-vocab/--no-prune-vocab",),
         help="Prune the answer's vocabulary to the tokens of your documents and the healing texts (prune-vocab): "
@@ -146,6 +151,12 @@ class AutoSettings:
         check_retention_gate("--min-retention", self.min_retention)
         check_queries_per_corpus(self.queries, self.corpus)  # before the search, not after it in the final check
         check_judging(self.judgments, self.write_judging, self.corpus)  # so too the judging files
+        if self.judged_choice and not (self.judgments or self.write_judging):
+            raise ValidationError("--judged-choice chooses on your judgments: give --judgments FILE, or "
+                                  "--write-judging FILE for the pairs to judge first")
+        if self.judged_choice and self.objective is AutoObjective.BYTES_PER_VECTOR:
+            raise ValidationError("--judged-choice chooses by latency or size: judged retention is measured on "
+                                  "float32 vectors at full width, not on every stored form bytes-per-vector compares")
         self.budget_seconds  # noqa: B018 - refuses a bad duration before any work
         bad = [p for p in self.precision if p not in OUTPUT_PRECISIONS]
         if bad or not self.precision:

@@ -23,6 +23,7 @@ STS_TEXTS = 3000  # texts per STS set given with --sts, about: an estimate, not 
 BUILTIN_STS_TEXTS = 340  # the shipped smoke set the final check reads when no --sts is given
 TIMED_ROUND = 3  # verify's timed rounds at least per batch size, each every latency text through both models
 LATENCY_BUDGET = 5.0  # seconds of extra timed rounds per batch size the finish's verify may take
+JUDGED_PASSES = 3  # judged choice: the source's pass and the candidates', cheapest first, about two more of them
 TRAIN_COST = 3.0  # a training step on a text costs about 3 forward passes (forward, backward), until measured
 
 
@@ -85,6 +86,16 @@ def finish_seconds(s: AutoSettings, documents: int, speed: Speed) -> float:
                   for b in sizes)
     export = FINISH_FIXED + 2 * speed.encode(min(documents, s.sample_documents), speed.depth * ANSWER_SHARE)
     return export + verify + latency
+
+
+def judged_seconds(s: AutoSettings, documents: int, speed: Speed) -> float:
+    """``--judged-choice``: every document and the final check's queries encoded by the source, then by each
+    candidate searched, cheapest first (together about :data:`JUDGED_PASSES` - 1 of the source's passes); 0
+    without it."""
+    if not s.judged_choice:
+        return 0.0
+    texts = documents + len(s.corpus) * min(s.corpus_queries, documents)
+    return JUDGED_PASSES * speed.encode(texts, speed.depth)
 
 
 def cut_seconds(speed: Speed, depth: int, texts: int, overhead: float) -> float:

@@ -33,7 +33,9 @@ def run_verify(ctx: Context, export_dir: Path, form: Score, width: int):
                   min_retrieval_retention=s.min_retention if s.retrieval else None,
                   max_latency_ratio=s.max_latency_ratio, threads=s.threads, known_items=s.known_items,
                   corpus_queries=s.corpus_queries, seed=s.seed,
-                  judgments=s.judgments, write_judging=s.write_judging,  # judging the answer, never choosing
+                  # judging the answer; with --judged-choice the judgments chose it (and its pairs are written)
+                  judgments=s.judgments, write_judging=None if s.judged_choice else s.write_judging,
+                  min_judged_retention=s.min_retention if s.judged_choice and s.judgments else None,
                   latency_budget=LATENCY_BUDGET,  # short: the search already spent the budget
                   progress=ctx.progress)
 
@@ -92,27 +94,34 @@ def belief_lines(judged: dict) -> list[str]:
             "the known-item retention, not gating)" for name, b in judged["belief"].items()]
 
 
-def verdict(report, target: float, form: Score, sts_gated: bool, max_noise: float) -> dict:
+def verdict(report, target: float, form: Score, sts_gated: bool, max_noise: float, *,
+            known_item_gates: bool = True) -> dict:
     """verify's gate, each labelled set again for the vectors as stored, and the known-item retention on every
     corpus in full (the search scored a sample), also as stored: a corpus whose whole 95% interval lies below
-    the target fails; one below it within its noise is noted."""
+    the target fails; one below it within its noise is noted. Not ``known_item_gates`` (the judgments chose):
+    every known-item line is noted, none fails."""
     known = [(a.name, _stored_known_item(a, form)) for a in report.agreement if a.known_item]
-    missed, noted = _as_stored(report, target, form, sts_gated), []
+    missed, noted, reported = _as_stored(report, target, form, sts_gated), [], []
     unsure = {name: why for name, k in known if (why := undecided(k["queries"], k.get("ci95"), max_noise))}
     below = [name for name, k in known if k["retention"] < target or name in unsure]
     for name, k in known:
-        if name in unsure:
-            missed.append(f"known-item retention on all of {name} = {k['retention']:.3f}, undecided: "
-                          f"{unsure[name]} (give more documents, --corpus-queries, or --max-noise)")
-            continue
-        if k["retention"] >= target:
-            continue
-        line = f"known-item retention on all of {name} = {k['retention']:.3f}, needs >= {target:g}"
         iv = k.get("ci95")
-        (noted if iv and iv[1] >= target else missed).append(line + (f" (95% interval {iv[0]:.3f}-{iv[1]:.3f})"
-                                                                     if iv else ""))
+        if name in unsure:
+            line = (f"known-item retention on all of {name} = {k['retention']:.3f}, undecided: {unsure[name]} (give "
+                    "more documents, --corpus-queries, or --max-noise)")
+        elif k["retention"] < target:
+            line = (f"known-item retention on all of {name} = {k['retention']:.3f}, needs >= {target:g}"
+                    + (f" (95% interval {iv[0]:.3f}-{iv[1]:.3f})" if iv else ""))
+        else:
+            continue
+        if not known_item_gates:
+            reported.append(line)
+        elif name not in unsure and iv and iv[1] >= target:
+            noted.append(line)
+        else:
+            missed.append(line)
     # on the user's own --queries: reported beside, never gating (benchmarks/README.md#estimate-by-kind)
     belief = {a.name: _stored_known_item(a, form, "belief") for a in report.agreement if a.belief}
     return {"passed": report.passed and not missed, "failed": [c.describe() for c in report.failed] + missed,
-            "within_noise": noted, "known_item": {name: k for name, k in known}, "known_item_below": below,
-            "belief": belief}
+            "within_noise": noted, "not_gating": reported, "known_item": {name: k for name, k in known},
+            "known_item_below": below, "belief": belief}

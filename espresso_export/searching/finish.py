@@ -34,6 +34,7 @@ from espresso_export.searching.final_check import (
     run_verify,
     verdict,
 )
+from espresso_export.searching.judged_choice import choose_judged
 from espresso_export.searching.plain_cuts import rebuild_plain
 from espresso_export.searching.recipe_file import write_recipe
 from espresso_export.searching.scoring import Vectors
@@ -42,6 +43,7 @@ from espresso_export.verification.estimate_error import error_line
 
 MAX_ANSWERS = 3  # candidates built and checked in full, at most, when the sample's choice misses on all documents
 ANSWER_PARTS = ("model", "export", "verify.json")
+INT8_SLACK = 0.01  # judged choice: int8 weights kept when their known-item retention is within this of float32's
 SECOND = ".second-answer"  # where a second answer is built beside the first, in the output's temp folder
 
 
@@ -71,8 +73,9 @@ def finish(ctx: Context, cands: list[Candidate], out: Path, *, overwrite: bool) 
     reason to choose another."""
     s = ctx.settings
     began = time.perf_counter()
-    answer = choose(cands, s, ctx.queries)
-    result = AutoResult.of(ctx, cands, answer or best_reached(cands, s, ctx.queries), met=answer is not None)
+    answer, checks = choose_judged(ctx, cands) if s.judged_choice else (choose(cands, s, ctx.queries), None)
+    result = AutoResult.of(ctx, cands, answer or best_reached(cands, s, ctx.queries), met=answer is not None,
+                           judged=checks)
     with atomic_output(out, overwrite=overwrite, inputs=[ctx.source]) as tmp:
         built, hints = _checked(ctx, cands, answer, tmp) if answer is not None else (None, [])
         result.hints += hints
@@ -80,6 +83,8 @@ def finish(ctx: Context, cands: list[Candidate], out: Path, *, overwrite: bool) 
             result.answer, result.export, result.verify = built.answer, built.export, built.verify
             result.vocabulary = built.vocabulary
             result.hints += [f"{line}: within its noise, not failed" for line in built.verify["within_noise"]]
+            result.hints += [f"{line}: reported, not gating (your judgments chose)"
+                             for line in built.verify["not_gating"]]
             result.hints += belief_lines(built.verify)
             result.hints.append(error_line(result.estimate_error))
             if built.vocabulary is not None:
@@ -104,6 +109,8 @@ def _checked(ctx: Context, cands: list[Candidate], answer: Answer, tmp: Path) ->
     while True:
         built = _build(ctx, cands, answer, tmp)
         hints += built.hints
+        if s.judged_choice:  # chosen on the judgments: the final check judges it, the estimate only reports
+            return built, hints
         tried.add((built.answer.name, built.answer.heal))
         nxt = choose(cands, s, ctx.queries, exclude=tried) if len(tried) < MAX_ANSWERS else None
         if nxt is not None and not built.below and _fewer_bytes(ctx, nxt, built.answer):
@@ -138,7 +145,8 @@ def _build(ctx: Context, cands: list[Candidate], answer: Answer, folder: Path) -
                          f"{answer.form.retention:.3f} on {measured_on(answer.measured)}; {form.describe()} keeps "
                          f"{form.retention:.3f} on all of them, the fewest bytes that do")
             answer = answer.with_form(form)
-    judged = verdict(report, s.min_retention, answer.form, bool(s.sts), s.max_noise)
+    judged = verdict(report, s.min_retention, answer.form, bool(s.sts), s.max_noise,
+                     known_item_gates=not s.judged_choice)
     return Built(answer, export, judged, vocabulary, tuple(hints))
 
 
@@ -166,7 +174,10 @@ def _export(ctx: Context, model: Path, folder: Path) -> dict:
         enc = OnnxEncoder(folder, file=file)
         texts = (sample.queries.texts, sample.documents, sample.queries.targets)
         measured[name] = ctx.scorer.score(Vectors(*(l2_normalised(enc.encode(t)) for t in texts)))
-    weights = "int8" if measured["int8"].retention >= ctx.settings.min_retention else "float32"
+    bar = ctx.settings.min_retention
+    if ctx.settings.judged_choice:  # the estimate's level is not what chose: int8 may lose little of float32's
+        bar = min(bar, measured["float32"].retention - INT8_SLACK)
+    weights = "int8" if measured["int8"].retention >= bar else "float32"
     if weights == "float32":
         shutil.rmtree(folder)
         export(model, folder)

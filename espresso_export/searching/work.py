@@ -29,7 +29,7 @@ WORK_SUFFIX = ".auto-work"  # the work folder is the output's sibling OUT.auto-w
 FORMAT = 5
 # the answer's choice, not what a step computes
 NOT_MEASURED = ("time_budget", "threads", "keep_work", "objective", "min_retention", "max_latency_ratio", "sts",
-                "retrieval", "precision", "prune_vocab", "judgments", "write_judging")
+                "retrieval", "precision", "prune_vocab", "judgments", "write_judging", "judged_choice")
 # what only the heals depend on (the healing texts: they leave out every query the final check asks)
 HEALING = ("sentences", "doc_share", "doc_sentences", "max_texts", "max_seq_len", "batch_size", "queries",
            "corpus_queries")

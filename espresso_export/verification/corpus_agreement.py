@@ -45,6 +45,11 @@ class CorpusSet:
     no_known_items: str | None = None  # why no known-item query could be made
     queries_spec: str | None = None  # the user's queries file (--queries), for their ids (.judging)
 
+    @property
+    def documents(self) -> list[str]:
+        """The corpus' texts, by the search package's word for them (docs/architecture.md, Glossary)."""
+        return self.passages
+
 
 def load_corpus(spec: str, queries: str | None, *, method: str, limit: int, seed: int,
                 known_items: str, field: str | None = None) -> CorpusSet:

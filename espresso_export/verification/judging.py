@@ -32,10 +32,10 @@ FILLED = "relevance"  # the field a judge fills: 0 not relevant, 1 relevant, 2 h
 
 # --- numbers in, numbers out -------------------------------------------------------------------------------------
 
-def pools(source_top: np.ndarray, candidate_top: np.ndarray, k: int = K) -> list[list[int]]:
-    """Per query, the documents (corpus positions, ascending) in the source's or the candidate's top ``k``: the
-    pairs that decide both models' nDCG@k (-1 pads are no documents)."""
-    return [sorted({int(d) for d in (*s[:k], *c[:k]) if d >= 0}) for s, c in zip(source_top, candidate_top)]
+def pools(*tops: np.ndarray, k: int = K) -> list[list[int]]:
+    """Per query, the documents (corpus positions, ascending) in any of the models' top ``k`` (the source's and a
+    candidate's, or several candidates'): the pairs that decide each one's nDCG@k (-1 pads are no documents)."""
+    return [sorted({int(d) for top in row for d in top[:k] if d >= 0}) for row in zip(*tops)]
 
 
 def judged_ndcg(source_top: np.ndarray, candidate_top: np.ndarray, grades: Sequence[dict[int, float]],
@@ -43,7 +43,7 @@ def judged_ndcg(source_top: np.ndarray, candidate_top: np.ndarray, grades: Seque
     """``(candidate, source, skipped)``: each model's nDCG@k on the queries whose pooled documents all have a grade
     in ``grades[i]`` (position -> relevance; the ideal DCG from all of them), and the count of the other queries."""
     cand, src, skipped = [], [], 0
-    for s, c, pool, g in zip(source_top, candidate_top, pools(source_top, candidate_top, k), grades):
+    for s, c, pool, g in zip(source_top, candidate_top, pools(source_top, candidate_top, k=k), grades):
         if not pool or any(d not in g for d in pool):
             skipped += 1
             continue

@@ -172,6 +172,7 @@ def test_push_stages_the_openvino_weights(minilm_export, ov_export, tmp_path):
         assert name in files and name.replace(".xml", ".bin") in files
 
 
+@pytest.mark.slow  # 25 s: a consumer process loads both OpenVINO files; the card's other snippets run by default
 def test_the_cards_sentence_transformers_openvino_snippet_gives_our_vectors(minilm_export, ov_export, tmp_path):
     """The card's ``backend="openvino"`` snippet, run on the staged repository by sentence-transformers[openvino]
     in the consumer environment (no espresso-export there), for both OpenVINO files."""

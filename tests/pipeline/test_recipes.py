@@ -339,6 +339,7 @@ steps:
 """
 
 
+@pytest.mark.slow  # 28 s on a real MiniLM; resuming from a changed step runs by default (test_resume_keeps_...)
 def test_run_end_to_end_gate_stops_before_push_then_resume(minilm_path, calibration_file, tmp_path, capsys, one_thread):
     recipe = write(tmp_path, E2E.format(calibration=calibration_file))
     out_dir = tmp_path / "run"

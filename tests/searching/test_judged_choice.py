@@ -1,0 +1,116 @@
+"""``auto --judged-choice``: the user's judgments choose the answer, cheapest first, where the known-item estimate
+would not let the candidate answer; the pairs of every candidate searched are written to judge first; the report
+says what chose. The tiny BERT on the tiny words: these check the mechanics, not the estimate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from espresso_export.cli.app import main
+from espresso_export.core.errors import ValidationError
+from espresso_export.searching.auto import auto
+from espresso_export.searching.auto_settings import AutoSettings
+from espresso_export.searching.judged_choice import SOURCE_FILE, judged_order
+from espresso_export.searching.work import WORK_SUFFIX
+
+pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[eval]')")
+
+SMALL = {"sample_documents": 80, "sample_queries": 24, "max_texts": 400, "batch_size": 16, "threads": 1,
+         "known_items": "title", "max_noise": 10.0, "amp": "off", "static": False, "layers": [1, 2],
+         "objective": "size", "time_budget": "10m"}
+
+
+def _fill(pairs: Path, out: Path, relevant) -> None:
+    """The pairs file filled in: relevance 1 where ``relevant(pair)``, else 0."""
+    lines = [json.loads(line) for line in pairs.read_text(encoding="utf-8").splitlines()]
+    out.write_text("".join(json.dumps({**p, "relevance": 1 if relevant(p) else 0}) + "\n" for p in lines),
+                   encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory, tiny_bert, docs):
+    """A search asking for its pairs to judge before any judging: it chooses nothing and keeps its work."""
+    root = tmp_path_factory.mktemp("judged")
+    queries = root / "queries.txt"
+    queries.write_text("".join(json.loads(line)["title"] + "\n" for line in docs.read_text().splitlines()[100:130]))
+    common = {"corpus": [str(docs)], "queries": [str(queries)], "judged_choice": True, "keep_work": True, **SMALL}
+    result = auto(tiny_bert, root / "out", min_retention=0.9999, write_judging=str(root / "pairs.jsonl"), **common)
+    return root, common, result
+
+
+def test_without_judgments_every_candidate_is_searched_and_its_pairs_written(first):
+    root, common, result = first
+    assert not result.met and not result.passed and result.chosen_on == "your judgments"
+    # every candidate that may answer, cheapest first, was searched over all the documents with the 30 queries
+    assert [(c.answer.name, c.answer.heal) for c in result.judged] == \
+        [(a.name, a.heal) for a in judged_order(result.measured, AutoSettings(**common, min_retention=0.9999,
+                                                                               write_judging="unused.jsonl"))]
+    assert len(result.judged) == 4 and all(not c.rows for c in result.judged)
+    assert any(h.startswith("no judgments yet: fill the pairs in") for h in result.hints), result.hints
+    pairs = [json.loads(line) for line in (root / "pairs.jsonl").read_text().splitlines()]
+    by_query: dict[str, set] = {}
+    for p in pairs:
+        by_query.setdefault(p["query_id"], set()).add(int(p["doc_id"]))
+    assert len(by_query) == 30 and all(p["relevance"] is None for p in pairs)
+    # each query's pool is the union of every searched model's top 10: the source's whole, the candidates' too
+    with np.load(root / ("out" + WORK_SUFFIX) / SOURCE_FILE.format(0)) as saved:
+        source = saved["top"]
+    for q, top in enumerate(source):
+        assert set(map(int, top)) <= by_query[str(q)]
+    for q, check_tops in enumerate(zip(*(c.tops[0] for c in result.judged))):
+        assert by_query[str(q)] == set(map(int, source[q])).union(*(set(map(int, t)) for t in check_tops))
+    record = json.loads((root / "out" / "auto.json").read_text())
+    assert record["chosen_on"] == "your judgments" and len(record["judged_choice"]) == 4
+
+
+def test_judgments_every_pair_relevant_choose_the_cheapest_the_estimate_would_not(first, tiny_bert):
+    root, common, _ = first
+    _fill(root / "pairs.jsonl", root / "all.jsonl", lambda p: True)
+    out = root / "out"
+    result = auto(tiny_bert, out, min_retention=0.9999, judgments=str(root / "all.jsonl"), overwrite=True, **common)
+    cheapest = result.judged[0].answer
+    assert result.met and result.passed and (result.answer.name, result.answer.heal) == (cheapest.name, cheapest.heal)
+    assert len(result.judged) == 1  # the first keeps it: none searched after it
+    (row,) = result.judged[0].rows
+    assert row.retention == pytest.approx(1.0) and row.judged == 30
+    # the known-item estimate would not have answered it: below 0.9999, reported, not gating
+    assert cheapest.measured.retention < 0.9999
+    assert any(h.endswith("reported, not gating (your judgments chose)") for h in result.hints), result.hints
+    assert any(h.startswith("chosen on your judgments") for h in result.hints)
+    report = json.loads((out / "verify.json").read_text())
+    assert report["judged"][0]["retention"] == pytest.approx(1.0) and report["gate"]["passed"]
+    assert [c["name"] for c in report["gate"]["checks"]] == ["judged retention on docs.jsonl"]  # the export's, gated
+    card = (out / "README.md").read_text()
+    judged = report["judged"][0]["queries_judged"]  # the export's top 10s: a pair the search did not pool skips one
+    assert f"judged nDCG@10 (the publisher's relevance judgments, {judged} queries), docs.jsonl" in card
+    assert "| judged retention on docs.jsonl | >= 0.9999 | 1.0000 | pass |" in card
+
+
+def test_judgments_no_candidate_keeps_exit_3_naming_the_judgments(first, tiny_bert, capsys):
+    """Only the source's own top 10 judged relevant: a candidate keeps 0.9999 only by finding exactly those; the
+    command exits 3 and says no candidate kept it by the judgments."""
+    root, common, _ = first
+    with np.load(root / ("out" + WORK_SUFFIX) / SOURCE_FILE.format(0)) as saved:
+        source = saved["top"]
+    _fill(root / "pairs.jsonl", root / "source.jsonl", lambda p: int(p["doc_id"]) in set(source[int(p["query_id"])]))
+    small = ["--sample-documents", "80", "--sample-queries", "24", "--max-texts", "400", "--batch-size", "16",
+             "--threads", "1", "--known-items", "title", "--max-noise", "10", "--amp", "off", "--no-static", "--keep-work",
+             "--layers", "1,2", "--objective", "size", "--time-budget", "10m"]
+    code = main(["auto", str(tiny_bert), "--corpus", common["corpus"][0], "--queries", common["queries"][0],
+                 "--judged-choice", "--judgments", str(root / "source.jsonl"), "--min-retention", "1.0",
+                 "-o", str(root / "out"), "--overwrite", *small])
+    assert code == 3
+    err = capsys.readouterr().err
+    assert "by your judgments" in err
+
+
+def test_judged_choice_needs_judgments_and_a_float_objective(docs):
+    with pytest.raises(ValidationError, match="--judged-choice chooses on your judgments"):
+        AutoSettings(corpus=[str(docs)], judged_choice=True)
+    with pytest.raises(ValidationError, match="by latency or size"):
+        AutoSettings(corpus=[str(docs)], judged_choice=True, write_judging="pairs.jsonl",
+                     objective="bytes-per-vector")
