@@ -65,3 +65,17 @@ def test_survivors_keep_the_cheapest_hopeful_and_the_cheapest_that_meets():
     assert survivors(scores, costs, 0.97, keep=2, margin=0.1) == ["L1", "L2", "L3"]
     # none may reach it: the best scored go on
     assert survivors(scores, costs, 0.999, keep=2, margin=0.0) == ["L4", "L3"]
+
+
+def test_judged_choice_keeps_three_source_passes_of_the_documents_and_queries_aside(tmp_path):
+    """--judged-choice searches every document with the source and the candidates, cheapest first: the plan keeps
+    about three of the source's passes for it, and nothing without it."""
+    from espresso_export.searching.auto_settings import AutoSettings
+    from espresso_export.searching.budget import JUDGED_PASSES, judged_seconds
+
+    speed = Speed(seconds_per_text=0.01, depth=6)
+    plain = AutoSettings(corpus=["docs.jsonl"], corpus_queries=100)
+    judged = AutoSettings(corpus=["docs.jsonl"], corpus_queries=100, judged_choice=True,
+                          write_judging=str(tmp_path / "pairs.jsonl"))
+    assert judged_seconds(plain, 5000, speed) == 0.0
+    assert judged_seconds(judged, 5000, speed) == pytest.approx(JUDGED_PASSES * 5100 * 0.01)
