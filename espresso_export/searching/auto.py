@@ -34,6 +34,7 @@ from espresso_export.searching.context import Context, SourceModel
 from espresso_export.searching.finish import finish
 from espresso_export.searching.halving import earlier_heals, heal_static, search
 from espresso_export.searching.healing_texts import healing_texts
+from espresso_export.searching.judged_choice import judging_earlier_search
 from espresso_export.searching.plain_cuts import (
     CALIBRATION_FILE,
     calibration_texts,
@@ -80,7 +81,8 @@ def auto(source: str | os.PathLike, output: str | os.PathLike, settings: AutoSet
             settle(ctx, cands)
             ctx.model.release()
             heal_static(ctx, cands)
-            search(ctx, cands)
+            if not judging_earlier_search(ctx):
+                search(ctx, cands)
             earlier_heals(ctx, cands)
             settle(ctx, cands)
             result = finish(ctx, cands, out, overwrite=overwrite)

@@ -83,7 +83,7 @@ def judged_hint(s: AutoSettings, checks: list, met: bool) -> str:
                 "reported beside it")
     if not s.judgments:
         return (f"no judgments yet: fill the pairs in {s.write_judging}, then run the same command with --judgments "
-                f"{s.write_judging} (the work folder is kept: it continues)")
+                f"{s.write_judging} in place of --write-judging, and --overwrite: the search's work is kept and reused")
     short = [c.answer.describe() for c in checks if any(r.judged < MIN_JUDGED for r in c.rows) or not c.rows]
     line = (f"no candidate searched ({len(checks)}) kept {s.min_retention:g} by your judgments over at least "
             f"{MIN_JUDGED} judged queries")

@@ -30,6 +30,7 @@ from espresso_export.searching.context import Context
 from espresso_export.searching.encoding import documents_vectors
 from espresso_export.verification.judging import K, JudgedRow
 
+JUDGED_STEP = "judged-choice"  # the work folder's record of the heals whose pairs were written to judge
 MIN_JUDGED = 10  # judged queries a corpus needs before its judged retention may choose (verify's least for a score)
 SOURCE_FILE = "judged-source-{}.npz"  # the source's vectors of a corpus' documents and the final check's queries
 
@@ -48,15 +49,17 @@ class JudgedCheck:
                                        for r in self.rows)
 
     def line(self, target: float) -> str:
-        said = "; ".join(r.line() for r in self.rows) or "nothing judged yet"
+        head = f"judged choice, {self.answer.describe()} (known-item retention {self.answer.measured.retention:.3f}): "
+        if not self.rows:
+            return head + "no judgments given (its pairs go to --write-judging)"
+        said = "; ".join(r.line() for r in self.rows)
         if self.keeps(target):
-            verdict = f"keeps {target:g}: the answer"
-        elif any(r.judged < MIN_JUDGED for r in self.rows) or not self.rows:
-            verdict = f"fewer than {MIN_JUDGED} judged queries: undecided (judge its pairs: --write-judging)"
+            verdict = f"keeps {target:g}, the answer"
+        elif any(r.judged < MIN_JUDGED for r in self.rows):
+            verdict = f"fewer than {MIN_JUDGED} judged queries, undecided (its pairs go to --write-judging)"
         else:
             verdict = f"below {target:g}"
-        return (f"judged choice, {self.answer.describe()} (known-item retention {self.answer.measured.retention:.3f}):"
-                f" {said}: {verdict}")
+        return f"{head}{said}: {verdict}"
 
     def to_dict(self, target: float) -> dict:
         return {"candidate": self.answer.name, "heal": self.answer.heal,
@@ -71,14 +74,17 @@ class _Tops:
     tops: tuple[np.ndarray, ...]
 
 
-def judged_order(cands: list[Candidate], settings) -> list[Answer]:
-    """Each candidate's best heal by the estimate (one that may answer, within the latency gate), cheapest first
-    by the objective; ties go to the better estimate."""
+def judged_order(cands: list[Candidate], settings, pinned: dict[str, int] | None = None) -> list[Answer]:
+    """Each candidate's best heal by the estimate (one that may answer, within the latency gate), or the heal of
+    ``pinned`` texts (the heals whose pairs were written to judge), cheapest first by the objective; ties go to
+    the better estimate."""
     found = []
     for cand in cands:
         if settings.max_latency_ratio is not None and cand.latency_ratio > settings.max_latency_ratio:
             continue
         heals = {name: h for name, h in cand.scores.items() if may_answer(cand, name)}
+        if pinned is not None:
+            heals = {name: h for name, h in heals.items() if h.texts == pinned.get(cand.name)}
         if heals:
             name = max(heals, key=lambda n: heals[n].retention)
             key = cost(cand, settings.objective, heals[name], settings.min_retention, settings.precision)
@@ -154,7 +160,8 @@ def choose_judged(ctx: Context, cands: list[Candidate]) -> tuple[Answer | None, 
     source = _source_tops(ctx, corpora)
     checks: list[JudgedCheck] = []
     chosen = None
-    for answer in judged_order(cands, s):
+    recorded = ctx.work.done(JUDGED_STEP) if judgments is not None else None
+    for answer in judged_order(cands, s, recorded["heals"] if recorded else None):
         cand = find(cands, answer.name)
         if not _fits(ctx, cand, corpora, len(checks)):
             break
@@ -173,7 +180,19 @@ def choose_judged(ctx: Context, cands: list[Candidate]) -> tuple[Answer | None, 
                 break
     if s.write_judging:
         _write_pairs(ctx, corpora, source, checks)
+        ctx.work.put(JUDGED_STEP, {"heals": {c.answer.name: c.answer.measured.texts for c in checks}})
     return chosen, checks
+
+
+def judging_earlier_search(ctx: Context) -> bool:
+    """Whether this run judges the heals an earlier run wrote the pairs of (``--judged-choice --judgments`` on its
+    work folder): then no heal is added, so the candidates are the ones judged."""
+    s = ctx.settings
+    if not (s.judged_choice and s.judgments and ctx.work.done(JUDGED_STEP) is not None):
+        return False
+    ctx.say("judged choice: judging the heals whose pairs an earlier run of this search wrote (no heal added; "
+            "without --judgments the search continues)")
+    return True
 
 
 def _write_pairs(ctx: Context, corpora: list, source: list[np.ndarray], checks: list[JudgedCheck]) -> None:

@@ -74,6 +74,11 @@ def test_judgments_every_pair_relevant_choose_the_cheapest_the_estimate_would_no
     result = auto(tiny_bert, out, min_retention=0.9999, judgments=str(root / "all.jsonl"), overwrite=True, **common)
     cheapest = result.judged[0].answer
     assert result.met and result.passed and (result.answer.name, result.answer.heal) == (cheapest.name, cheapest.heal)
+    # the heals whose pairs the first run wrote are judged, and no heal is added (its pairs would not be judged)
+    assert any(line.startswith("judged choice: judging the heals whose pairs an earlier run") for line in result.log)
+    assert not any(line.startswith(("rung 1: healing", "plan: rungs")) for line in result.log), result.log
+    first_heals = {(c.answer.name, c.answer.measured.texts) for c in first[2].judged}
+    assert (cheapest.name, cheapest.measured.texts) in first_heals
     assert len(result.judged) == 1  # the first keeps it: none searched after it
     (row,) = result.judged[0].rows
     assert row.retention == pytest.approx(1.0) and row.judged == 30
