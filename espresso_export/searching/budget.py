@@ -23,7 +23,7 @@ STS_TEXTS = 3000  # texts per STS set given with --sts, about: an estimate, not 
 BUILTIN_STS_TEXTS = 340  # the shipped smoke set the final check reads when no --sts is given
 TIMED_ROUND = 3  # verify's timed rounds at least per batch size, each every latency text through both models
 LATENCY_BUDGET = 5.0  # seconds of extra timed rounds per batch size the finish's verify may take
-JUDGED_PASSES = 3  # judged choice: the source's pass and the candidates', cheapest first, about two more of them
+JUDGED_PASSES = 2  # judged choice: the candidates' passes kept aside at most, in source passes (cheapest first)
 TRAIN_COST = 3.0  # a training step on a text costs about 3 forward passes (forward, backward), until measured
 
 
@@ -89,13 +89,15 @@ def finish_seconds(s: AutoSettings, documents: int, speed: Speed) -> float:
 
 
 def judged_seconds(s: AutoSettings, documents: int, speed: Speed) -> float:
-    """``--judged-choice``: every document and the final check's queries encoded by the source, then by each
-    candidate searched, cheapest first (together about :data:`JUDGED_PASSES` - 1 of the source's passes); 0
-    without it."""
+    """``--judged-choice``: every document and the final check's queries encoded by the source, then by the
+    candidates searched, cheapest first (with ``--write-judging`` every one the budget covers: about the cuts'
+    layers over the source's, at most :data:`JUDGED_PASSES` passes of it; else about one); 0 without it."""
     if not s.judged_choice:
         return 0.0
     texts = documents + len(s.corpus) * min(s.corpus_queries, documents)
-    return JUDGED_PASSES * speed.encode(texts, speed.depth)
+    depths = s.layers or range(1, speed.depth)
+    candidates = min(2 * sum(depths) / speed.depth, JUDGED_PASSES) if s.write_judging else 1.0
+    return (1 + candidates) * speed.encode(texts, speed.depth)
 
 
 def cut_seconds(speed: Speed, depth: int, texts: int, overhead: float) -> float:

@@ -67,9 +67,10 @@ def test_survivors_keep_the_cheapest_hopeful_and_the_cheapest_that_meets():
     assert survivors(scores, costs, 0.999, keep=2, margin=0.0) == ["L4", "L3"]
 
 
-def test_judged_choice_keeps_three_source_passes_of_the_documents_and_queries_aside(tmp_path):
+def test_judged_choice_keeps_the_source_and_candidates_passes_of_the_documents_and_queries_aside(tmp_path):
     """--judged-choice searches every document with the source and the candidates, cheapest first: the plan keeps
-    about three of the source's passes for it, and nothing without it."""
+    the source's pass for it and the candidates' (every depth's two cuts, at most two source passes, for the pairs
+    of --write-judging; about one with --judgments), and nothing without it."""
     from espresso_export.searching.auto_settings import AutoSettings
     from espresso_export.searching.budget import JUDGED_PASSES, judged_seconds
 
@@ -78,4 +79,11 @@ def test_judged_choice_keeps_three_source_passes_of_the_documents_and_queries_as
     judged = AutoSettings(corpus=["docs.jsonl"], corpus_queries=100, judged_choice=True,
                           write_judging=str(tmp_path / "pairs.jsonl"))
     assert judged_seconds(plain, 5000, speed) == 0.0
-    assert judged_seconds(judged, 5000, speed) == pytest.approx(JUDGED_PASSES * 5100 * 0.01)
+    assert judged_seconds(judged, 5000, speed) == pytest.approx((1 + JUDGED_PASSES) * 5100 * 0.01)
+    shallow = AutoSettings(corpus=["docs.jsonl"], corpus_queries=100, judged_choice=True, layers=[1],
+                           write_judging=str(tmp_path / "pairs.jsonl"))
+    assert judged_seconds(shallow, 5000, speed) == pytest.approx((1 + 2 / 6) * 5100 * 0.01)
+    filled = tmp_path / "judged.tsv"
+    filled.write_text("q1\td1\t1\n", encoding="utf-8")
+    judging = AutoSettings(corpus=["docs.jsonl"], corpus_queries=100, judged_choice=True, judgments=str(filled))
+    assert judged_seconds(judging, 5000, speed) == pytest.approx(2 * 5100 * 0.01)
