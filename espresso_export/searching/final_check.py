@@ -99,7 +99,7 @@ def verdict(report, target: float, form: Score, sts_gated: bool, max_noise: floa
     """verify's gate, each labelled set again for the vectors as stored, and the known-item retention on every
     corpus in full (the search scored a sample), also as stored: a corpus whose whole 95% interval lies below
     the target fails; one below it within its noise is noted. Not ``known_item_gates`` (the judgments chose):
-    every known-item line is noted, none fails."""
+    a known-item line below the target is reported (``not_gating``), never failed."""
     known = [(a.name, _stored_known_item(a, form)) for a in report.agreement if a.known_item]
     missed, noted, reported = _as_stored(report, target, form, sts_gated), [], []
     unsure = {name: why for name, k in known if (why := undecided(k["queries"], k.get("ci95"), max_noise))}
