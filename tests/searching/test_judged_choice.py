@@ -20,7 +20,7 @@ from espresso_export.searching.work import WORK_SUFFIX
 pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[eval]')")
 
 SMALL = {"sample_documents": 80, "sample_queries": 24, "max_texts": 400, "batch_size": 16, "threads": 1,
-         "known_items": "title", "max_noise": 10.0, "amp": "off", "static": False, "layers": [1, 2],
+         "known_items": "title", "max_noise": 10.0, "amp": "off", "static": False, "layers": [1],
          "objective": "size", "time_budget": "10m"}
 
 
@@ -49,7 +49,7 @@ def test_without_judgments_every_candidate_is_searched_and_its_pairs_written(fir
     assert [(c.answer.name, c.answer.heal) for c in result.judged] == \
         [(a.name, a.heal) for a in judged_order(result.measured, AutoSettings(**common, min_retention=0.9999,
                                                                                write_judging="unused.jsonl"))]
-    assert len(result.judged) == 4 and all(not c.rows for c in result.judged)
+    assert len(result.judged) == 2 and all(not c.rows for c in result.judged)
     assert any(h.startswith("no judgments yet: fill the pairs in") for h in result.hints), result.hints
     pairs = [json.loads(line) for line in (root / "pairs.jsonl").read_text().splitlines()]
     by_query: dict[str, set] = {}
@@ -64,7 +64,7 @@ def test_without_judgments_every_candidate_is_searched_and_its_pairs_written(fir
     for q, check_tops in enumerate(zip(*(c.tops[0] for c in result.judged))):
         assert by_query[str(q)] == set(map(int, source[q])).union(*(set(map(int, t)) for t in check_tops))
     record = json.loads((root / "out" / "auto.json").read_text())
-    assert record["chosen_on"] == "your judgments" and len(record["judged_choice"]) == 4
+    assert record["chosen_on"] == "your judgments" and len(record["judged_choice"]) == 2
 
 
 def test_judgments_every_pair_relevant_choose_the_cheapest_the_estimate_would_not(first, tiny_bert):
@@ -104,7 +104,7 @@ def test_judgments_no_candidate_keeps_exit_3_naming_the_judgments(first, tiny_be
     _fill(root / "pairs.jsonl", root / "source.jsonl", lambda p: int(p["doc_id"]) in set(source[int(p["query_id"])]))
     small = ["--sample-documents", "80", "--sample-queries", "24", "--max-texts", "400", "--batch-size", "16",
              "--threads", "1", "--known-items", "title", "--max-noise", "10", "--amp", "off", "--no-static", "--keep-work",
-             "--layers", "1,2", "--objective", "size", "--time-budget", "10m"]
+             "--layers", "1", "--objective", "size", "--time-budget", "10m"]
     code = main(["auto", str(tiny_bert), "--corpus", common["corpus"][0], "--queries", common["queries"][0],
                  "--judged-choice", "--judgments", str(root / "source.jsonl"), "--min-retention", "1.0",
                  "-o", str(root / "out"), "--overwrite", *small])
