@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from espresso_export.searching.all_documents import heal_model
-from espresso_export.searching.answer import Answer, may_answer
+from espresso_export.searching.answer import Answer, choose, may_answer
 from espresso_export.searching.budget import judged_seconds
 from espresso_export.searching.candidates import Candidate, cost, find, work_depth
 from espresso_export.searching.context import Context
@@ -149,9 +149,26 @@ def _fits(ctx: Context, cand: Candidate, corpora: list, checked: int) -> bool:
     return True
 
 
+def _to_pool(ctx: Context, cands: list[Candidate], order: list[Answer]) -> list[Answer]:
+    """The candidates whose pairs a run without judgments writes: those no costlier than the estimate's own answer
+    (it keeps the target by the estimate; a costlier one is no better an answer), every one when it has none."""
+    s = ctx.settings
+    estimate = choose(cands, s, ctx.queries)
+    if estimate is None:
+        return order
+    bound = cost(find(cands, estimate.name), s.objective, estimate.measured, s.min_retention, s.precision)
+    kept = [a for a in order
+            if cost(find(cands, a.name), s.objective, a.measured, s.min_retention, s.precision) <= bound]
+    if len(kept) < len(order):
+        ctx.say(f"judged choice: pooling the {len(kept)} candidates no costlier than the estimate's answer, "
+                f"{estimate.describe()}")
+    return kept
+
+
 def choose_judged(ctx: Context, cands: list[Candidate]) -> tuple[Answer | None, list[JudgedCheck]]:
     """The cheapest candidate whose judged retention keeps the target (:func:`judged_order`), and every check made
-    (with ``--write-judging``: every candidate, for their pairs; else up to the first that keeps it)."""
+    (with ``--write-judging``: every candidate pooled, for their pairs, :func:`_to_pool` without judgments; else up
+    to the first that keeps it)."""
     from espresso_export.verification.judging import judged_rows, read_judgments
 
     s = ctx.settings
@@ -161,7 +178,8 @@ def choose_judged(ctx: Context, cands: list[Candidate]) -> tuple[Answer | None, 
     checks: list[JudgedCheck] = []
     chosen = None
     recorded = ctx.work.done(JUDGED_STEP) if judgments is not None else None
-    for answer in judged_order(cands, s, recorded["heals"] if recorded else None):
+    order = judged_order(cands, s, recorded["heals"] if recorded else None)
+    for answer in order if judgments is not None else _to_pool(ctx, cands, order):
         cand = find(cands, answer.name)
         if not _fits(ctx, cand, corpora, len(checks)):
             break

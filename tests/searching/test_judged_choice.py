@@ -119,3 +119,32 @@ def test_judged_choice_needs_judgments_and_a_float_objective(docs):
     with pytest.raises(ValidationError, match="by latency or size"):
         AutoSettings(corpus=[str(docs)], judged_choice=True, write_judging="pairs.jsonl",
                      objective="bytes-per-vector")
+
+
+def test_without_judgments_the_pairs_stop_at_the_estimates_own_answer(first):
+    """A costlier candidate than the one the estimate answers with is no better an answer: its pairs are not
+    written to judge (every candidate's are when the estimate answers none)."""
+    from types import SimpleNamespace
+
+    from espresso_export.searching.candidates import cost, find
+    from espresso_export.searching.judged_choice import _to_pool
+
+    root, common, result = first
+    cands = result.measured
+    best = {c.name: max(h.retention for h in c.scores.values()) for c in cands}
+    s = AutoSettings(**{**common, "objective": "latency"}, min_retention=min(best.values()),
+                     write_judging=str(root / "unused.jsonl"))
+    said: list[str] = []
+    ctx = SimpleNamespace(settings=s, queries=24, say=lambda line, **_: said.append(line))
+    order = judged_order(cands, s)
+    pooled = _to_pool(ctx, cands, order)
+
+    def price(a):
+        return cost(find(cands, a.name), s.objective, a.measured, s.min_retention, s.precision)
+
+    assert pooled == [a for a in order if price(a) <= price(order[0])] and pooled[0] == order[0]
+    assert (len(pooled) < len(order)) == bool(said)
+    unreachable = AutoSettings(**{**common, "objective": "latency"}, min_retention=1.4,
+                               write_judging=str(root / "unused.jsonl"))
+    assert _to_pool(SimpleNamespace(settings=unreachable, queries=24, say=said.append), cands,
+                    judged_order(cands, unreachable)) == judged_order(cands, unreachable)
