@@ -101,7 +101,8 @@ class AutoSettings:
         False, flags=("--judged-choice/--no-judged-choice",),
         help="Let your judgments choose: the answer is the cheapest candidate whose judged retention (--judgments, "
              "on the final check's queries over all your documents) keeps --min-retention; the known-item estimate "
-             "is reported beside it. With --write-judging, every candidate's pairs to judge are written first.")
+             "is reported beside it. With --write-judging (and no --judgments), the pairs deciding the candidates up to "
+             "the estimate's own answer are written to judge first.")
     prune_vocab: Optional[bool] = setting(
         None, flags=("--prune-vocab/--no-prune-vocab",),
         help="Prune the answer's vocabulary to the tokens of your documents and the healing texts (prune-vocab): "
