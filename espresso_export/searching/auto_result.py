@@ -46,7 +46,8 @@ def _undecided(s: AutoSettings, cands: list[Candidate], queries: int) -> str | N
             "--corpus) or accept wider intervals (--max-noise)")
 
 
-def _missed(s: AutoSettings, cands: list[Candidate], best: Answer | None, queries: int) -> str:
+def _missed(s: AutoSettings, cands: list[Candidate], best: Answer | None, queries: int,
+            source_depth: int | None = None) -> str:
     """What the search reached, and what more time would likely give: the best candidate's last heal gained
     ``g`` over its previous one; a heal :data:`.halving.ETA` times as long gains about
     :data:`.halving.LONGER_GAIN` as much again."""
@@ -70,7 +71,10 @@ def _missed(s: AutoSettings, cands: list[Candidate], best: Answer | None, querie
         line += (f"; a heal {ETA}x as long would likely reach about {likely:.3f} (a larger --time-budget continues "
                  "this search)")
     deeper = [c.depth for c in cands if c.depth > cand.depth and c.is_cut]
-    if not deeper:
+    if cand.is_cut and source_depth is not None and cand.depth >= source_depth - 1:
+        line += (f"; it is the deepest cut below the source's {source_depth} layers: lower --min-retention, or give "
+                 "the heals more texts (--sentences)")
+    elif not deeper:
         line += "; no deeper cut was tried: widen --layers or lower --min-retention"
     return line
 
@@ -162,7 +166,7 @@ class AutoResult:
             result.hints.append(judged_hint(s, judged, met))
         elif not met:
             result.undecided = _undecided(s, cands, ctx.queries) is not None
-            result.hints.append(_missed(s, cands, answer, ctx.queries))
+            result.hints.append(_missed(s, cands, answer, ctx.queries, ctx.speed.depth))
         return result
 
     def rows(self) -> list[dict]:
