@@ -34,7 +34,7 @@ from espresso_export.searching.final_check import (
     run_verify,
     verdict,
 )
-from espresso_export.searching.judged_choice import choose_judged
+from espresso_export.searching.judged_choice import best_judged, choose_judged
 from espresso_export.searching.plain_cuts import rebuild_plain
 from espresso_export.searching.recipe_file import write_recipe
 from espresso_export.searching.scoring import Vectors
@@ -74,8 +74,8 @@ def finish(ctx: Context, cands: list[Candidate], out: Path, *, overwrite: bool) 
     s = ctx.settings
     began = time.perf_counter()
     answer, checks = choose_judged(ctx, cands) if s.judged_choice else (choose(cands, s, ctx.queries), None)
-    result = AutoResult.of(ctx, cands, answer or best_reached(cands, s, ctx.queries), met=answer is not None,
-                           judged=checks)
+    reached = answer or (best_judged(checks) if checks else None) or best_reached(cands, s, ctx.queries)
+    result = AutoResult.of(ctx, cands, reached, met=answer is not None, judged=checks)
     with atomic_output(out, overwrite=overwrite, inputs=[ctx.source]) as tmp:
         built, hints = _checked(ctx, cands, answer, tmp) if answer is not None else (None, [])
         result.hints += hints

@@ -149,6 +149,14 @@ def _fits(ctx: Context, cand: Candidate, corpora: list, checked: int) -> bool:
     return True
 
 
+def best_judged(checks: list[JudgedCheck]) -> Answer | None:
+    """Nothing kept the target by the judgments: the check with the highest judged retention (its lowest over the
+    corpora), shown as what the search reached; None when nothing was judged."""
+    judged = [(min(r.retention for r in c.rows), c.answer) for c in checks
+              if c.rows and all(r.retention is not None for r in c.rows)]
+    return max(judged, key=lambda f: f[0])[1] if judged else None
+
+
 def _to_pool(ctx: Context, cands: list[Candidate], order: list[Answer]) -> list[Answer]:
     """The candidates whose pairs a run without judgments writes: those no costlier than the estimate's own answer
     (it keeps the target by the estimate; a costlier one is no better an answer), every one when it has none."""

@@ -111,6 +111,10 @@ def test_judgments_no_candidate_keeps_exit_3_naming_the_judgments(first, tiny_be
     assert code == 3
     err = capsys.readouterr().err
     assert "by your judgments" in err
+    record = json.loads((root / "out" / "auto.json").read_text())
+    judged = {(c["candidate"], c["heal"]): c["judged"][0]["retention"] for c in record["judged_choice"]}
+    best = max(judged, key=judged.get)  # what the search reached: the best by the judgments, not by the estimate
+    assert (record["answer"]["candidate"], record["answer"]["heal"]) == best and not record["met"]
 
 
 def test_judged_choice_needs_judgments_and_a_float_objective(docs):
