@@ -6,9 +6,10 @@ judged a few query-document pairs of their own queries has labels: with ``--judg
 best heal by the estimate; every one that may answer, :func:`.answer.may_answer`) is searched over all the
 documents with the final check's queries, cheapest first by the objective, and the first whose judged retention
 (:mod:`espresso_export.verification.judging`) keeps the target on every corpus over at least :data:`MIN_JUDGED`
-judged queries is the answer. The estimate is reported beside it, never gating. With ``--write-judging`` the
-pairs of every candidate searched (the union of its top 10 and the source's) are written to judge, so the judging
-can come before the choice: the same command with ``--judgments`` continues from the work folder.
+judged queries is the answer. The estimate is reported beside it, never gating. With ``--write-judging`` and no
+judgments, the pairs of the candidates up to the estimate's own answer (the union of each one's top 10 and the
+source's) are written to judge, so the judging can come before the choice: the same command with ``--judgments``
+then judges exactly those heals from the work folder, adding none.
 
 The judged retention that chose is no independent check of the answer: the report says it chose, and the
 labelled sets (``--retrieval``, ``--sts``) stay the judges.
@@ -16,7 +17,6 @@ labelled sets (``--retrieval``, ``--sts``) stay the judges.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 
@@ -32,7 +32,7 @@ from espresso_export.verification.judging import K, JudgedRow
 
 JUDGED_STEP = "judged-choice"  # the work folder's record of the heals whose pairs were written to judge
 MIN_JUDGED = 10  # judged queries a corpus needs before its judged retention may choose (verify's least for a score)
-SOURCE_FILE = "judged-source-{}.npz"  # the source's vectors of a corpus' documents and the final check's queries
+SOURCE_FILE = "judged-source-{}.npz"  # the source's top 10 of a corpus for the final check's queries
 
 
 @dataclass(frozen=True)
@@ -224,13 +224,10 @@ def judging_earlier_search(ctx: Context) -> bool:
 def _write_pairs(ctx: Context, corpora: list, source: list[np.ndarray], checks: list[JudgedCheck]) -> None:
     """Every pair that decides a checked candidate's judged retention or the source's, fewest per query first
     (:func:`espresso_export.verification.judging.judging_pairs`)."""
-    from espresso_export.core.files import write_text_atomic
-    from espresso_export.verification.judging import judging_pairs
+    from espresso_export.verification.judging import judging_pairs, write_pairs
 
     rows = [_Tops((src, *(c.tops[i] for c in checks))) for i, src in enumerate(source)]
-    pairs = judging_pairs(corpora, rows, ctx.settings.corpus_field)
-    write_text_atomic(ctx.settings.write_judging, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
-    queries = len({(p["corpus"], p["query_id"]) for p in pairs})
-    ctx.say(f"judged choice: {len(pairs)} pairs of {queries} queries, deciding the source's and {len(checks)} "
-            f"candidates' judged retention, written to {ctx.settings.write_judging}: fill relevance (0 not relevant, "
-            "1 relevant, 2 highly), then give it back with --judgments")
+    said = write_pairs(ctx.settings.write_judging, judging_pairs(corpora, rows, ctx.settings.corpus_field))
+    ctx.say(f"judged choice: {said}, deciding the source's and {len(checks)} candidates' judged retention, written "
+            f"to {ctx.settings.write_judging}: fill relevance (0 not relevant, 1 relevant, 2 highly), then give it "
+            "back with --judgments")

@@ -279,16 +279,20 @@ def judged_rows(corpora, rows, judgments: Judgments, field_name: str | None = No
 def judge(report, corpora, judgments: Judgments | None, write_judging: str | None,
           field_name: str | None = None) -> None:
     """Onto a verify report: the judged retention of each corpus, and the pairs to judge written (with a note)."""
-    from espresso_export.core.files import write_text_atomic
-
     if judgments is not None:
         report.judged = judged_rows(corpora, report.agreement, judgments, field_name)
     if write_judging:
-        pairs = judging_pairs(corpora, report.agreement, field_name)
-        write_text_atomic(write_judging, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
-        queries = len({(p["corpus"], p["query_id"]) for p in pairs})
-        report.notes.append(f"{len(pairs)} pairs of {queries} queries to judge written to {write_judging}: fill "
-                            "relevance (0 not relevant, 1 relevant, 2 highly), then give it back with --judgments")
+        said = write_pairs(write_judging, judging_pairs(corpora, report.agreement, field_name))
+        report.notes.append(f"{said} to judge written to {write_judging}: fill relevance (0 not relevant, 1 "
+                            "relevant, 2 highly), then give it back with --judgments")
+
+
+def write_pairs(path: str | Path, pairs: list[dict]) -> str:
+    """The pairs to judge written as JSON lines (atomically); what was written, as "N pairs of M queries"."""
+    from espresso_export.core.files import write_text_atomic
+
+    write_text_atomic(path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
+    return f"{len(pairs)} pairs of {len({(p['corpus'], p['query_id']) for p in pairs})} queries"
 
 
 def judged_sections(rows: Sequence[JudgedRow]) -> list:
