@@ -52,6 +52,7 @@ from espresso_export.core.vectors import l2_normalised
 from espresso_export.data import read_retrieval, sentences_sha256
 from espresso_export.runtime.precision import CalibrationRanges, search_at
 from espresso_export.verification.known_item import followed, known_item_index, source_belief
+from espresso_export.searching.asked import at_most, joined_positions, joined_sample
 from espresso_export.searching.scoring import (
     Scorer,
     Vectors,
@@ -86,9 +87,10 @@ def _write_beir(out: Path, data) -> None:
             f.writelines(f"{q}\t{d}\t1\n" for d in sorted(docs))
 
 
-def _snli(limit: int = 500):
-    """Each of ``limit`` entailed hypotheses (a seeded sample, one per premise) is a query; every distinct premise
-    of SNLI dev+test is a document; a query's relevant document is its premise (entailment retrieval)."""
+def _snli(limit: int = 500, label: str = "entailment"):
+    """Each of ``limit`` hypotheses of ``label`` (a seeded sample, one per premise) is a query; every distinct
+    premise of SNLI dev+test is a document; a query's relevant document is its premise (entailment retrieval, or
+    with ``neutral`` a hypothesis the premise neither entails nor contradicts)."""
     import gzip
 
     from espresso_export.data.retrieval_sets import RetrievalSet
@@ -97,13 +99,13 @@ def _snli(limit: int = 500):
     entailed: dict[str, str] = {}
     with gzip.open(SHARED / "nli" / "snli-dev-test.tsv.gz", "rt", encoding="utf-8") as f:
         for line in f:
-            premise, hypothesis, label = line.rstrip("\n").split("\t")[:3]
+            premise, hypothesis, kind = line.rstrip("\n").split("\t")[:3]
             doc = premises.setdefault(premise, f"d{len(premises)}")
-            if label == "entailment":
+            if kind == label:
                 entailed.setdefault(doc, hypothesis)
     chosen = sorted(random.Random(0).sample(sorted(entailed), min(limit, len(entailed))), key=lambda d: int(d[1:]))
     query_ids = [f"q{i}" for i in range(len(chosen))]
-    return RetrievalSet("snli-entailment", query_ids, [entailed[d] for d in chosen], list(premises.values()),
+    return RetrievalSet(f"snli-{label}", query_ids, [entailed[d] for d in chosen], list(premises.values()),
                         list(premises), {q: frozenset([d]) for q, d in zip(query_ids, chosen)})
 
 
@@ -119,7 +121,8 @@ def _stsb():
     return retrieval_from_sts(merged, min_score=4.0)
 
 
-BUILT = {"stsb-train-dev": _stsb, "snli-entailment": _snli}
+BUILT = {"stsb-train-dev": _stsb, "snli-entailment": _snli, "snli-neutral": lambda: _snli(label="neutral")}
+SAME_DOCUMENTS = {"snli-neutral": "snli-entailment"}  # its documents are all SNLI dev+test premises too
 
 
 class Encoder:
@@ -189,7 +192,7 @@ def healing_files(c: Collection, scheme: str, texts: int) -> Path:
     )
     from espresso_export.searching.work import Work
 
-    out = WORK / "healing" / f"{c.name}-{scheme}-{texts}.txt"
+    out = WORK / "healing" / f"{c.key}-{scheme}-{texts}.txt"
     if out.is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -251,6 +254,7 @@ class Collection:
         from espresso_export.data.pseudo_queries import choose_queries
 
         self.args, self.folder, self.name = args, folder, args.collection
+        self.key = SAME_DOCUMENTS.get(self.name, self.name)  # heals and vectors are the documents', shared
         sample_documents, sample_queries, check_queries = args.sample_documents, args.sample_queries, args.check_queries
         self.data = read_retrieval(folder)
         self.documents = read_documents([str(folder)])
@@ -262,16 +266,31 @@ class Collection:
                                     seed=0).known_items
         self.texts = list(dict.fromkeys(self.data.docs + self.documents.texts))
         self.position = {t: i for i, t in enumerate(self.texts)}
+        # the set's own queries given to auto as --queries (searching.asked): at most 100, drawn as auto draws them
+        self.asked = at_most(list(dict.fromkeys(self.data.queries[i] for i in self.data.evaluated_queries)), 0)
+        self.asked_sample = None
+
+    def join(self, source: Encoder) -> None:
+        """auto's sample with the set's queries: each one's top documents outside the sample joined to it, by the
+        source (``searching.asked``)."""
+        rows = source("docs", self.texts)
+        others = rows[[self.position[t] for t in self.sample.others]]
+        joined = joined_positions(source("asked", self.asked), others) if self.sample.others else []
+        self.asked_sample = joined_sample(self.sample, joined, self.asked)
 
     def vectors(self, enc: Encoder) -> dict:
         rows = enc("docs", self.texts)
         at = lambda texts: rows[[self.position[t] for t in texts]]
-        s = self.sample
-        return {"labelled_docs": at(self.data.docs),
-                "queries": enc("queries", [self.data.queries[i] for i in self.data.evaluated_queries]),
-                "sample": Vectors(enc("known-item-queries", s.queries.texts), at(s.documents),
-                                  enc("known-item-targets", s.queries.targets)),
-                "others": at(s.others)}
+        s, a = self.sample, self.asked_sample
+        out = {"labelled_docs": at(self.data.docs),
+               "queries": enc("queries", [self.data.queries[i] for i in self.data.evaluated_queries]),
+               "sample": Vectors(enc("known-item-queries", s.queries.texts), at(s.documents),
+                                 enc("known-item-targets", s.queries.targets)),
+               "others": at(s.others)}
+        if a is not None:
+            out["asked"] = Vectors(out["sample"].queries, at(a.documents), out["sample"].targets, enc("asked", a.asked))
+            out["asked_others"] = at(a.others)
+        return out
 
 
 def measure(c: Collection, src: dict, cand: dict, precision: str = "float32") -> dict:
@@ -288,9 +307,19 @@ def measure(c: Collection, src: dict, cand: dict, precision: str = "float32") ->
                                                              v["sample"].targets))
     on_sample = belief(index(src), index(cand), precision)
     on_queries = belief((src["queries"], src["labelled_docs"]), (cand["queries"], cand["labelled_docs"]), precision)
+    # as auto scores with the set's queries given as --queries: on its sample with their documents joined, then on
+    # every document (the higher of the known-item read and the belief on those queries)
+    joined = c.asked_sample
+    asked = Scorer(joined, src["asked"]).score(cand["asked"], precision=precision)
+    whole_asked = lambda v: Vectors(v["asked"].queries, np.vstack([v["asked"].documents, v["asked_others"]]),
+                                    v["asked"].targets, v["asked"].asked)
+    asked_all = (Scorer(joined.with_others(), whole_asked(src)).score(whole_asked(cand), precision=precision)
+                 if joined.others else asked)
     return {"belief_sample": on_sample["retention"], "belief_sample_ci95": on_sample["ci95"],
             "belief_queries": on_queries["retention"], "belief_queries_ci95": on_queries["ci95"],"estimate_sample": est.retention, "estimate_sample_ci95": est.ci95, "estimate_all": est_all.retention,
-            "estimate_all_ci95": est_all.ci95, "labelled": round(float(c_ndcg.mean() / s_ndcg.mean()), 4),
+            "estimate_all_ci95": est_all.ci95, "asked_read_sample": asked.asked, "asked_read_all": asked_all.asked,
+            "estimate_asked_sample": asked.retention, "estimate_asked_sample_ci95": asked.ci95,
+            "estimate_asked_all": asked_all.retention, "estimate_asked_all_ci95": asked_all.ci95, "labelled": round(float(c_ndcg.mean() / s_ndcg.mean()), 4),
             "labelled_ci95": None if ci is None else [round(x, 4) for x in ci],
             "source_ndcg": round(float(s_ndcg.mean()), 4)}
 
@@ -310,12 +339,12 @@ def candidates(args, c: Collection, source: Path):
             healed[(scheme, d)] = lambda d=d, corpus=corpus: heal(source, d, corpus, args.heal_texts, 0)
             name = f"L{d} healed {args.heal_texts} ({scheme})"
             yield f"healed-{scheme}", name, lambda k=(scheme, d): Encoder(
-                f"{args.collection}-{k[0]}-{args.heal_texts}-L{k[1]}", load(healed[k]())), "float32"
+                f"{c.key}-{k[0]}-{args.heal_texts}-L{k[1]}", load(healed[k]())), "float32"
     for item in args.extra_heals:  # more held-out heals (auto's scheme): other depths and heal lengths
         d, texts = (int(x) for x in item.split("@"))
         corpus = healing_files(c, "held-out", texts)
         built = lambda d=d, corpus=corpus, texts=texts: heal(source, d, corpus, texts, 0)
-        key = f"{args.collection}-held-out-{texts}-L{d}"
+        key = f"{c.key}-held-out-{texts}-L{d}"
         yield "healed-held-out", f"L{d} healed {texts} (held-out)", lambda key=key, built=built: Encoder(
             key, load(built())), "float32"
         for p in ("int8", "binary"):
@@ -328,7 +357,7 @@ def candidates(args, c: Collection, source: Path):
         for scheme in ("held-out", "transductive"):
             corpus = healing_files(c, scheme, args.heal_texts)
             built = lambda corpus=corpus: static(source, corpus, dim, 0)
-            key = f"{args.collection}-{scheme}-{args.heal_texts}-static-d{dim}"
+            key = f"{c.key}-{scheme}-{args.heal_texts}-static-d{dim}"
             yield f"static-{scheme}", f"static d{dim} healed {args.heal_texts} ({scheme})", \
                 lambda key=key, built=built: Encoder(key, static=built()), "float32"
             for p in ("int8", "binary"):
@@ -337,10 +366,10 @@ def candidates(args, c: Collection, source: Path):
     for scheme, d in healed:
         for p in ("int8", "binary"):
             yield f"{p}-vectors", f"L{d} healed ({scheme}), {p} vectors", lambda k=(scheme, d): Encoder(
-                f"{args.collection}-{k[0]}-{args.heal_texts}-L{k[1]}", load(healed[k]())), p
+                f"{c.key}-{k[0]}-{args.heal_texts}-L{k[1]}", load(healed[k]())), p
     for scheme, d in healed:
         yield "int8-weights", f"L{d} healed ({scheme}), int8 weights", lambda k=(scheme, d): Encoder(
-            f"{args.collection}-{k[0]}-{args.heal_texts}-L{k[1]}-int8", onnx=_int8(healed[k]())), "float32"
+            f"{c.key}-{k[0]}-{args.heal_texts}-L{k[1]}-int8", onnx=_int8(healed[k]())), "float32"
 
 
 def _int8(model: Path) -> Path:
@@ -381,7 +410,9 @@ def main() -> None:
           f"{len(c.data.evaluated_queries)} labelled queries", flush=True)
     source = minilm()
     with fixed_threads(args.threads or usable_cores()):
-        src = c.vectors(Encoder("minilm", load(str(source))))
+        source_encoder = Encoder("minilm", load(str(source)))
+        c.join(source_encoder)
+        src = c.vectors(source_encoder)
         rows = []
         for kind, name, build, precision in candidates(args, c, source):
             if args.only and not re.search(args.only, f"{kind}: {name}"):
@@ -392,10 +423,13 @@ def main() -> None:
             row["error_all"] = round(row["estimate_all"] - row["labelled"], 4)
             for w in ("sample", "queries"):
                 row[f"error_belief_{w}"] = round(row[f"belief_{w}"] - row["labelled"], 4)
+            for w in ("asked_sample", "asked_all"):
+                row[f"error_{w}"] = round(row[f"estimate_{w}"] - row["labelled"], 4)
             rows.append(row)
             print(f"| {kind} | {name} | {row['estimate_sample']:.3f} | {row['estimate_all']:.3f} | "
                   f"{row['labelled']:.3f} {row['labelled_ci95']} | {row['error_sample']:+.3f} | "
-                  f"{row['error_all']:+.3f} | {row['belief_sample']:.3f} | {row['belief_queries']:.3f} |", flush=True)
+                  f"{row['error_all']:+.3f} | {row['belief_sample']:.3f} | {row['belief_queries']:.3f} | "
+                  f"{row['estimate_asked_sample']:.3f} | {row['estimate_asked_all']:.3f} |", flush=True)
     path = HERE / "results" / f"estimate-{args.collection}.json"
     if args.only and path.is_file():  # the other kinds' rows kept from the last full run
         measured = {r["candidate"] for r in rows}
@@ -422,13 +456,15 @@ def write_error_table() -> Path:
     for f in sorted((HERE / "results").glob("estimate-*.json")):
         r = json.loads(f.read_text(encoding="utf-8"))
         dates.add(r["date"])
-        kinds: dict[str, list[float]] = {}
+        kinds: dict[str, list[dict]] = {}
         for row in r["rows"]:
-            kinds.setdefault(row["kind"], []).append(row["error_sample"])
+            kinds.setdefault(row["kind"], []).append(row)
+        spread = lambda e: {"mean_error": round(float(np.mean(e)), 4), "min_error": min(e), "max_error": max(e)}
         collections[r["collection"]] = {
             "labelled_queries": r["labelled_queries"], "documents": r["documents"],
-            "kinds": {k: {"n": len(e), "mean_error": round(float(np.mean(e)), 4), "min_error": min(e),
-                          "max_error": max(e)} for k, e in kinds.items()}}
+            "kinds": {k: {"n": len(rows), **spread([x["error_sample"] for x in rows]),
+                          "with_queries": spread([x["error_asked_sample"] for x in rows])}
+                      for k, rows in kinds.items()}}
     out = {"source": "sentence-transformers/all-MiniLM-L6-v2", "date": max(dates),
            "command": "python benchmarks/estimate.py --collection C", "collections": collections}
     path = HERE.parent / "espresso_export" / "resources" / "estimate_error.json"
@@ -436,7 +472,7 @@ def write_error_table() -> Path:
     return path
 
 
-WAYS = ("sample", "all", "belief_sample", "belief_queries")
+WAYS = ("sample", "all", "belief_sample", "belief_queries", "asked_sample", "asked_all")
 
 
 def by_kind(rows: list[dict]) -> dict:

@@ -18,6 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from espresso_export.searching.answer import choose
+from espresso_export.searching.asked import OTHERS_FILE, save_others
 from espresso_export.searching.auto_settings import OUTPUT_PRECISIONS
 from espresso_export.searching.candidates import PLAIN, Candidate, SampleScore, find, work_depth
 from espresso_export.searching.context import Context
@@ -26,7 +27,6 @@ from espresso_export.searching.plain_cuts import plain_model
 from espresso_export.searching.scoring import Sample, Scorer, Vectors, nested_widths
 from espresso_export.searching.work import heal_step, plain_step
 
-OTHERS_FILE = "source-other-documents.npy"  # the source's unit vectors of the documents not in the sample
 AT_ONCE = 3  # heals scored again per call, at most
 
 
@@ -75,16 +75,9 @@ def heal_model(ctx: Context, cand: Candidate, folder: str | None):
 
 def _scorer(ctx: Context, every: Sample) -> Scorer:
     """The source's vectors of every document (the sample's from its pass, the others' from one more, saved)."""
-    from espresso_export.model.cache import atomic_file
-
     path = ctx.work.path(OTHERS_FILE)
     if not path.is_file():
-        others = documents_vectors(ctx.model.get(), ctx.sample.others, ctx.settings.scoring)
-
-        def write(tmp) -> None:
-            with open(tmp, "wb") as fh:  # a file object: np.save would append ".npy" to a temp name
-                np.save(fh, others)
-
-        atomic_file(path, write)
+        save_others(ctx.work, documents_vectors(ctx.model.get(), ctx.sample.others, ctx.settings.scoring))
     source = ctx.scorer.source
-    return Scorer(every, Vectors(source.queries, np.concatenate([source.documents, np.load(path)]), source.targets))
+    return Scorer(every, Vectors(source.queries, np.concatenate([source.documents, np.load(path)]), source.targets,
+                                 source.asked))

@@ -27,6 +27,7 @@ from espresso_export.core.files import check_output, check_outside, write_text_a
 from espresso_export.core.settings import resolve
 from espresso_export.core.types import AutoObjective
 from espresso_export.searching.all_documents import settle
+from espresso_export.searching.asked import with_asked
 from espresso_export.searching.auto_result import AutoResult
 from espresso_export.searching.auto_settings import DEFAULT_MAX_DIM, AutoSettings
 from espresso_export.searching.budget import TRAIN_COST, Speed, finish_seconds, judged_seconds, minutes
@@ -112,6 +113,7 @@ def prepare(source: str, s: AutoSettings, work: Work, progress: bool, start: flo
             f"queries ({sample.queries.method}), fewer than the {MIN_ITEMS} a score needs: give more documents "
             "(--corpus) or a larger sample (--sample-documents)")
     model = SourceModel(source, s.device)
+    sample = with_asked(sample, s, model, work)
     src = source_step(model, work, sample, s)
     dim = s.dim or min(src["width"], DEFAULT_MAX_DIM)
     if dim > src["width"]:
@@ -125,8 +127,9 @@ def prepare(source: str, s: AutoSettings, work: Work, progress: bool, start: flo
     ctx = Context(source, s, work, scorer, speed, dim, src["width"], Path(heal["file"]), heal["texts"], progress,
                   model, start=start, reserve=finish_seconds(s, len(documents.texts), speed)
                   + judged_seconds(s, len(documents.texts), speed))
+    yours = f", {len(sample.asked)} of your queries" if sample.asked else ""
     ctx.say(f"documents: {len(documents.texts):,} ({len(sample.documents):,} searched, {len(sample.queries)} known-item "
-            f"queries by {sample.queries.method}); healing texts: {heal['texts']:,}; source: {src['depth']} layers, "
+            f"queries by {sample.queries.method}{yours}); healing texts: {heal['texts']:,}; source: {src['depth']} layers, "
             f"{src['width']} dims, {1 / src['seconds_per_text']:.0f} texts/s here")
     spent = time.perf_counter() - start
     line = (f"budget {minutes(s.budget_seconds)}: {minutes(spent)} spent, the export and final check ~"

@@ -97,12 +97,12 @@ def judged_hint(s: AutoSettings, checks: list, met: bool) -> str:
     return line
 
 
-def answer_error(cand: Candidate, answer: Answer) -> dict:
-    """The known-item estimate's measured error for the answer's kind (:mod:`~espresso_export.verification.
-    estimate_error`): a plain or healed cut or static model, its vectors as stored."""
+def answer_error(cand: Candidate, answer: Answer, *, with_queries: bool = False) -> dict:
+    """The estimate's measured error for the answer's kind (:mod:`~espresso_export.verification.estimate_error`):
+    a plain or healed cut or static model, its vectors as stored; ``with_queries``: the user's queries scored."""
     kind = kind_of(static=cand.is_static, cut=cand.is_cut, healed=answer.heal != PLAIN,
                    precision=answer.form.precision)
-    return measured_error(kind)
+    return measured_error(kind, with_queries=with_queries)
 
 
 def _at_target(heal: Heal, target: float) -> int | None:
@@ -140,7 +140,10 @@ class AutoResult:
     @property
     def estimate_error(self) -> dict | None:
         """The known-item estimate's measured error for the answer's kind, on labelled collections."""
-        return None if self.answer is None else answer_error(find(self.measured, self.answer.name), self.answer)
+        if self.answer is None:
+            return None
+        return answer_error(find(self.measured, self.answer.name), self.answer,
+                            with_queries=bool(self.source_info.get("sample", {}).get("your_queries")))
 
     @property
     def passed(self) -> bool:

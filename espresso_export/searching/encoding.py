@@ -87,7 +87,8 @@ def timed_vectors(ckpt, sample: Sample, scoring: tuple[str, str] = FULL) -> tupl
     documents = documents_vectors(ckpt, sample.documents, scoring)
     per_text = (time.perf_counter() - start) / max(len(sample.documents), 1)
     queries, targets = (documents_vectors(ckpt, t, scoring) for t in (sample.queries.texts, sample.queries.targets))
-    return Vectors(queries, documents, targets), per_text
+    asked = documents_vectors(ckpt, sample.asked, scoring) if sample.asked else None
+    return Vectors(queries, documents, targets, asked), per_text
 
 
 def source_pass(ckpt, sample: Sample, depths: list[int], scoring: tuple[str, str] = FULL
@@ -102,8 +103,9 @@ def source_pass(ckpt, sample: Sample, depths: list[int], scoring: tuple[str, str
         documents = layer_vectors(ckpt, sample.documents, depths)
         per_text = (time.perf_counter() - start) / max(len(sample.documents), 1)
         queries, targets = (layer_vectors(ckpt, t, depths) for t in (sample.queries.texts, sample.queries.targets))
-    own = Vectors(queries[ckpt.depth], documents[ckpt.depth], targets[ckpt.depth])
-    return own, per_text, {d: Vectors(queries[d], documents[d], targets[d]) for d in depths if d < ckpt.depth}
+        asked = layer_vectors(ckpt, sample.asked, depths) if sample.asked else {}
+    pick = lambda d: Vectors(queries[d], documents[d], targets[d], asked.get(d))
+    return pick(ckpt.depth), per_text, {d: pick(d) for d in depths if d < ckpt.depth}
 
 
 def layer_vectors(ckpt, texts: list[str], depths: list[int]) -> dict[int, np.ndarray]:

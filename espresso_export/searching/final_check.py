@@ -82,6 +82,16 @@ def _stored_known_item(row, form: Score, measure: str = "known_item") -> dict | 
     return getattr(row, measure)
 
 
+def _deciding(row, form: Score) -> dict:
+    """A corpus' estimate as the search's (:class:`~espresso_export.verification.known_item.Estimate`): its
+    known-item retention, or the belief retention on the user's queries where that reads higher (``read`` says
+    which)."""
+    known, belief = _stored_known_item(row, form), _stored_known_item(row, form, "belief")
+    if belief and belief["retention"] > known["retention"]:
+        return {**belief, "read": f"the belief on your {belief['queries']} queries"}
+    return {**known, "read": "known-item"}
+
+
 def below_on_all(judged: dict) -> str:
     """The known-item retentions of a :func:`verdict` below the target, as a hint says them."""
     return ", ".join(f"{judged['known_item'][name]['retention']:.3f} on all of {name}"
@@ -90,27 +100,28 @@ def below_on_all(judged: dict) -> str:
 
 def belief_lines(judged: dict) -> list[str]:
     """The belief retentions of a :func:`verdict` on the user's queries, as hints say them."""
-    return [f"belief retention on your {b['queries']} queries of {name}: {b['retention']:.3f} (reported beside "
-            "the known-item retention, not gating)" for name, b in judged["belief"].items()]
+    return [f"belief retention on your {b['queries']} queries of {name}: {b['retention']:.3f} (the estimate is the "
+            "higher of it and the known-item retention)" for name, b in judged["belief"].items()]
 
 
 def verdict(report, target: float, form: Score, sts_gated: bool, max_noise: float, *,
             known_item_gates: bool = True) -> dict:
-    """verify's gate, each labelled set again for the vectors as stored, and the known-item retention on every
-    corpus in full (the search scored a sample), also as stored: a corpus whose whole 95% interval lies below
+    """verify's gate, each labelled set again for the vectors as stored, and the estimate on every corpus in full
+    (the search scored a sample; :func:`_deciding`), also as stored: a corpus whose whole 95% interval lies below
     the target fails; one below it within its noise is noted. Not ``known_item_gates`` (the judgments chose):
     a known-item line below the target is reported (``not_gating``), never failed."""
-    known = [(a.name, _stored_known_item(a, form)) for a in report.agreement if a.known_item]
+    known = [(a.name, _deciding(a, form)) for a in report.agreement if a.known_item]
     missed, noted, reported = _as_stored(report, target, form, sts_gated), [], []
     unsure = {name: why for name, k in known if (why := undecided(k["queries"], k.get("ci95"), max_noise))}
     below = [name for name, k in known if k["retention"] < target or name in unsure]
     for name, k in known:
         iv = k.get("ci95")
+        what = "known-item retention" if k["read"] == "known-item" else f"belief retention on your {k['queries']} queries"
         if name in unsure:
-            line = (f"known-item retention on all of {name} = {k['retention']:.3f}, undecided: {unsure[name]} (give "
+            line = (f"{what} on all of {name} = {k['retention']:.3f}, undecided: {unsure[name]} (give "
                     "more documents, --corpus-queries, or --max-noise)")
         elif k["retention"] < target:
-            line = (f"known-item retention on all of {name} = {k['retention']:.3f}, needs >= {target:g}"
+            line = (f"{what} on all of {name} = {k['retention']:.3f}, needs >= {target:g}"
                     + (f" (95% interval {iv[0]:.3f}-{iv[1]:.3f})" if iv else ""))
         else:
             continue
@@ -120,7 +131,7 @@ def verdict(report, target: float, form: Score, sts_gated: bool, max_noise: floa
             noted.append(line)
         else:
             missed.append(line)
-    # on the user's own --queries: reported beside, never gating (benchmarks/README.md#estimate-by-kind)
+    # on the user's own --queries: the estimate where it reads above the known-item retention (_deciding)
     belief = {a.name: _stored_known_item(a, form, "belief") for a in report.agreement if a.belief}
     return {"passed": report.passed and not missed, "failed": [c.describe() for c in report.failed] + missed,
             "within_noise": noted, "not_gating": reported, "known_item": {name: k for name, k in known},

@@ -173,7 +173,8 @@ def _export(ctx: Context, model: Path, folder: Path) -> dict:
     for name, file in (("int8", None), ("float32", "onnx/model.onnx")):
         enc = OnnxEncoder(folder, file=file)
         texts = (sample.queries.texts, sample.documents, sample.queries.targets)
-        measured[name] = ctx.scorer.score(Vectors(*(l2_normalised(enc.encode(t)) for t in texts)))
+        asked = l2_normalised(enc.encode(sample.asked)) if sample.asked else None
+        measured[name] = ctx.scorer.score(Vectors(*(l2_normalised(enc.encode(t)) for t in texts), asked))
     bar = ctx.settings.min_retention
     if ctx.settings.judged_choice:  # the estimate's level is not what chose: int8 may lose little of float32's
         bar = min(bar, measured["float32"].retention - INT8_SLACK)

@@ -60,7 +60,7 @@ def _save_first(work: Work, first: dict[int, Vectors]) -> None:
     computes it again."""
     from espresso_export.model.cache import atomic_file
 
-    arrays = {f"{k}{d}": x for d, v in first.items() for k, x in zip("qdt", v.triple())}
+    arrays = {f"{k}{d}": x for d, v in first.items() for k, x in zip("qdta", (*v.triple(), v.asked)) if x is not None}
 
     def write(tmp) -> None:
         with open(tmp, "wb") as fh:  # a file object: np.savez would append ".npz" to a temp name
@@ -76,7 +76,8 @@ def _first_vectors(ctx: Context, wanted: list[int]) -> dict[int, Vectors]:
     if path.is_file():
         with np.load(path) as z:
             if all(f"d{d}" in z for d in wanted):
-                return {d: Vectors(z[f"q{d}"], z[f"d{d}"], z[f"t{d}"]) for d in wanted}
+                return {d: Vectors(z[f"q{d}"], z[f"d{d}"], z[f"t{d}"], z[f"a{d}"] if f"a{d}" in z else None)
+                        for d in wanted}
     first = source_pass(ctx.model.get(), ctx.sample, wanted, ctx.settings.scoring)[2]
     _save_first(ctx.work, first)
     return first
@@ -246,7 +247,7 @@ def headed(cand: Candidate, unit: Vectors, rows: list[int], dim: int, calibratio
 
     pca = fit_pca(unit.documents[rows], dim)
     cand.calibration = calibration.name
-    return Vectors(*(l2_normalised(pca.transform(x).astype(np.float32)) for x in unit.triple())), pca.as_dense()
+    return unit.mapped(lambda x: l2_normalised(pca.transform(x).astype(np.float32))), pca.as_dense()
 
 
 def plain_calibration(ctx: Context, cand: Candidate) -> tuple[Path, int]:

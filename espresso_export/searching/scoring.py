@@ -48,19 +48,21 @@ class Sample:
     held_out: frozenset[int]  # positions in the whole corpus of the queries' documents: never healed on
     others: list[str] = field(default_factory=list)  # the documents not in the sample (:mod:`.all_documents`)
     duplicates: int = 0  # repeated documents dropped (each kept once)
+    asked: list[str] = field(default_factory=list)  # the user's own queries (--queries) it is also scored on
 
     @property
     def encoded(self) -> int:
-        """Texts a candidate encodes to be scored: the documents, each query and its target."""
-        return len(self.documents) + 2 * len(self.queries)
+        """Texts a candidate encodes to be scored: the documents, each query and its target, the user's queries."""
+        return len(self.documents) + 2 * len(self.queries) + len(self.asked)
 
     def with_others(self) -> Sample:
         """Every document (the sample's first, so the queries' origins still point at theirs), the same queries."""
-        return Sample(self.documents + self.others, self.queries, self.held_out)
+        return Sample(self.documents + self.others, self.queries, self.held_out, asked=self.asked)
 
     def to_dict(self) -> dict:
-        return {"documents": len(self.documents), "queries": len(self.queries), "query_method": self.queries.method,
-                "duplicates_dropped": self.duplicates}
+        out = {"documents": len(self.documents), "queries": len(self.queries), "query_method": self.queries.method,
+               "duplicates_dropped": self.duplicates}
+        return {**out, "your_queries": len(self.asked)} if self.asked else out
 
 
 def draw_sample(documents: Documents, *, size: int, queries: int, seed: int, method: str = "auto") -> Sample:
@@ -84,25 +86,32 @@ def draw_sample(documents: Documents, *, size: int, queries: int, seed: int, met
 
 @dataclass(frozen=True)
 class Vectors:
-    """One model's unit vectors of a :class:`Sample`: its queries, its documents and the queries' targets."""
+    """One model's unit vectors of a :class:`Sample`: its queries, its documents and the queries' targets, and the
+    user's own queries (``asked``, empty without ``--queries``)."""
 
     queries: np.ndarray
     documents: np.ndarray
     targets: np.ndarray
+    asked: np.ndarray | None = None
 
     def narrowed(self, dim: int) -> Vectors:
-        return Vectors(*(truncate(x, dim) for x in self.triple()))
+        return self.mapped(lambda x: truncate(x, dim))
 
     def triple(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return self.queries, self.documents, self.targets
 
+    def mapped(self, f) -> Vectors:
+        """``f`` applied to each array (a head, a precision)."""
+        return Vectors(*(f(x) for x in self.triple()), asked=None if self.asked is None else f(self.asked))
+
     def save(self, path) -> None:
-        np.savez(path, queries=self.queries, documents=self.documents, targets=self.targets)
+        asked = {} if self.asked is None else {"asked": self.asked}
+        np.savez(path, queries=self.queries, documents=self.documents, targets=self.targets, **asked)
 
     @classmethod
     def load(cls, path) -> Vectors:
         with np.load(path) as z:
-            return cls(z["queries"], z["documents"], z["targets"])
+            return cls(z["queries"], z["documents"], z["targets"], z["asked"] if "asked" in z else None)
 
 
 @dataclass(frozen=True)
@@ -119,6 +128,7 @@ class Score:
     bytes_per_vector: int = 0
     found: float | None = None  # the estimate's two reads, the lower the retention (known_item.Estimate)
     follows: float | None = None
+    asked: float | None = None  # the belief on the user's own queries: the retention when higher than both
 
     @property
     def form(self) -> tuple[str, int, int]:
@@ -131,13 +141,14 @@ class Score:
     def to_dict(self) -> dict:
         return {"dim": self.dim, "precision": self.precision, "retention": self.retention,
                 "ci95": None if self.ci95 is None else list(self.ci95), "agreement_at_10": self.agreement_at_10,
-                "bytes_per_vector": self.bytes_per_vector, "found": self.found, "follows": self.follows}
+                "bytes_per_vector": self.bytes_per_vector, "found": self.found, "follows": self.follows,
+                **({} if self.asked is None else {"asked": self.asked})}
 
     @classmethod
     def from_dict(cls, d: dict) -> Score:
         ci = d.get("ci95")
         return cls(d["dim"], d["precision"], d["retention"], None if ci is None else tuple(ci),
-                   d.get("agreement_at_10"), d["bytes_per_vector"], d.get("found"), d.get("follows"))
+                   d.get("agreement_at_10"), d["bytes_per_vector"], d.get("found"), d.get("follows"), d.get("asked"))
 
 
 def cheapest(forms: Iterable[Score], target: float, precisions=None) -> Score | None:
@@ -159,25 +170,31 @@ class Scorer:
         index = known_item_index(source.documents, sample.queries.origins, source.targets)
         self._reference = ranked_ids(source.queries, index, K)  # the source's top 10 of the same index
         self._belief = source_belief(source.queries, index)
+        has_asked = source.asked is not None and len(source.asked) > 0
+        self._asked = source_belief(source.asked, source.documents) if has_asked else None
 
     def score(self, v: Vectors, *, dim: int | None = None, precision: str = "float32") -> Score:
-        """Known-item retention, the lower of its two reads (:class:`~espresso_export.verification.known_item.
-        Estimate`), its 95% interval, and agreement@10, the candidate's documents stored at ``precision`` and,
-        given ``dim``, truncated to it (renormalised)."""
+        """The estimate (:class:`~espresso_export.verification.known_item.Estimate`: the lower of the known-item
+        reads, with the user's queries the higher of that and their belief), its 95% interval, and agreement@10,
+        the candidate's documents stored at ``precision`` and, given ``dim``, truncated to it (renormalised)."""
         width = v.queries.shape[1]
         if dim is not None and dim < width:
             v, width = v.narrowed(dim), dim
         rescore = RESCORE if precision == "binary" else 0
         origins = self.sample.queries.origins
         index = known_item_index(v.documents, origins, v.targets)
+        asked = None
+        if self._asked is not None:  # the user's queries search the documents as they are (nothing cut out)
+            asked = followed(self._asked, v.asked, v.documents, precision=precision, rescore=rescore)
         found = Estimate(known_item(self.source.triple(), v.triple(), origins, precision=precision, rescore=rescore),
-                         followed(self._belief, v.queries, index, precision=precision, rescore=rescore))
+                         followed(self._belief, v.queries, index, precision=precision, rescore=rescore), asked)
         agree = agreement(self._reference, ranked_ids(v.queries, index, max(K, DEPTH)), k=K, depth=DEPTH)
         iv = found.interval()
         return Score(width, precision, round(found.retention, DIGITS),
                      None if iv is None else (round(iv[0], DIGITS), round(iv[1], DIGITS)),
                      round(agree.means()[f"agreement_at_{K}"], DIGITS), bytes_per_vector(precision, width),
-                     round(found.found.retention, DIGITS), round(found.follows.retention, DIGITS))
+                     round(found.found.retention, DIGITS), round(found.follows.retention, DIGITS),
+                     None if asked is None else round(asked.retention, DIGITS))
 
     def forms(self, vectors: Vectors, dims: list[int], precisions: list[str]) -> tuple[Score, ...]:
         """Every (width, precision) the index could store, scored: the nested widths of a PCA head and each

@@ -30,9 +30,9 @@ FORMAT = 5
 # the answer's choice, not what a step computes
 NOT_MEASURED = ("time_budget", "threads", "keep_work", "objective", "min_retention", "max_latency_ratio", "sts",
                 "retrieval", "precision", "prune_vocab", "judgments", "write_judging", "judged_choice")
-# what only the heals depend on (the healing texts: they leave out every query the final check asks)
-HEALING = ("sentences", "doc_share", "doc_sentences", "max_texts", "max_seq_len", "batch_size", "queries",
-           "corpus_queries")
+# what only the heals depend on (the healing texts: they leave out every query the final check asks); the user's
+# --queries are measured (every candidate is scored on them, .asked) and left out of the healing texts too
+HEALING = ("sentences", "doc_share", "doc_sentences", "max_texts", "max_seq_len", "batch_size", "corpus_queries")
 HEALING_FILES = ("healing-texts.txt", "heals", "runs", "teacher-cache")  # what the heals wrote
 PLAIN_STEP, HEAL_STEP = "plain-", "heal-"  # the step names' prefixes: a candidate plain, a candidate healed
 
@@ -83,7 +83,8 @@ def fingerprint(source: str, settings: Any) -> Key:
 
     fields = {k: v for k, v in asdict(settings).items() if k not in NOT_MEASURED}
     measured = {k: v for k, v in fields.items() if k not in HEALING}
-    return Key(_digest({"source": str(source), **measured}, [str(source), *settings.corpus, settings.student]),
+    return Key(_digest({"source": str(source), **measured},
+                       [str(source), *settings.corpus, *settings.queries, settings.student]),
                _digest({k: fields[k] for k in HEALING}, [*settings.sentences, *settings.queries]))
 
 

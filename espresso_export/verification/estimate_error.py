@@ -71,17 +71,22 @@ def kind_of_lineage(provenance: dict | None) -> str | None:
     return None
 
 
-def measured_error(kind: str | None) -> dict:
-    """The estimate's measured error for ``kind``: ``{"kind", "what", "source", "date", "reference",
+def measured_error(kind: str | None, *, with_queries: bool = False) -> dict:
+    """The estimate's measured error for ``kind``: ``{"kind", "what", "estimate", "source", "date", "reference",
     "collections": [{"collection", "labelled_queries", "n", "mean_error", "min_error", "max_error"}]}``; the
-    collections list is empty for a kind never measured."""
+    collections list is empty for a kind never measured. ``with_queries``: the estimate with the user's queries
+    (the higher of the known-item read and the belief on them, :class:`~.known_item.Estimate`)."""
     t = table()
     rows = []
     for name, c in sorted(t.get("collections", {}).items()):
         found = c["kinds"].get(kind) if kind else None
+        if found and with_queries:
+            found = {"n": found["n"], **found["with_queries"]} if "with_queries" in found else None
         if found:
-            rows.append({"collection": name, "labelled_queries": c["labelled_queries"], **found})
-    return {"kind": kind, "what": KINDS.get(kind or "", "this kind of model"), "source": t.get("source"),
+            rows.append({"collection": name, "labelled_queries": c["labelled_queries"],
+                         **{k: v for k, v in found.items() if k != "with_queries"}})
+    return {"kind": kind, "what": KINDS.get(kind or "", "this kind of model"),
+            "estimate": "with your queries" if with_queries else "known-item", "source": t.get("source"),
             "date": t.get("date"), "reference": REFERENCE, "collections": rows}
 
 
@@ -94,5 +99,7 @@ def error_line(error: dict) -> str:
     means = [r["mean_error"] for r in rows]
     lo, hi = min(means), max(means)
     span = f"{lo:+.3f}" if lo == hi else f"{lo:+.3f} to {hi:+.3f}"
-    return (f"the known-item estimate's measured error for {error['what']}: {span} (estimate minus labels, mean "
+    which = "the estimate's (with your queries)" if error.get("estimate") == "with your queries" else \
+        "the known-item estimate's"
+    return (f"{which} measured error for {error['what']}: {span} (estimate minus labels, mean "
             f"per collection over {len(rows)} labelled collection(s); {error['reference']})")

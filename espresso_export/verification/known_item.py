@@ -154,26 +154,39 @@ def followed(belief: tuple[np.ndarray, np.ndarray], queries: np.ndarray, index: 
 
 @dataclass(frozen=True)
 class Estimate:
-    """The label-free estimate of a candidate's labelled nDCG@10 retention: the lower of two reads on the same
-    known-item queries (and the lower of their interval bounds), the known item found (:func:`known_item`) and the source's belief followed
-    (:func:`followed`). Each over-reads in its own way on some collections (the first where a cut-out fragment
-    rewards a model unlike the source, as halves of one-sentence texts do), the lower of the two much less:
-    ``benchmarks/README.md#estimate-by-kind``."""
+    """The label-free estimate of a candidate's labelled nDCG@10 retention.
+
+    On the known-item queries, the lower of two reads (and the lower of their interval bounds): the known item
+    found (:func:`known_item`) and the source's belief followed (:func:`followed`). Each over-reads in its own
+    way on some collections (the first where a cut-out fragment rewards a model unlike the source, as halves of
+    one-sentence texts do), the lower of the two much less. ``asked``: the belief followed on the user's own
+    queries (``--queries``), when given; the estimate is then the higher of it and the known-item read. Both
+    under-read, each where the other does not: the known-item read where its cut-out queries are harder than the
+    user's, the belief on the user's queries where those have many relevant documents the source ranks alike
+    (``benchmarks/README.md#estimate-by-kind``)."""
 
     found: KnownItem
     follows: KnownItem
+    asked: KnownItem | None = None
 
     @property
     def lower(self) -> KnownItem:
         return self.found if self.found.retention <= self.follows.retention else self.follows
 
     @property
+    def asked_decides(self) -> bool:
+        return self.asked is not None and self.asked.retention > self.lower.retention
+
+    @property
     def retention(self) -> float:
-        return self.lower.retention
+        return self.asked.retention if self.asked_decides else self.lower.retention
 
     def interval(self) -> tuple[float, float] | None:
-        """The lower of the two reads' bounds, each: the interval of the lower of two estimates, as wide as
-        either read is uncertain where it could be the lower one."""
+        """The deciding read's interval. For the known-item read, the lower of the two reads' bounds, each: the
+        interval of the lower of two estimates, as wide as either read is uncertain where it could be the
+        lower one."""
+        if self.asked_decides:
+            return self.asked.interval()
         a, b = self.found.interval(), self.follows.interval()
         if a is None or b is None:
             return None
@@ -181,5 +194,7 @@ class Estimate:
 
     def to_dict(self) -> dict:
         iv = self.interval()
-        return {**self.lower.to_dict(), "ci95": None if iv is None else [round(v, 4) for v in iv],
-                "found": round(self.found.retention, 4), "follows": round(self.follows.retention, 4)}
+        out = {**(self.asked if self.asked_decides else self.lower).to_dict(),
+               "ci95": None if iv is None else [round(v, 4) for v in iv],
+               "found": round(self.found.retention, 4), "follows": round(self.follows.retention, 4)}
+        return out if self.asked is None else {**out, "asked": round(self.asked.retention, 4)}

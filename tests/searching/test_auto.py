@@ -132,6 +132,9 @@ def test_outputs_are_complete(searched):
     belief = record["verify"]["belief"][report["agreement"][0]["name"]]
     assert 0 < belief["retention"] <= 1 and belief["queries"] == 30
     assert any(h.startswith("belief retention on your 30 queries") for h in result.hints), result.hints
+    # every candidate was scored on the user's queries too (the sample gained the documents they need)
+    assert all(c["scores"][PLAIN]["asked"] is not None for c in result.candidates)
+    assert any("30 of your queries" in line for line in result.log), result.log
 
 
 def test_the_search_halves_by_score_within_its_budget(halved):

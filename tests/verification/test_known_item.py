@@ -151,3 +151,26 @@ def test_the_estimate_is_the_lower_of_the_known_item_found_and_the_belief_follow
     assert est.interval() == (min(a, c), min(b, d)) and est.to_dict()["found"] == round(found.retention, 4)
     same = Estimate(KnownItem(found.source, found.source), followed(source_belief(source_q, docs), source_q, docs))
     assert same.retention == pytest.approx(1.0)
+
+
+def test_the_belief_on_your_queries_decides_where_it_reads_above_the_known_item_read():
+    """With the user's queries, the estimate is the higher of the known-item read and the belief followed on those
+    queries, with the deciding read's interval; a belief read below the known-item read changes nothing."""
+    rng = np.random.default_rng(2)
+    docs = rng.normal(size=(200, 16)).astype(np.float32)
+    origins = list(range(50))
+    source_q = docs[:50] + 0.5 * rng.normal(size=(50, 16)).astype(np.float32)
+    cand_q = docs[:50] + 1.5 * rng.normal(size=(50, 16)).astype(np.float32)  # far from the source: a low read
+    found = KnownItem(known_item_ndcg(cand_q, docs, origins), known_item_ndcg(source_q, docs, origins))
+    follows = followed(source_belief(source_q, docs), cand_q, docs)
+    asked_q = rng.normal(size=(30, 16)).astype(np.float32)
+    asked = followed(source_belief(asked_q, docs), asked_q, docs)  # follows the source exactly: 1
+    low = Estimate(found, follows)
+    high = Estimate(found, follows, asked)
+    assert low.retention < 0.9 and high.asked_decides and high.retention == pytest.approx(1.0)
+    assert high.interval() == asked.interval() and high.to_dict()["asked"] == round(asked.retention, 4)
+    assert high.to_dict()["queries"] == 30 and high.to_dict()["found"] == round(found.retention, 4)
+    below = followed(source_belief(asked_q, docs), asked_q + 3 * rng.normal(size=(30, 16)).astype(np.float32), docs)
+    same = Estimate(found, follows, below)
+    assert below.retention < low.retention and not same.asked_decides
+    assert same.retention == low.retention and same.interval() == low.interval()
