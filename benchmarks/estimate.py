@@ -62,6 +62,7 @@ from espresso_export.searching.scoring import (
 
 WORK = CACHE / "estimate"
 EXTRA_HEALS = ["1@2000", "3@2000", "5@2000", "2@500", "4@500"]  # held-out heals beyond --heal-layers: depths, lengths
+EXTRA_STATIC = ["256@2000", "128@2000", "384@500", "256@500"]  # held-out static heals beyond --static-dim: widths, lengths
 BATCH = 32  # auto's default heal batch size
 
 
@@ -363,6 +364,16 @@ def candidates(args, c: Collection, source: Path):
             for p in ("int8", "binary"):
                 yield f"static-{p}-vectors", f"static d{dim} healed ({scheme}), {p} vectors", \
                     lambda key=key, built=built: Encoder(key, static=built()), p
+        for item in args.extra_static:  # more held-out static heals (auto's scheme): other widths and lengths
+            width, texts = (int(x) for x in item.split("@"))
+            corpus = healing_files(c, "held-out", texts)
+            built = lambda corpus=corpus, width=width: static(source, corpus, width, 0)
+            key = f"{c.key}-held-out-{texts}-static-d{width}"
+            yield "static-held-out", f"static d{width} healed {texts} (held-out)", \
+                lambda key=key, built=built: Encoder(key, static=built()), "float32"
+            for p in ("int8", "binary"):
+                yield f"static-{p}-vectors", f"static d{width} healed {texts} (held-out), {p} vectors", \
+                    lambda key=key, built=built: Encoder(key, static=built()), p
     for scheme, d in healed:
         for p in ("int8", "binary"):
             yield f"{p}-vectors", f"L{d} healed ({scheme}), {p} vectors", lambda k=(scheme, d): Encoder(
@@ -399,6 +410,8 @@ def main() -> None:
     ap.add_argument("--static-dim", type=int, default=384)
     ap.add_argument("--extra-heals", default=EXTRA_HEALS, type=lambda t: [x for x in t.split(",") if x],
                     help="more held-out heals as DEPTH@TEXTS items, e.g. 1@2000,3@2000,2@500 (kind healed-held-out)")
+    ap.add_argument("--extra-static", default=EXTRA_STATIC, type=lambda t: [x for x in t.split(",") if x],
+                    help="more held-out static heals as WIDTH@TEXTS items (kind static-held-out)")
     ap.add_argument("--only", default=None,
                     help="only the candidates whose 'kind: name' this regex finds (e.g. '^static'); the results "
                          "file keeps its other rows")

@@ -6,8 +6,9 @@ speed-by-batch.png: sentences/s by batch size (median of the rounds) for the sou
 graph, the default int8 ONNX file and the OpenVINO int8 file, per cut and thread count, from the `int8.py` runs
 in benchmarks/results/int8-intel/.
 
-estimate.png: auto's label-free estimate (known-item retention on the search's sample; below it, the belief retention
-on the set's own queries) against labelled nDCG@10 retention, one point per candidate, coloured by kind, one panel
+estimate.png: auto's label-free estimate (known-item retention on the search's sample; below it, the estimate with
+the set's own queries given as --queries: the higher of that and their belief retention) against labelled nDCG@10
+retention, one point per candidate, coloured by kind, one panel
 per collection, from benchmarks/estimate.py's
 results in benchmarks/results/estimate-*.json.
 """
@@ -77,7 +78,7 @@ def estimate(out: Path) -> Path | None:
     if not runs:
         return None
     ways = (("estimate_sample", "known-item retention (the search's sample)"),
-            ("belief_queries", "belief retention (the set's queries, unlabelled)"))
+            ("estimate_asked_sample", "with the set's queries as --queries (unlabelled)"))
     fig, axes = plt.subplots(len(ways), len(runs), figsize=(4.2 * len(runs), 4.2 * len(ways)), squeeze=False)
     kinds = sorted({r["kind"] for run in runs for r in run["rows"]})
     colours = dict(zip(kinds, plt.get_cmap("tab20").colors))

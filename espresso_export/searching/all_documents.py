@@ -61,7 +61,7 @@ def _rescore(ctx: Context, cand: Candidate, name: str) -> None:
         ctx.work.put(plain_step(cand.name), {**cand.to_dict(), "scores": {PLAIN: cand.scores[PLAIN].to_dict()}})
     else:
         ctx.work.put(heal_step(cand.name, heal.texts), cand.scores[name].to_dict())
-    ctx.say(f"{cand.name} ({name}): known-item retention {heal.retention:.3f} on the sample, "
+    ctx.say(f"{cand.name} ({name}): {ctx.score_name} {heal.retention:.3f} on the sample, "
             f"{cand.scores[name].retention:.3f} on all {len(every.documents):,} documents: that decides from here")
 
 

@@ -63,6 +63,11 @@ class Context:
         """The sample's known-item queries: what every score of the search is over."""
         return len(self.scorer.sample.queries)
 
+    @property
+    def score_name(self) -> str:
+        """What the search's scores are, as its lines name them: with the user's queries, the higher of two reads."""
+        return "estimate" if self.scorer.sample.asked else "known-item retention"
+
     def left(self) -> float:
         """Seconds of the budget left for the search: the finish's estimate kept aside."""
         return self.settings.budget_seconds - self.reserve - (time.perf_counter() - self.start)

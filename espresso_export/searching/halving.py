@@ -167,7 +167,7 @@ def heal_static(ctx: Context, cands: list[Candidate]) -> None:
     # the corpus's words join its table: one parameter count for both (the healed one's, the larger)
     cand.params = max(cand.params, load_candidate(heal.folder, "cpu").n_params)
     cand.dropped = "healed once, on every healing text"
-    ctx.say(f"static: known-item retention {heal.retention:.3f} healed ({plain.retention:.3f} untrained), "
+    ctx.say(f"static: {ctx.score_name} {heal.retention:.3f} healed ({plain.retention:.3f} untrained), "
             f"agreement@10 {heal.score.agreement_at_10:.3f}")
     settle(ctx, cands)
 
@@ -331,7 +331,7 @@ def run_rung(ctx: Context, active: list[Candidate], rung: Rung) -> dict[str, flo
             heal = Heal.from_dict(done)
         cand.scores[rung.name] = heal
         found.append(cand.name)
-        ctx.say(f"rung {rung.index}: {cand.name} known-item retention {heal.retention:.3f}, agreement@10 "
+        ctx.say(f"rung {rung.index}: {cand.name} {ctx.score_name} {heal.retention:.3f}, agreement@10 "
                 f"{heal.score.agreement_at_10:.3f}")
     settle(ctx, active)
     return _retentions(active, found, rung)

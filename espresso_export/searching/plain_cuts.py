@@ -148,7 +148,7 @@ def plain_static(ctx: Context) -> Candidate | None:
         cand.scores[PLAIN] = ctx.measure(vectors, folder=str(folder), settings=kwargs, seconds=round(seconds, 1))
         found = ctx.work.put(plain_step(STATIC), cand.to_dict())
     cand = Candidate.from_dict(found)
-    ctx.say(f"rung 0 (plain, no training): {STATIC} (model2vec) known-item retention "
+    ctx.say(f"rung 0 (plain, no training): {STATIC} (model2vec) {ctx.score_name} "
             f"{cand.scores[PLAIN].retention:.3f}, time x{cand.latency_ratio:.3f}")
     return cand
 
@@ -186,7 +186,7 @@ def _plain(ctx: Context, cand: Candidate, same_depth: Candidate | None) -> Candi
         found = work.put(plain_step(cand.name), cand.to_dict())
     cand = Candidate.from_dict(found)
     plain = cand.scores[PLAIN]
-    ctx.say(f"rung 0 (plain, no training): {cand.name} known-item retention {plain.retention:.3f}, agreement@10 "
+    ctx.say(f"rung 0 (plain, no training): {cand.name} {ctx.score_name} {plain.retention:.3f}, agreement@10 "
             f"{plain.score.agreement_at_10:.3f}, time x{cand.latency_ratio:.2f}")
     return cand
 
