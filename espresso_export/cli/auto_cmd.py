@@ -56,7 +56,7 @@ def _print(result) -> None:
     found = result.rows()
     rows = [[r["candidate"], r["heal"], f"{r['texts']:,}", f"{r['retention']:.3f}" + ("*" if r["documents"] else ""),
              f"{r['agreement_at_10']:.3f}", f"x{r['latency_ratio']:.2f}", size(r)] for r in found]
-    show(grid(f"candidates (known-item retention on your documents; target {result.target:g})", headers, rows,
+    show(grid(f"candidates ({result.score_name} on your documents; target {result.target:g})", headers, rows,
               console.width, right=headers[2:], whole=headers))
     if any(r["documents"] for r in found):
         console.print("* on all the documents; the others on the search's sample of them", highlight=False)

@@ -142,17 +142,29 @@ class AutoResult:
         """The known-item estimate's measured error for the answer's kind, on labelled collections."""
         if self.answer is None:
             return None
-        return answer_error(find(self.measured, self.answer.name), self.answer,
-                            with_queries=bool(self.source_info.get("sample", {}).get("your_queries")))
+        return answer_error(find(self.measured, self.answer.name), self.answer, with_queries=self.with_queries)
 
     @property
     def passed(self) -> bool:
         return self.met and (self.verify is None or self.verify["passed"])
 
     @property
+    def with_queries(self) -> bool:
+        """The user's queries scored every candidate (``--queries``): the estimate is the higher of two reads."""
+        return bool(self.source_info.get("sample", {}).get("your_queries"))
+
+    @property
+    def score_name(self) -> str:
+        """What the candidates' scores are, as tables and plots name them."""
+        return "estimate" if self.with_queries else "known-item retention"
+
+    @property
     def chosen_on(self) -> str:
-        """What chose the answer: the known-item estimate, or the user's judgments (``--judged-choice``)."""
-        return "known-item estimate" if self.judged is None else "your judgments"
+        """What chose the answer: the estimate (with the user's queries or not), or the user's judgments
+        (``--judged-choice``)."""
+        if self.judged is not None:
+            return "your judgments"
+        return "estimate with your queries" if self.with_queries else "known-item estimate"
 
     @classmethod
     def of(cls, ctx: Context, cands: list[Candidate], answer: Answer | None, *, met: bool,

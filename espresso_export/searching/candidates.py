@@ -27,12 +27,13 @@ class SampleScore:
         s = self.score
         return {"retention": s.retention, "ci95": None if s.ci95 is None else list(s.ci95),
                 "agreement_at_10": s.agreement_at_10, "found": s.found, "follows": s.follows,
-                "variants": [f.to_dict() for f in self.forms]}
+                **({} if s.asked is None else {"asked": s.asked}), "variants": [f.to_dict() for f in self.forms]}
 
     @classmethod
     def from_dict(cls, d: dict, like: Score) -> SampleScore:
         return cls(replace(like, retention=d["retention"], ci95=None if d["ci95"] is None else tuple(d["ci95"]),
-                           agreement_at_10=d["agreement_at_10"], found=d.get("found"), follows=d.get("follows")),
+                           agreement_at_10=d["agreement_at_10"], found=d.get("found"), follows=d.get("follows"),
+                           asked=d.get("asked")),
                    tuple(Score.from_dict(v) for v in d["variants"]))
 
 

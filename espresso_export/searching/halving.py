@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 from espresso_export.core.types import AutoObjective
 from espresso_export.searching.all_documents import settle
+from espresso_export.searching.answer import choose
+from espresso_export.searching.auto_settings import AutoSettings
 from espresso_export.searching.budget import Speed, minutes
 from espresso_export.searching.candidates import PLAIN, Candidate, Heal, cost, find, work_depth
 from espresso_export.searching.context import Context
@@ -177,6 +179,7 @@ def search(ctx: Context, cands: list[Candidate]) -> None:
     candidate had its heal, :func:`heal_static`)."""
     s = ctx.settings
     target = s.min_retention
+    beaten = beaten_by_answer(cands, s, ctx.queries, whole=not ctx.sample.others)
     cands = [c for c in cands if not c.is_static]
     begin = starts(cands)
     kept = {c.name for c in cands if c.scores[PLAIN].retention >= target and c.is_cut}
@@ -188,10 +191,13 @@ def search(ctx: Context, cands: list[Candidate]) -> None:
             c.dropped = "meets the target untrained"
         elif c.sibling() in kept and s.objective is not AutoObjective.BYTES_PER_VECTOR:
             c.dropped = f"{c.sibling()}, as fast and as large, meets the target untrained"
+        elif c.name in beaten:
+            c.dropped = beaten[c.name]
         else:
             viable.append(c)
     if not viable:
-        ctx.say("rung 0: no candidate left to heal (each keeps the target untrained or is too far from it)")
+        ctx.say("rung 0: no candidate left to heal (each keeps the target untrained, is too far from it, or is "
+                "no cheaper than an answer kept on all the documents)")
         return
     viable.sort(key=lambda c: cost(c, s.objective, c.scores[PLAIN], target, s.precision))
     teacher = ctx.speed.encode(ctx.heal_texts, ctx.speed.depth) if ctx.work.done("teacher") is None else 0.0
@@ -212,6 +218,21 @@ def search(ctx: Context, cands: list[Candidate]) -> None:
     ctx.say(f"plan: rungs {plan}; estimated {(_estimate(ctx, rungs, chosen) + teacher) / 60:.1f} min of "
             f"{ctx.left() / 60:.1f} left")
     _halve(ctx, chosen, rungs, begin)
+
+
+def beaten_by_answer(cands: list[Candidate], s: AutoSettings, queries: int, *, whole: bool) -> dict[str, str]:
+    """Candidates no heal can make the answer: for latency or size (a cost no heal changes), those no cheaper
+    than an answer already keeping the target on all the documents (``whole``: the sample is all of them), by
+    name, with why. Healing them would spend the budget on answers that cannot win."""
+    if s.objective is AutoObjective.BYTES_PER_VECTOR:
+        return {}
+    found = choose(cands, s, queries)
+    if found is None or not (whole or found.measured.on_all_documents):
+        return {}
+    bar = cost(find(cands, found.name), s.objective, found.measured, s.min_retention, s.precision)
+    return {c.name: f"no cheaper than {found.describe()}, which keeps the target on all the documents"
+            for c in cands if c.name != found.name
+            and cost(c, s.objective, c.scores[PLAIN], s.min_retention, s.precision) >= bar}
 
 
 def _mean_depth(ctx: Context, cands: list[Candidate]) -> float:

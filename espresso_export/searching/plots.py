@@ -65,6 +65,6 @@ def plot_auto(result, path: Path) -> Path:
         if result.objective == "bytes-per-vector":
             ax.set_xscale("log", base=2)
         ax.set_xlabel(COST_LABEL[result.objective])
-        ax.set_ylabel("known-item retention on your documents")
+        ax.set_ylabel(f"{result.score_name} on your documents")
         ax.set_title(f"{_name(result.source)}: auto search ({result.objective}, target {result.target:g})", fontsize=10)
     return path

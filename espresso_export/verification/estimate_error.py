@@ -93,13 +93,12 @@ def measured_error(kind: str | None, *, with_queries: bool = False) -> dict:
 def error_line(error: dict) -> str:
     """One line for a report: the range of the mean error over the collections, or that it was never measured."""
     rows = error["collections"]
+    which = "the estimate's (with your queries)" if error.get("estimate") == "with your queries" else \
+        "the known-item estimate's"
     if not rows:
-        return (f"the known-item estimate's error was never measured for {error['what']}: it is no labelled "
-                "retention")
+        return f"{which} error was never measured for {error['what']}: it is no labelled retention"
     means = [r["mean_error"] for r in rows]
     lo, hi = min(means), max(means)
     span = f"{lo:+.3f}" if lo == hi else f"{lo:+.3f} to {hi:+.3f}"
-    which = "the estimate's (with your queries)" if error.get("estimate") == "with your queries" else \
-        "the known-item estimate's"
     return (f"{which} measured error for {error['what']}: {span} (estimate minus labels, mean "
             f"per collection over {len(rows)} labelled collection(s); {error['reference']})")

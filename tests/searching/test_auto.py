@@ -128,7 +128,8 @@ def test_outputs_are_complete(searched):
     error = record["estimate_error"]
     assert error["kind"] == ("plain" if result.answer.form.precision == "float32" else None)
     assert bool(error["collections"]) == (error["kind"] is not None)
-    assert any(h.startswith("the known-item estimate's") for h in result.hints), result.hints
+    assert any(h.startswith("the estimate's (with your queries)") for h in result.hints), result.hints
+    assert record["chosen_on"] == "estimate with your queries"
     belief = record["verify"]["belief"][report["agreement"][0]["name"]]
     assert 0 < belief["retention"] <= 1 and belief["queries"] == 30
     assert any(h.startswith("belief retention on your 30 queries") for h in result.hints), result.hints

@@ -44,6 +44,8 @@ def test_a_static_model_is_scored_healed_and_answers_when_it_keeps_the_target_sm
     # healed: untrained, a static model never answers (its estimate reads far off its labels), here too where
     # it reads above its heal
     assert result.answer.heal == "r1" and plain["retention"] > healed["retention"]
+    # kept on all the documents before the cuts' rungs: no cut could be smaller, none is healed
+    assert all(set(c["scores"]) == {PLAIN} for c in result.candidates if c["name"] != STATIC)
     error = json.loads((out / "auto.json").read_text())["estimate_error"]
     assert error["kind"] == "static-held-out" and error["collections"], error
     assert any(h.startswith("the known-item estimate's measured error for healed static models") for h in result.hints)

@@ -43,3 +43,32 @@ def test_the_deepest_cut_below_the_source_is_not_told_to_widen_layers(tmp_path):
     assert "it is the deepest cut below the source's 6 layers" in line and "widen --layers" not in line
     shallow = _missed(s, cands, best_reached(cands, s, 200), 200, source_depth=12)
     assert "no deeper cut was tried: widen --layers" in shallow
+
+
+def test_candidates_no_cheaper_than_an_answer_kept_on_all_documents_are_not_healed(tmp_path):
+    """For latency, an answer keeping the target on all the documents (here the static model) beats every slower
+    candidate, whatever a heal would make of it; for bytes per vector a heal changes the cost, so none is beaten;
+    kept on the sample alone, nothing is decided yet."""
+    from dataclasses import replace
+
+    from espresso_export.core.types import AutoObjective
+    from espresso_export.searching.candidates import STATIC, SampleScore
+    from espresso_export.searching.halving import beaten_by_answer
+
+    docs = tmp_path / "docs.txt"
+    docs.write_text("a b c d e f\n")
+    s = AutoSettings(corpus=[str(docs)], min_retention=0.85, objective="latency")
+    static = _cand(STATIC, 0, 0.70, 0.01)
+    healed = static.scores[PLAIN]
+    sample = SampleScore(replace(healed.score, retention=0.9), healed.forms)
+    kept = Heal(replace(healed.score, retention=0.88), healed.forms, texts=5000, sample=sample, documents=6000)
+    static.scores["r1"] = kept
+    cands = [static, _cand("L1", 1, 0.60, 0.17), _cand("L5", 5, 0.80, 0.84)]
+    found = beaten_by_answer(cands, s, 200, whole=False)
+    why = "no cheaper than static (r1), which keeps the target on all the documents"
+    assert found == {"L1": why, "L5": why}
+    static.scores["r1"] = replace(kept, sample=None, documents=None)  # kept on the sample only
+    assert beaten_by_answer(cands, s, 200, whole=False) == {}
+    assert beaten_by_answer(cands, s, 200, whole=True) == {"L1": why, "L5": why}  # the sample is every document
+    bytes_s = AutoSettings(corpus=[str(docs)], min_retention=0.85, objective=AutoObjective.BYTES_PER_VECTOR)
+    assert beaten_by_answer(cands, bytes_s, 200, whole=True) == {}
