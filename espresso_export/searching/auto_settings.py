@@ -40,9 +40,11 @@ class AutoSettings:
     corpus_field: Optional[str] = declared_as(VerifySettings, "corpus_field")  # every read of the documents
     queries: list[str] = setting(
         default_factory=list, path="data",
-        help="Your queries (.txt one a line, .jsonl), one file per --corpus in order: the final check also reports "
-             "the agreement of the answer's search with the source's for them. Default: agreement queries made "
-             "from the documents.")
+        help="Your queries, unlabelled (.txt one a line, .jsonl), one file per --corpus in order: up to 100 of "
+             "them score every candidate too (each one's top 10 documents join the sample), and the estimate is "
+             "the higher of the known-item retention and the belief retention on them; the final check also "
+             "reports the agreement of the answer's search with the source's for them. Default: agreement "
+             "queries made from the documents.")
     sentences: list[str] = setting(
         default_factory=list, path="data",
         help="General sentences mixed into the healing texts (as distill's --corpus takes them), repeatable. "
