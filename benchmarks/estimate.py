@@ -317,7 +317,8 @@ def measure(c: Collection, src: dict, cand: dict, precision: str = "float32") ->
     asked_all = (Scorer(joined.with_others(), whole_asked(src)).score(whole_asked(cand), precision=precision)
                  if joined.others else asked)
     return {"belief_sample": on_sample["retention"], "belief_sample_ci95": on_sample["ci95"],
-            "belief_queries": on_queries["retention"], "belief_queries_ci95": on_queries["ci95"],"estimate_sample": est.retention, "estimate_sample_ci95": est.ci95, "estimate_all": est_all.retention,
+            "belief_queries": on_queries["retention"], "belief_queries_ci95": on_queries["ci95"],
+            "estimate_sample": est.retention, "estimate_sample_ci95": est.ci95, "estimate_all": est_all.retention,
             "estimate_all_ci95": est_all.ci95, "asked_read_sample": asked.asked, "asked_read_all": asked_all.asked,
             "estimate_asked_sample": asked.retention, "estimate_asked_sample_ci95": asked.ci95,
             "estimate_asked_all": asked_all.retention, "estimate_asked_all_ci95": asked_all.ci95, "labelled": round(float(c_ndcg.mean() / s_ndcg.mean()), 4),

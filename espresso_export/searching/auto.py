@@ -128,9 +128,9 @@ def prepare(source: str, s: AutoSettings, work: Work, progress: bool, start: flo
                   model, start=start, reserve=finish_seconds(s, len(documents.texts), speed)
                   + judged_seconds(s, len(documents.texts), speed))
     yours = f", {len(sample.asked)} of your queries" if sample.asked else ""
-    ctx.say(f"documents: {len(documents.texts):,} ({len(sample.documents):,} searched, {len(sample.queries)} known-item "
-            f"queries by {sample.queries.method}{yours}); healing texts: {heal['texts']:,}; source: {src['depth']} layers, "
-            f"{src['width']} dims, {1 / src['seconds_per_text']:.0f} texts/s here")
+    ctx.say(f"documents: {len(documents.texts):,} ({len(sample.documents):,} searched, {len(sample.queries)} "
+            f"known-item queries by {sample.queries.method}{yours}); healing texts: {heal['texts']:,}; source: "
+            f"{src['depth']} layers, {src['width']} dims, {1 / src['seconds_per_text']:.0f} texts/s here")
     spent = time.perf_counter() - start
     line = (f"budget {minutes(s.budget_seconds)}: {minutes(spent)} spent, the export and final check ~"
             f"{minutes(ctx.reserve)} kept aside, {minutes(max(ctx.left(), 0))} for rung 0 and the heals")

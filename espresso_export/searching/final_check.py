@@ -116,7 +116,8 @@ def verdict(report, target: float, form: Score, sts_gated: bool, max_noise: floa
     below = [name for name, k in known if k["retention"] < target or name in unsure]
     for name, k in known:
         iv = k.get("ci95")
-        what = "known-item retention" if k["read"] == "known-item" else f"belief retention on your {k['queries']} queries"
+        what = ("known-item retention" if k["read"] == "known-item"
+                else f"belief retention on your {k['queries']} queries")
         if name in unsure:
             line = (f"{what} on all of {name} = {k['retention']:.3f}, undecided: {unsure[name]} (give "
                     "more documents, --corpus-queries, or --max-noise)")

@@ -101,7 +101,7 @@ class Vectors:
         return self.queries, self.documents, self.targets
 
     def mapped(self, f) -> Vectors:
-        """``f`` applied to each array (a head, a precision)."""
+        """``f`` applied to each array (a head, a truncation)."""
         return Vectors(*(f(x) for x in self.triple()), asked=None if self.asked is None else f(self.asked))
 
     def save(self, path) -> None:
