@@ -18,7 +18,7 @@ from espresso_export.searching.context import Context
 from espresso_export.searching.halving import ETA, LONGER_GAIN
 from espresso_export.searching.judged_choice import MIN_JUDGED
 from espresso_export.searching.plots import plot_auto
-from espresso_export.searching.scoring import cheapest
+from espresso_export.searching.scoring import cheapest, score_name
 from espresso_export.verification.estimate_error import kind_of, measured_error
 
 CSV_FIELDS = ("candidate", "heal", "texts", "retention", "ci95_low", "ci95_high", "documents", "sample_retention",
@@ -156,7 +156,7 @@ class AutoResult:
     @property
     def score_name(self) -> str:
         """What the candidates' scores are, as tables and plots name them."""
-        return "estimate" if self.with_queries else "known-item retention"
+        return score_name(self.with_queries)
 
     @property
     def chosen_on(self) -> str:

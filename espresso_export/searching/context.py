@@ -14,7 +14,7 @@ from espresso_export.searching.auto_settings import OUTPUT_PRECISIONS, AutoSetti
 from espresso_export.searching.budget import Speed
 from espresso_export.searching.candidates import Heal
 from espresso_export.searching.encoding import placed
-from espresso_export.searching.scoring import Sample, Scorer, Vectors, nested_widths
+from espresso_export.searching.scoring import Sample, Scorer, Vectors, nested_widths, score_name
 from espresso_export.searching.work import Work
 
 
@@ -66,7 +66,7 @@ class Context:
     @property
     def score_name(self) -> str:
         """What the search's scores are, as its lines name them: with the user's queries, the higher of two reads."""
-        return "estimate" if self.scorer.sample.asked else "known-item retention"
+        return score_name(bool(self.scorer.sample.asked))
 
     def left(self) -> float:
         """Seconds of the budget left for the search: the finish's estimate kept aside."""

@@ -158,6 +158,12 @@ def cheapest(forms: Iterable[Score], target: float, precisions=None) -> Score | 
     return min(ok, key=lambda f: (f.bytes_per_vector, -f.retention)) if ok else None
 
 
+def score_name(with_queries: bool) -> str:
+    """What a search's scores are, as its lines, tables and plots name them: with the user's queries the estimate
+    is the higher of two reads (:class:`~espresso_export.verification.known_item.Estimate`)."""
+    return "estimate" if with_queries else "known-item retention"
+
+
 def nested_widths(dim: int) -> list[int]:
     return [d for d in NESTED_WIDTHS if d <= dim]
 
