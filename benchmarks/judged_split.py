@@ -1,5 +1,5 @@
 """``auto --judged-choice`` judged on queries it never saw: a BEIR folder's queries split in two halves by position
-(even: A, odd: B). Half A's qrels play the user's judge (a pair in them gets its grade, any other pair 0, the
+(even: A, odd: B; with ``--alike`` queries with the same relevant documents stay on one side). Half A's qrels play the user's judge (a pair in them gets its grade, any other pair 0, the
 convention labelled nDCG@10 uses); half B, a BEIR folder of its own, is the labelled set the final check judges
 the answer on (``--retrieval``). Nothing of B chooses.
 
@@ -17,12 +17,24 @@ import json
 from pathlib import Path
 
 
-def split(beir: Path, out: Path) -> None:
+def split(beir: Path, out: Path, alike: bool = False) -> None:
+    """``alike``: queries with the same relevant documents (paraphrases of one question) stay on one side, the
+    groups alternating in order of their first query; a query without labels is a group of its own."""
     queries = [json.loads(line) for line in (beir / "queries.jsonl").read_text(encoding="utf-8").splitlines()
                if line.strip()]
-    halves = {"A": queries[0::2], "B": queries[1::2]}
     lines = (beir / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()
     header, rows = lines[0], [line.split("\t") for line in lines[1:] if line.strip()]
+    if alike:
+        relevant: dict[str, set] = {}
+        for r in rows:
+            relevant.setdefault(r[0], set()).add(r[1])
+        groups: dict = {}
+        for q in queries:
+            groups.setdefault(frozenset(relevant.get(q["_id"], ())) or q["_id"], []).append(q)
+        order = list(groups.values())
+        halves = {"A": [q for g in order[0::2] for q in g], "B": [q for g in order[1::2] for q in g]}
+    else:
+        halves = {"A": queries[0::2], "B": queries[1::2]}
     (out / "B" / "qrels").mkdir(parents=True, exist_ok=True)
     for name, half in halves.items():
         ids = {q["_id"] for q in half}
@@ -61,12 +73,13 @@ def main() -> None:
     s = sub.add_parser("split", help="a BEIR folder's queries in two halves")
     s.add_argument("beir", type=Path)
     s.add_argument("out", type=Path)
+    s.add_argument("--alike", action="store_true", help="queries with the same relevant documents on one side")
     f = sub.add_parser("fill", help="a --write-judging file filled from half A's qrels")
     f.add_argument("pairs", type=Path)
     f.add_argument("qrels", type=Path)
     f.add_argument("out", type=Path)
     args = parser.parse_args()
-    split(args.beir, args.out) if args.command == "split" else fill(args.pairs, args.qrels, args.out)
+    split(args.beir, args.out, args.alike) if args.command == "split" else fill(args.pairs, args.qrels, args.out)
 
 
 if __name__ == "__main__":

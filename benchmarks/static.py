@@ -2,7 +2,7 @@
 collection's documents (with and without the documents' words as tokens), against the source, on one collection.
 
     python benchmarks/static.py --collection dbpedia-5k          # ~15 min on the 2-core machine
-    python benchmarks/static.py --collection business-reports
+    python benchmarks/static.py --collection business-reports-by-report   # labels: benchmarks/_labelled.py
     python benchmarks/static.py --collection dbpedia-5k --mpnet   # + a static all-mpnet-base-v2 (~15 min more)
     python benchmarks/static.py --collection dbpedia-5k --cuts 1,2  # + the source cut to 1 and 2 layers (~15 min)
 
@@ -44,7 +44,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _models import CACHE, SHARED, minilm  # noqa: E402
+from _labelled import collection  # noqa: E402
+from _models import CACHE, minilm  # noqa: E402
 
 from espresso_export.core.cpu import cpu_model, int8_isa, usable_cores  # noqa: E402
 from espresso_export.core.metrics import ratio_interval  # noqa: E402
@@ -224,7 +225,7 @@ def main() -> None:
     from espresso_export.model.checkpoint import load
 
     torch.set_num_threads(usable_cores())
-    data = read_retrieval(SHARED / "retrieval" / args.collection)
+    data = read_retrieval(collection(args.collection))
     src_path = minilm()
     ckpt = load(str(src_path))
     docs, queries, source_seconds = source_vectors(ckpt, data, args.collection)

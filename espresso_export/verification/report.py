@@ -32,7 +32,7 @@ from espresso_export.verification.latency_report import (
     ratio,
 )
 from espresso_export.verification.gate import Check, Thresholds, gate_checks, interval_list, noise_policy
-from espresso_export.verification.retrieval import RetrievalScores
+from espresso_export.verification.retrieval import RetrievalScores, labels_note, missed
 from espresso_export.verification.sts import retention
 
 
@@ -142,7 +142,8 @@ class RetrievalRow:
     def to_dict(self) -> dict:
         c, s = self.candidate, self.source
         return {"name": self.name, "spec": self.spec, "smoke_set": self.smoke, "index": self.index,
-                "queries": c.queries, "docs": c.docs, "candidate": c.to_dict(), "source": s.to_dict(), "ndcg_retention": rounded(self.ndcg_retention),
+                "queries": c.queries, "docs": c.docs, "candidate": c.to_dict(), "source": s.to_dict(),
+                "source_missed": missed(s), "labels_note": labels_note(s), "ndcg_retention": rounded(self.ndcg_retention),
                 "ndcg_retention_ci95": interval_list(self.ndcg_retention_ci95),
                 "recall_at_100_retention": rounded(retention(c.recall_at_100, s.recall_at_100)),
                 "recall_at_100_retention_ci95": interval_list(self.recall_at_100_retention_ci95),
@@ -277,7 +278,7 @@ class VerifyReport:
                   number(ratio(cs.index_bytes, ss.index_bytes), ".3f")),
                  ("query time (ms/query)", f"{cs.query_ms_per_query:.4f}", f"{ss.query_ms_per_query:.4f}",
                   number(ratio(cs.query_ms_per_query, ss.query_ms_per_query), ".3f"))],
-                [note for note in (row.interval_note(),) if note]))
+                [note for note in (row.interval_note(), labels_note(row.source)) if note]))
         from espresso_export.verification.judging import judged_sections
         from espresso_export.verification.vectors_report import vector_sections
 

@@ -155,3 +155,20 @@ def evaluate(cache: EncodeCache, data: RetrievalSet, options: IndexOptions = Ind
         query_ms_per_query=1000.0 * seconds / max(1, len(positions)), queries=len(positions), docs=len(data.docs),
         dim=int(doc_emb.shape[1]),
     )
+
+
+def missed(scores: RetrievalScores) -> int | None:
+    """How many evaluated queries find no relevant document in the top 10 (nDCG@10 of 0); None when not kept."""
+    column = scores.column("ndcg_at_10")
+    return None if column is None else int((column == 0).sum())
+
+
+def labels_note(source: RetrievalScores) -> str | None:
+    """A warning when the source itself finds nothing relevant for most of the queries. Labels whose query or
+    document ids do not match the texts (shifted or permuted) look like this, and a retention of near-zero scores
+    measures little."""
+    n = missed(source)
+    if n is None or 2 * n <= source.queries:
+        return None
+    return (f"the source finds no relevant document in its top 10 for {n} of {source.queries} queries: check that "
+            "the labels' query and document ids match the texts (a retention of near-zero scores measures little)")

@@ -330,3 +330,20 @@ def test_real_model_finds_the_obvious_answers(minilm_path):
     assert scores.mrr_at_10 == pytest.approx(1.0)
     assert scores.recall_at_10 == pytest.approx(1.0)
     assert scores.dim == 384
+
+
+def test_labels_that_miss_their_queries_are_named(beir, tmp_path):
+    """Labels whose ids point most queries at documents the source never ranks near the top (shifted or permuted
+    query ids) get a note under the table; a set where the source finds most of its queries' documents does not."""
+    from espresso_export.verification.retrieval import labels_note, missed
+
+    data, emb = beir
+    sound = evaluate(EncodeCache(emb), data)
+    assert missed(sound) == 1 and labels_note(sound) is None  # q2 alone finds nothing: 1 of 3
+    shifted = read_retrieval(_write_beir(tmp_path / "shifted", qrels=(
+        "query-id\tcorpus-id\tscore\nq0\td11\t1\nq1\td3\t1\nq2\td7\t1\n")))  # q0's relevant document ranked 12th
+    scores = evaluate(EncodeCache(emb), shifted)
+    assert missed(scores) == 2
+    assert labels_note(scores).startswith("the source finds no relevant document in its top 10 for 2 of 3 queries")
+    row = RetrievalRow("shifted", "shifted", "flat", scores, scores)
+    assert row.to_dict()["source_missed"] == 2 and "ids match" in row.to_dict()["labels_note"]
