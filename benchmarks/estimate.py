@@ -44,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from _labelled import SAME_DOCUMENTS, collection
+from _labelled import MISLABELLED, SAME_DOCUMENTS, collection
 from _models import CACHE, minilm
 
 from espresso_export.core.cpu import cpu_model, int8_isa, usable_cores
@@ -400,10 +400,6 @@ def main() -> None:
     print(json.dumps(out["by_kind"], indent=1))
     print(f"wrote {path}")
     print(f"wrote {write_error_table()}")
-
-
-# the shared qrels point 10 of 11 judged questions at another report's chunks: business-reports-by-report judges
-MISLABELLED = {"business-reports"}
 
 
 def write_error_table() -> Path:

@@ -75,6 +75,9 @@ def estimate(out: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     runs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((HERE / "results").glob("estimate-*.json"))]
+    from _labelled import MISLABELLED
+
+    runs = [r for r in runs if r["collection"] not in MISLABELLED]
     if not runs:
         return None
     ways = (("estimate_sample", "known-item retention (the search's sample)"),
