@@ -64,6 +64,7 @@ from espresso_export.searching.scoring import (
 WORK = CACHE / "estimate"
 EXTRA_HEALS = ["1@2000", "3@2000", "5@2000", "2@500", "4@500"]  # held-out heals beyond --heal-layers: depths, lengths
 EXTRA_STATIC = ["256@2000", "128@2000", "384@500", "256@500"]  # held-out static heals beyond --static-dim: widths, lengths
+HPD = ["1@256", "2@256", "3@256", "4@256", "2@128"]  # HPD students: the source cut to DEPTH, a learned DIM projection
 BATCH = 32  # auto's default heal batch size
 
 
@@ -172,6 +173,21 @@ def heal(source: Path, layers: int, corpus: Path, texts: int, seed: int) -> Path
     lines = len(corpus.read_text(encoding="utf-8").splitlines())
     distill(str(source), out, student_layers=layers, corpus=[str(corpus)], batch_size=BATCH, dim=384,
             epochs=max(1, math.ceil(texts / max(lines, 1))), max_steps=max(1, texts // BATCH), seed=seed,
+            heldout=0, overwrite=True, progress=False, cache_dir=str(WORK / "teacher-cache"))
+    return out
+
+
+def hpd(source: Path, layers: int, dim: int, corpus: Path, texts: int, seed: int) -> Path:
+    """An HPD student (distill ``--student``: another checkpoint, here the source cut to ``layers``, trained with a
+    learned ``dim``-d projection at distill's HPD defaults) on ``texts`` texts of ``corpus``, built once."""
+    from espresso_export.distilling.run import distill
+
+    out = WORK / "hpd" / f"{corpus.stem}-L{layers}-d{dim}"
+    if (out / "config.json").is_file():
+        return out
+    lines = len(corpus.read_text(encoding="utf-8").split("\n")) - 1
+    distill(str(source), out, student=str(source), student_layers=layers, corpus=[str(corpus)], batch_size=BATCH,
+            dim=dim, epochs=max(1, math.ceil(texts / max(lines, 1))), max_steps=max(1, texts // BATCH), seed=seed,
             heldout=0, overwrite=True, progress=False, cache_dir=str(WORK / "teacher-cache"))
     return out
 
@@ -316,6 +332,13 @@ def candidates(args, c: Collection, source: Path):
             for p in ("int8", "binary"):
                 yield f"static-{p}-vectors", f"static d{width} healed {texts} (held-out), {p} vectors", \
                     lambda key=key, built=built: Encoder(key, static=built()), p
+    for item in args.hpd:  # HPD students on auto's healing texts (held-out)
+        d, dim = (int(x) for x in item.split("@"))
+        corpus = healing_files(c, "held-out", args.heal_texts)
+        built = lambda d=d, dim=dim, corpus=corpus: hpd(source, d, dim, corpus, args.heal_texts, 0)
+        yield "hpd-student", f"HPD student L{d} d{dim} {args.heal_texts} (held-out)", \
+            lambda key=f"{c.key}-held-out-{args.heal_texts}-hpd-L{d}-d{dim}", built=built: Encoder(key, load(built())), \
+            "float32"
     for scheme, d in healed:
         for p in ("int8", "binary"):
             yield f"{p}-vectors", f"L{d} healed ({scheme}), {p} vectors", lambda k=(scheme, d): Encoder(
@@ -352,6 +375,9 @@ def main() -> None:
     ap.add_argument("--static-dim", type=int, default=384)
     ap.add_argument("--extra-heals", default=EXTRA_HEALS, type=lambda t: [x for x in t.split(",") if x],
                     help="more held-out heals as DEPTH@TEXTS items, e.g. 1@2000,3@2000,2@500 (kind healed-held-out)")
+    ap.add_argument("--hpd", default=HPD, type=lambda t: [x for x in t.split(",") if x],
+                    help="HPD students as DEPTH@DIM items: the source cut to DEPTH, a learned DIM projection "
+                         "(distill --student), on the held-out healing texts")
     ap.add_argument("--extra-static", default=EXTRA_STATIC, type=lambda t: [x for x in t.split(",") if x],
                     help="more held-out static heals as WIDTH@TEXTS items (kind static-held-out)")
     ap.add_argument("--only", default=None,

@@ -59,7 +59,9 @@ def fill(pairs: Path, qrels: Path, out: Path) -> None:
             q, d, s = line.split("\t")
             grade[(q, d)] = float(s)
     filled, found = [], 0
-    for line in pairs.read_text(encoding="utf-8").splitlines():
+    for line in pairs.read_text(encoding="utf-8").split("\n"):
+        if not line.strip():
+            continue
         p = json.loads(line)
         found += (p["query_id"], p["doc_id"]) in grade
         filled.append(json.dumps({**p, "relevance": grade.get((p["query_id"], p["doc_id"]), 0.0)}, ensure_ascii=False))

@@ -76,7 +76,7 @@ def _print_judged(result, console) -> None:
     """--judged-choice: each candidate searched, cheapest first, and its judged retention per corpus."""
     from espresso_export.cli.tables import grid, show
 
-    headers = ["model", "heal", "known-item", "corpus", "judged", "queries"]
+    headers = ["model", "heal", "estimate" if result.with_queries else "known-item", "corpus", "judged", "queries"]
     rows = []
     for c in result.judged:
         for r in c.rows or [None]:

@@ -48,13 +48,15 @@ class JudgedCheck:
         return bool(self.rows) and all(r.retention is not None and r.retention >= target and r.judged >= MIN_JUDGED
                                        for r in self.rows)
 
-    def line(self, target: float) -> str:
-        head = f"judged choice, {self.answer.describe()} (known-item retention {self.answer.measured.retention:.3f}): "
+    def line(self, target: float, score: str = "known-item retention", answer: bool = True) -> str:
+        """The check as a log line; ``answer``: it is the first that keeps the target (with --write-judging the
+        costlier candidates after it are checked too, and keep it without being the answer)."""
+        head = f"judged choice, {self.answer.describe()} ({score} {self.answer.measured.retention:.3f}): "
         if not self.rows:
             return head + "no judgments given (its pairs go to --write-judging)"
         said = "; ".join(r.line() for r in self.rows)
         if self.keeps(target):
-            verdict = f"keeps {target:g}, the answer"
+            verdict = f"keeps {target:g}" + (", the answer" if answer else "")
         elif any(r.judged < MIN_JUDGED for r in self.rows):
             verdict = f"fewer than {MIN_JUDGED} judged queries, undecided (its pairs go to --write-judging)"
         else:
@@ -199,8 +201,9 @@ def choose_judged(ctx: Context, cands: list[Candidate]) -> tuple[Answer | None, 
         judged = judged_rows(corpora, rows, judgments, s.corpus_field) if judgments is not None else []
         check = JudgedCheck(answer, tuple(judged), time.perf_counter() - began, tops)
         checks.append(check)
-        ctx.say(check.line(s.min_retention))
-        if chosen is None and check.keeps(s.min_retention):
+        first = chosen is None and check.keeps(s.min_retention)
+        ctx.say(check.line(s.min_retention, ctx.score_name, answer=first))
+        if first:
             chosen = answer
             if not s.write_judging:
                 break

@@ -13,6 +13,7 @@ import numpy as np
 from espresso_export.core.errors import ValidationError
 from espresso_export.core.types import AutoObjective
 from espresso_export.core.vectors import l2_normalised
+from espresso_export.data.files import text_lines
 from espresso_export.searching.auto_settings import AutoSettings
 from espresso_export.searching.budget import cut_seconds, minutes
 from espresso_export.searching.candidates import PLAIN, STATIC, Candidate, head_width
@@ -256,7 +257,7 @@ def plain_calibration(ctx: Context, cand: Candidate) -> tuple[Path, int]:
     if cand.calibration is None:
         return ctx.heal_file, CALIBRATION
     path = ctx.work.path(cand.calibration)
-    return path, len(path.read_text(encoding="utf-8").splitlines())
+    return path, len(text_lines(path.read_text(encoding="utf-8")))
 
 
 def rebuild_plain(ctx: Context, cand: Candidate, folder: Path | None = None):

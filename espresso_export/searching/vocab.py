@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 from espresso_export.core.files import write_text_atomic
+from espresso_export.data.files import text_lines
 from espresso_export.searching.context import Context
 from espresso_export.searching.scoring import read_documents
 
@@ -21,7 +22,7 @@ def vocab_texts(ctx: Context) -> Path:
     if not path.exists():
         s = ctx.settings
         documents = [" ".join(t.split()) for t in read_documents(s.corpus, field=s.corpus_field).texts]
-        heal = ctx.heal_file.read_text(encoding="utf-8").splitlines()
+        heal = text_lines(ctx.heal_file.read_text(encoding="utf-8"))
         write_text_atomic(path, "\n".join(t for t in dict.fromkeys(documents + heal) if t) + "\n")
     return path
 

@@ -18,6 +18,7 @@ REFERENCE = "benchmarks/README.md#estimate-by-kind"
 KINDS = {
     "plain": "plain cuts",
     "healed-held-out": "healed cuts",
+    "hpd-student": "HPD students (the source cut, a learned projection)",
     "int8-vectors": "healed cuts' int8 vectors",
     "binary-vectors": "healed cuts' binary vectors",
     "int8-weights": "healed cuts' int8 weights",

@@ -185,8 +185,10 @@ def read_judgments(path: str | Path) -> Judgments:
 
 def unjudged_file(path: Path) -> bool:
     """Whether ``path`` holds pairs with nothing judged yet (every relevance null): replacing it loses nothing."""
+    from espresso_export.data.files import text_lines
+
     try:
-        lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        lines = [json.loads(line) for line in text_lines(path.read_text(encoding="utf-8")) if line.strip()]
     except (OSError, UnicodeDecodeError, ValueError):
         return False
     return all(isinstance(o, dict) and "doc_id" in o and o.get(FILLED, 0) is None for o in lines)
@@ -291,7 +293,9 @@ def write_pairs(path: str | Path, pairs: list[dict]) -> str:
     """The pairs to judge written as JSON lines (atomically); what was written, as "N pairs of M queries"."""
     from espresso_export.core.files import write_text_atomic
 
-    write_text_atomic(path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
+    # U+2028/U+2029 escaped: readers that split lines as str.splitlines (or JavaScript) would break a line there
+    write_text_atomic(path, "".join(json.dumps(p, ensure_ascii=False).replace("\u2028", "\\u2028")
+                                    .replace("\u2029", "\\u2029") + "\n" for p in pairs))
     return f"{len(pairs)} pairs of {len({(p['corpus'], p['query_id']) for p in pairs})} queries"
 
 

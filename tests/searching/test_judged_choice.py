@@ -95,6 +95,19 @@ def test_judgments_every_pair_relevant_choose_the_cheapest_the_estimate_would_no
     assert "| judged retention on docs.jsonl | >= 0.9999 | 1.0000 | pass |" in card
 
 
+def test_judgments_with_more_pairs_to_write_check_every_candidate_and_name_one_answer(first, tiny_bert):
+    """--judgments with --write-judging: every pooled candidate is checked (for its pairs), and only the first that
+    keeps the target is called the answer."""
+    root, common, _ = first
+    _fill(root / "pairs.jsonl", root / "every.jsonl", lambda p: True)
+    result = auto(tiny_bert, root / "out", min_retention=0.9999, judgments=str(root / "every.jsonl"),
+                  write_judging=str(root / "more.jsonl"), overwrite=True, **common)
+    assert len(result.judged) == 2 and all(c.keeps(0.9999) for c in result.judged)
+    said = [line for line in result.log if line.startswith("judged choice, ")]
+    assert len(said) == 2 and said[0].endswith("keeps 0.9999, the answer") and said[1].endswith("keeps 0.9999")
+    assert (result.answer.name, result.answer.heal) == (result.judged[0].answer.name, result.judged[0].answer.heal)
+
+
 def test_judgments_no_candidate_keeps_exit_3_naming_the_judgments(first, tiny_bert, capsys):
     """Only the source's own top 10 judged relevant: a candidate keeps 0.9999 only by finding exactly those; the
     command exits 3 and says no candidate kept it by the judgments."""

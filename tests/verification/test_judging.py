@@ -176,3 +176,21 @@ def test_judging_needs_a_corpus_and_auto_takes_the_files(tmp_path):
     with pytest.raises(ValidationError, match="holds judgments"):  # before auto's search, not after it
         AutoSettings(corpus=["docs.jsonl"], write_judging=str(judged))
     assert AutoSettings(corpus=["docs.jsonl"], judgments=str(judged)).judgments == str(judged)
+
+
+def test_pairs_with_line_separators_in_their_texts_read_back(tmp_path):
+    """A document holding U+2028 (PDF extractions and web pages do) is written escaped, one pair a line for any
+    reader, and the file reads back whole: as pairs nobody judged yet, and once filled as judgments."""
+    from espresso_export.verification.judging import unjudged_file, write_pairs
+
+    path = tmp_path / "pairs.jsonl"
+    pairs = [{"corpus": "docs.jsonl", "query_id": "q", "query": "banks", "doc_id": f"d{i}",
+              "document": f"part one\u2028part two\u2029{i}", "relevance": None} for i in range(2)]
+    assert write_pairs(path, pairs) == "2 pairs of 1 queries"
+    text = path.read_text(encoding="utf-8")
+    assert len(text.splitlines()) == 2 and "\u2028" not in text
+    assert unjudged_file(path)
+    assert json.loads(text.splitlines()[0])["document"] == "part one\u2028part two\u20290"
+    path.write_text(text.replace('"relevance": null', '"relevance": 1'), encoding="utf-8")
+    assert not unjudged_file(path)
+    assert sum(len(v) for v in read_judgments(path).by_query.values()) == 2
