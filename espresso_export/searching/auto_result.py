@@ -11,12 +11,13 @@ from pathlib import Path
 
 from espresso_export.core.evidence import undecided
 from espresso_export.core.files import write_text_atomic
+from espresso_export.core.types import AutoObjective
 from espresso_export.searching.answer import Answer
 from espresso_export.searching.auto_settings import AutoSettings
 from espresso_export.searching.candidates import PLAIN, Candidate, Heal, find
 from espresso_export.searching.context import Context
 from espresso_export.searching.halving import ETA, LONGER_GAIN
-from espresso_export.searching.judged_choice import MIN_JUDGED
+from espresso_export.searching.judged_choice import MIN_JUDGED, judged_order
 from espresso_export.searching.plots import plot_auto
 from espresso_export.searching.scoring import cheapest, score_name
 from espresso_export.verification.estimate_error import kind_of, measured_error
@@ -103,6 +104,29 @@ def answer_error(cand: Candidate, answer: Answer, *, with_queries: bool = False)
     kind = kind_of(static=cand.is_static, cut=cand.is_cut, healed=answer.heal != PLAIN,
                    precision=answer.form.precision)
     return measured_error(kind, with_queries=with_queries)
+
+
+def within_error(cands: list[Candidate], settings: AutoSettings, answer: Answer | None, *,
+                 with_queries: bool = False) -> str | None:
+    """Candidates cheaper than the answer (every candidate when none answered) whose estimate misses the target by
+    less than the estimate has read their kind below labels on some measured collection (its most negative mean
+    error there): labels could keep the target where the estimate does not, and a few judged pairs tell. For
+    latency and size, the objectives ``--judged-choice`` chooses by; None when no candidate is that close."""
+    if settings.objective is AutoObjective.BYTES_PER_VECTOR or settings.judged_choice:
+        return None
+    near = []
+    for a in judged_order(cands, settings):
+        if answer is not None and (a.name, a.heal) == (answer.name, answer.heal):
+            break  # cheapest first: what follows costs more than the answer
+        means = [r["mean_error"] for r in answer_error(find(cands, a.name), a, with_queries=with_queries)
+                 ["collections"]]
+        if a.measured.retention < settings.min_retention <= a.measured.retention - min(means, default=0.0):
+            near.append(f"{a.describe()} {a.measured.retention:.3f} (its kind read up to {-min(means):.3f} low)")
+    if not near:
+        return None
+    return (f"{'cheaper than the answer, ' if answer else ''}within the estimate's measured error of "
+            f"{settings.min_retention:g} for their kind: {', '.join(near[:3])}; a few judged pairs decide "
+            "(--judged-choice --write-judging FILE, then --judgments)")
 
 
 def _at_target(heal: Heal, target: float) -> int | None:

@@ -24,7 +24,7 @@ from espresso_export.core.files import atomic_output, write_text_atomic
 from espresso_export.core.types import AutoObjective
 from espresso_export.core.vectors import l2_normalised
 from espresso_export.searching.answer import Answer, best_reached, choose
-from espresso_export.searching.auto_result import AutoResult, measured_on
+from espresso_export.searching.auto_result import AutoResult, measured_on, within_error
 from espresso_export.searching.candidates import Candidate, Heal, find
 from espresso_export.searching.context import Context
 from espresso_export.searching.final_check import (
@@ -76,6 +76,7 @@ def finish(ctx: Context, cands: list[Candidate], out: Path, *, overwrite: bool) 
     answer, checks = choose_judged(ctx, cands) if s.judged_choice else (choose(cands, s, ctx.queries), None)
     reached = answer or (best_judged(checks) if checks else None) or best_reached(cands, s, ctx.queries)
     result = AutoResult.of(ctx, cands, reached, met=answer is not None, judged=checks)
+    near = within_error(cands, s, answer, with_queries=result.with_queries)
     with atomic_output(out, overwrite=overwrite, inputs=[ctx.source]) as tmp:
         built, hints = _checked(ctx, cands, answer, tmp) if answer is not None else (None, [])
         result.hints += hints
@@ -92,6 +93,7 @@ def finish(ctx: Context, cands: list[Candidate], out: Path, *, overwrite: bool) 
             cand = find(cands, built.answer.name)
             _card(tmp / "model", tmp / "export", tmp / "verify.json", tmp, f"{Path(ctx.source).name}-auto")
             write_recipe(ctx, cand, built.answer, built.export["weights"], tmp)
+        result.hints += [near] if near else []
         result.output = out
         now = time.perf_counter()
         result.seconds = now - ctx.start

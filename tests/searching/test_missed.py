@@ -72,3 +72,34 @@ def test_candidates_no_cheaper_than_an_answer_kept_on_all_documents_are_not_heal
     assert beaten_by_answer(cands, s, 200, whole=True) == {"L1": why, "L5": why}  # the sample is every document
     bytes_s = AutoSettings(corpus=[str(docs)], min_retention=0.85, objective=AutoObjective.BYTES_PER_VECTOR)
     assert beaten_by_answer(cands, bytes_s, 200, whole=True) == {}
+
+
+def test_cheaper_candidates_within_the_estimates_measured_error_are_named(tmp_path):
+    """The static model healed reads 0.833 for a target of 0.85, less than its kind has read below its labels on
+    the measured collections: a few judged pairs could make it the answer, and the hint says so; a 1-layer heal
+    reading 0.40 is beyond any measured error, and the answer itself and costlier candidates are not named."""
+    from espresso_export.searching.answer import choose
+    from espresso_export.searching.auto_result import within_error
+    from espresso_export.searching.candidates import STATIC
+
+    docs = tmp_path / "docs.txt"
+    docs.write_text("a b c d e f\n")
+    s = AutoSettings(corpus=[str(docs)], min_retention=0.85, objective="latency")
+
+    def healed(name, depth, student, retention, ratio):
+        cand = _cand(name, depth, 0.3, ratio)
+        score = Score(384, "float32", retention, (retention - 0.01, retention + 0.01), 0.9, 1536)
+        return Candidate(name, depth, student=student, latency_ratio=ratio,
+                         scores={**cand.scores, "r1": Heal(score, (score,), texts=2000)})
+
+    cands = [healed("static", 0, STATIC, 0.833, 0.005), healed("L1", 1, None, 0.40, 0.18),
+             healed("L3", 3, None, 0.853, 0.51), healed("L5", 5, None, 0.84, 0.83)]
+    answer = choose(cands, s, 200)
+    assert answer is not None and answer.name == "L3"
+    for with_queries in (False, True):
+        line = within_error(cands, s, answer, with_queries=with_queries)
+        assert line.startswith("cheaper than the answer, within the estimate's measured error of 0.85")
+        assert "static (r1) 0.833" in line and "L1" not in line and "L5" not in line
+    assert within_error(cands, s, None).startswith("within the estimate's measured error of 0.85")  # none kept it
+    assert within_error(cands, AutoSettings(corpus=[str(docs)], min_retention=0.85, objective="bytes-per-vector"),
+                        answer) is None
