@@ -14,7 +14,7 @@ from espresso_export.core.files import write_text_atomic
 from espresso_export.core.types import AutoObjective
 from espresso_export.searching.answer import Answer
 from espresso_export.searching.auto_settings import AutoSettings
-from espresso_export.searching.candidates import PLAIN, Candidate, Heal, find
+from espresso_export.searching.candidates import PLAIN, Candidate, Heal, cost, find
 from espresso_export.searching.context import Context
 from espresso_export.searching.halving import ETA, LONGER_GAIN
 from espresso_export.searching.judged_choice import MIN_JUDGED, judged_order
@@ -114,10 +114,10 @@ def within_error(cands: list[Candidate], settings: AutoSettings, answer: Answer 
     latency and size, the objectives ``--judged-choice`` chooses by; None when no candidate is that close."""
     if settings.objective is AutoObjective.BYTES_PER_VECTOR or settings.judged_choice:
         return None
-    near = []
+    near, price = [], lambda a: cost(find(cands, a.name), settings.objective, a.measured, settings.min_retention)
     for a in judged_order(cands, settings):
-        if answer is not None and (a.name, a.heal) == (answer.name, answer.heal):
-            break  # cheapest first: what follows costs more than the answer
+        if answer is not None and (a.name == answer.name or price(a) >= price(answer)):
+            break  # cheapest first: what follows costs as much as the answer or more
         means = [r["mean_error"] for r in answer_error(find(cands, a.name), a, with_queries=with_queries)
                  ["collections"]]
         if a.measured.retention < settings.min_retention <= a.measured.retention - min(means, default=0.0):
