@@ -126,7 +126,9 @@ def within_error(cands: list[Candidate], settings: AutoSettings, answer: Answer 
         return None
     return (f"{'cheaper than the answer, ' if answer else ''}within the estimate's measured error of "
             f"{settings.min_retention:g} for their kind: {', '.join(near[:3])}; a few judged pairs decide "
-            "(--judged-choice --write-judging FILE, then --judgments)")
+            "(--judged-choice --write-judging FILE, then --judgments)"
+            + ("" if with_queries else "; your own queries, unlabelled (--queries FILE), read closer on most "
+               "measured collections"))
 
 
 def _at_target(heal: Heal, target: float) -> int | None:
