@@ -2,7 +2,7 @@
 kind of candidate, on labelled collections, to find a bias by kind and test what removes it.
 
     python benchmarks/estimate.py --collection dbpedia-5k          # ~20 min on the 2-core machine
-    python benchmarks/estimate.py --collection business-reports
+    python benchmarks/estimate.py --collection business-reports-by-report   # its questions judged by report
     python benchmarks/estimate.py --collection stsb-train-dev      # built here from STS-B train+dev (never test)
     python benchmarks/estimate.py --collection snli-entailment     # built here from SNLI dev+test
 
@@ -11,7 +11,8 @@ spread layers, untrained), healed cuts (distill on healing texts of ``--heal-tex
 each healed twice: on ``auto``'s healing texts as they are chosen now (``held-out``: the documents no known-item
 query was cut out of) and ``transductive`` (every document, each query's text cut out of its own: the heal sees the
 estimate's targets as it sees the labelled queries' documents, and never a query); and int8 / binary vectors of
-two of them. The estimate is exactly ``auto``'s: its sample (``--sample-documents``, ``--sample-queries``, known
+two of them; HPD students (``--hpd``: ``distill --student``, the source cut to a depth with a learned projection).
+The estimate is exactly ``auto``'s: its sample (``--sample-documents``, ``--sample-queries``, known
 items by ``auto``'s rule) scored with ``searching.scoring.Scorer``, and the same queries over every document
 (what decides once a candidate keeps the target on the sample). Beside it, the belief estimate
 (``verification.known_item.belief_known_item``: the known item drawn from the source's softmax belief, scale 20,
