@@ -11,6 +11,7 @@ from espresso_export.core.types import AutoObjective
 from espresso_export.searching.budget import LATENCY_BUDGET
 from espresso_export.searching.context import Context
 from espresso_export.searching.scoring import RESCORE, Score, cheapest, nested_widths
+from espresso_export.verification.retrieval import labels_note
 
 
 def run_verify(ctx: Context, export_dir: Path, form: Score, width: int):
@@ -134,6 +135,7 @@ def verdict(report, target: float, form: Score, sts_gated: bool, max_noise: floa
             missed.append(line)
     # on the user's own --queries: the estimate where it reads above the known-item retention (_deciding)
     belief = {a.name: _stored_known_item(a, form, "belief") for a in report.agreement if a.belief}
+    labels = [f"labelled set {row.name}: {note}" for row in report.retrieval if (note := labels_note(row.source))]
     return {"passed": report.passed and not missed, "failed": [c.describe() for c in report.failed] + missed,
             "within_noise": noted, "not_gating": reported, "known_item": {name: k for name, k in known},
-            "known_item_below": below, "belief": belief}
+            "known_item_below": below, "belief": belief, "labels": labels}

@@ -88,3 +88,21 @@ def test_the_final_check_reports_the_belief_retention_on_given_queries_beside_an
     judged = verdict(report, 0.97, Score(64, "float32", 1.0), False, 0.1)
     assert judged["passed"] and judged["belief"] == {"docs.txt": low}
     assert verdict(_report_with_known_item(known), 0.97, Score(64, "float32", 1.0), False, 0.1)["belief"] == {}
+
+
+def test_the_final_check_says_when_a_labelled_set_misses_its_own_queries():
+    """A labelled set where the source finds nothing for most queries (labels whose ids do not match): the final
+    check's verdict carries verify's note, which auto prints as a hint."""
+    from dataclasses import replace
+
+    from espresso_export.verification.report import RetrievalRow
+    from espresso_export.verification.retrieval import RetrievalScores
+
+    known = {"retention": 0.99, "ci95": [0.98, 1.0], "queries": 400, "method": "known items by sentence"}
+    per_query = np.zeros((11, 4))
+    per_query[0] = 1.0  # one query of 11 finds its document
+    scores = RetrievalScores(0.09, 0.09, 0.09, 0.2, 1000, 0.0, 0.01, 11, 671, 384, per_query=per_query)
+    report = replace(_report_with_known_item(known), retrieval=[RetrievalRow("B", "B", "flat", scores, scores)])
+    (line,) = verdict(report, 0.97, Score(64, "float32", 1.0), False, 0.1)["labels"]
+    assert line.startswith("labelled set B: the source finds no relevant document in its top 10 for 10 of 11")
+    assert verdict(_report_with_known_item(known), 0.97, Score(64, "float32", 1.0), False, 0.1)["labels"] == []
