@@ -11,7 +11,7 @@ spread layers, untrained), healed cuts (distill on healing texts of ``--heal-tex
 each healed twice: on ``auto``'s healing texts as they are chosen now (``held-out``: the documents no known-item
 query was cut out of) and ``transductive`` (every document, each query's text cut out of its own: the heal sees the
 estimate's targets as it sees the labelled queries' documents, and never a query); and int8 / binary vectors of
-two of them; HPD students (``--hpd``: ``distill --student``, the source cut to a depth with a learned projection).
+two of them; heals with a narrower head (``--narrow-heals``: a learned 256-d or 128-d projection).
 The estimate is exactly ``auto``'s: its sample (``--sample-documents``, ``--sample-queries``, known
 items by ``auto``'s rule) scored with ``searching.scoring.Scorer``, and the same queries over every document
 (what decides once a candidate keeps the target on the sample). Beside it, the belief estimate
@@ -65,7 +65,7 @@ from espresso_export.searching.scoring import (
 WORK = CACHE / "estimate"
 EXTRA_HEALS = ["1@2000", "3@2000", "5@2000", "2@500", "4@500"]  # held-out heals beyond --heal-layers: depths, lengths
 EXTRA_STATIC = ["256@2000", "128@2000", "384@500", "256@500"]  # held-out static heals beyond --static-dim: widths, lengths
-HPD = ["1@256", "2@256", "3@256", "4@256", "2@128"]  # HPD students: the source cut to DEPTH, a learned DIM projection
+NARROW = ["1@256", "2@256", "3@256", "4@256", "2@128"]  # held-out heals of DEPTH layers with a learned DIM-d head
 BATCH = 32  # auto's default heal batch size
 
 
@@ -178,9 +178,9 @@ def heal(source: Path, layers: int, corpus: Path, texts: int, seed: int) -> Path
     return out
 
 
-def hpd(source: Path, layers: int, dim: int, corpus: Path, texts: int, seed: int) -> Path:
-    """An HPD student (distill ``--student``: another checkpoint, here the source cut to ``layers``, trained with a
-    learned ``dim``-d projection at distill's HPD defaults) on ``texts`` texts of ``corpus``, built once."""
+def narrow_heal(source: Path, layers: int, dim: int, corpus: Path, texts: int, seed: int) -> Path:
+    """The source cut to ``layers`` healed with a learned ``dim``-d head on ``texts`` texts of ``corpus``, built once
+    (given as ``--student`` with the teacher's own weights, which distill heals at its healing defaults)."""
     from espresso_export.distilling.run import distill
 
     out = WORK / "hpd" / f"{corpus.stem}-L{layers}-d{dim}"
@@ -333,11 +333,11 @@ def candidates(args, c: Collection, source: Path):
             for p in ("int8", "binary"):
                 yield f"static-{p}-vectors", f"static d{width} healed {texts} (held-out), {p} vectors", \
                     lambda key=key, built=built: Encoder(key, static=built()), p
-    for item in args.hpd:  # HPD students on auto's healing texts (held-out)
+    for item in args.narrow_heals:  # heals with a narrower head on auto's healing texts (held-out)
         d, dim = (int(x) for x in item.split("@"))
         corpus = healing_files(c, "held-out", args.heal_texts)
-        built = lambda d=d, dim=dim, corpus=corpus: hpd(source, d, dim, corpus, args.heal_texts, 0)
-        yield "hpd-student", f"HPD student L{d} d{dim} {args.heal_texts} (held-out)", \
+        built = lambda d=d, dim=dim, corpus=corpus: narrow_heal(source, d, dim, corpus, args.heal_texts, 0)
+        yield "healed-narrow", f"L{d} healed {args.heal_texts}, {dim}-d head (held-out)", \
             lambda key=f"{c.key}-held-out-{args.heal_texts}-hpd-L{d}-d{dim}", built=built: Encoder(key, load(built())), \
             "float32"
     for scheme, d in healed:
@@ -376,9 +376,8 @@ def main() -> None:
     ap.add_argument("--static-dim", type=int, default=384)
     ap.add_argument("--extra-heals", default=EXTRA_HEALS, type=lambda t: [x for x in t.split(",") if x],
                     help="more held-out heals as DEPTH@TEXTS items, e.g. 1@2000,3@2000,2@500 (kind healed-held-out)")
-    ap.add_argument("--hpd", default=HPD, type=lambda t: [x for x in t.split(",") if x],
-                    help="HPD students as DEPTH@DIM items: the source cut to DEPTH, a learned DIM projection "
-                         "(distill --student), on the held-out healing texts")
+    ap.add_argument("--narrow-heals", default=NARROW, type=lambda t: [x for x in t.split(",") if x],
+                    help="held-out heals with a narrower head as DEPTH@DIM items: DEPTH layers, a learned DIM-d head")
     ap.add_argument("--extra-static", default=EXTRA_STATIC, type=lambda t: [x for x in t.split(",") if x],
                     help="more held-out static heals as WIDTH@TEXTS items (kind static-held-out)")
     ap.add_argument("--only", default=None,

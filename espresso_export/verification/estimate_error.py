@@ -18,7 +18,7 @@ REFERENCE = "benchmarks/README.md#estimate-by-kind"
 KINDS = {
     "plain": "plain cuts",
     "healed-held-out": "healed cuts",
-    "hpd-student": "HPD students (the source cut, a learned projection)",
+    "healed-narrow": "healed cuts with a 256-d or 128-d head",
     "int8-vectors": "healed cuts' int8 vectors",
     "binary-vectors": "healed cuts' binary vectors",
     "int8-weights": "healed cuts' int8 weights",
