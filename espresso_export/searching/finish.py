@@ -86,7 +86,7 @@ def finish(ctx: Context, cands: list[Candidate], out: Path, *, overwrite: bool) 
             result.hints += [f"{line}: within its noise, not failed" for line in built.verify["within_noise"]]
             result.hints += [f"{line}: reported, not gating (your judgments chose)"
                              for line in built.verify["not_gating"]]
-            result.hints += belief_lines(built.verify) + built.verify.get("labels", [])
+            result.hints += belief_lines(built.verify) + built.verify["labels"]
             result.hints.append(error_line(result.estimate_error))
             if built.vocabulary is not None:
                 result.hints.append(describe(built.vocabulary))
