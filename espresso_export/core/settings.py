@@ -62,10 +62,12 @@ def setting(default: Any = MISSING, *, help: str, default_factory: Any = MISSING
                              metadata={SPEC_KEY: Spec(help=help, **spec)})
 
 
-def declared_as(cls: type, name: str) -> Any:
+def declared_as(cls: type, name: str, *, default: Any = MISSING) -> Any:
     """The declaration of ``cls``'s setting ``name`` (default, bounds, help), for a command that takes the same
-    setting: one declaration, so name, default and help cannot drift apart."""
+    setting: one declaration, so name, default and help cannot drift apart. ``default``: this command's own."""
     f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    if default is not MISSING:
+        return dataclasses.field(default=default, metadata=f.metadata)
     return dataclasses.field(default=f.default, default_factory=f.default_factory, metadata=f.metadata)
 
 

@@ -26,6 +26,7 @@ OUTPUT_PRECISIONS = ("float32", "int8", "binary")  # what the index may store; b
 DEFAULT_MAX_DIM = 384  # the candidates' default width at most: all-MiniLM-L6-v2's, the common small-model width
 DEFAULT_TEXTS = 20_000  # healing texts at most by default
 MIN_HEALING_TEXTS = 100  # --max-texts at least: fewer is too short a heal to say anything
+FINAL_LATENCY_BUDGET = 5.0  # the final check's extra timed seconds per batch size: the search spent the budget
 
 
 @dataclass
@@ -67,6 +68,7 @@ class AutoSettings:
                                        help="What to make smallest: latency, size (bytes of weights) or "
                                             "bytes-per-vector (what the index stores per document).")
     max_latency_ratio: Optional[float] = declared_as(VerifySettings, "max_latency_ratio")
+    latency_budget: float = declared_as(VerifySettings, "latency_budget", default=FINAL_LATENCY_BUDGET)
     time_budget: str = setting("1h", help="Wall time of the whole command (90s, 45m, 2h, 1h30m), planned from "
                                           "this machine's measured speed: the final export and check are "
                                           "estimated and kept aside.")

@@ -22,7 +22,6 @@ ALONE = 2.5  # a text encoded alone (verify times batch size 1) costs about this
 STS_TEXTS = 3000  # texts per STS set given with --sts, about: an estimate, not read (STS-B's test split's size)
 BUILTIN_STS_TEXTS = 340  # the shipped smoke set the final check reads when no --sts is given
 TIMED_ROUND = 3  # verify's timed rounds at least per batch size, each every latency text through both models
-LATENCY_BUDGET = 5.0  # seconds of extra timed rounds per batch size the finish's verify may take
 JUDGED_PASSES = 2  # judged choice: the candidates' passes kept aside at most, in source passes (cheapest first)
 TRAIN_COST = 3.0  # a training step on a text costs about 3 forward passes (forward, backward), until measured
 
@@ -74,7 +73,7 @@ def finish_seconds(s: AutoSettings, documents: int, speed: Speed) -> float:
     """The finish of one answer, estimated from the source's measured speed: the export encodes the search's
     sample twice (int8 and float32 kept or not); verify encodes every document, the final check's queries and
     their targets, and the labelled sets with the source and the answer, then times both models at each batch
-    size (:mod:`espresso_export.verification.latency`, :data:`LATENCY_BUDGET` of extra rounds each)."""
+    size (:mod:`espresso_export.verification.latency`, ``--latency-budget`` seconds of extra rounds each)."""
     from espresso_export.verification.verify_settings import declared_default
 
     queries = len(s.corpus) * 3 * min(s.corpus_queries, documents)  # agreement, known-item, their targets
@@ -82,8 +81,8 @@ def finish_seconds(s: AutoSettings, documents: int, speed: Speed) -> float:
     verify = speed.encode(texts, speed.depth) * (1 + ANSWER_SHARE)
     timed = declared_default("latency_texts") * TIMED_ROUND
     sizes = declared_default("batch_sizes")
-    latency = sum(speed.encode(timed + 3 * b, speed.depth) * (1 + ANSWER_SHARE) * (ALONE if b == 1 else 1) + LATENCY_BUDGET
-                  for b in sizes)
+    latency = sum(speed.encode(timed + 3 * b, speed.depth) * (1 + ANSWER_SHARE) * (ALONE if b == 1 else 1)
+                  + s.latency_budget for b in sizes)
     export = FINISH_FIXED + 2 * speed.encode(min(documents, s.sample_documents), speed.depth * ANSWER_SHARE)
     return export + verify + latency
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from espresso_export.core.evidence import undecided
 from espresso_export.core.types import AutoObjective
-from espresso_export.searching.budget import LATENCY_BUDGET
 from espresso_export.searching.context import Context
 from espresso_export.searching.scoring import RESCORE, Score, cheapest, nested_widths
 from espresso_export.verification.retrieval import labels_note
@@ -37,7 +36,7 @@ def run_verify(ctx: Context, export_dir: Path, form: Score, width: int):
                   # judging the answer; with --judged-choice the judgments chose it (and its pairs are written)
                   judgments=s.judgments, write_judging=None if s.judged_choice else s.write_judging,
                   min_judged_retention=s.min_retention if s.judged_choice and s.judgments else None,
-                  latency_budget=LATENCY_BUDGET,  # short: the search already spent the budget
+                  latency_budget=s.latency_budget,
                   progress=ctx.progress)
 
 

@@ -26,13 +26,14 @@ from espresso_export.searching.auto_result import AutoResult
 from espresso_export.searching.candidates import PLAIN
 from espresso_export.searching.work import STATE, WORK_SUFFIX
 
+from small_search import SMALL_SEARCH
+
 pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[eval]')")
 
 # titles: a known-item query is a document's title. The tiny random model's source finds few known items, so its
 # scores' intervals are wide: these tests check the search's mechanics, not its estimate (max_noise;
 # tests/searching/test_undecided.py checks that such scores decide nothing by default)
-SMALL = {"sample_documents": 80, "sample_queries": 24, "max_texts": 400, "batch_size": 16, "threads": 1,
-         "known_items": "title", "max_noise": 10.0, "amp": "off", "static": False}  # static: test_auto_static.py
+SMALL = {**SMALL_SEARCH, "static": False}  # static: test_auto_static.py
 # texts per second the halved search plans with: at this speed a 10-minute budget keeps ~2.6 min for the finish
 # and plans two rungs for the four cuts a heal may lift to 0.97 (4 x 300 texts, then the 2 best on 700: two passes
 # over the 400 healing texts, rounded down the ladder); what the real heals leave of it heals the best again
@@ -337,7 +338,7 @@ def test_nothing_meets_the_target_exit_3_with_the_best_reached(tmp_path, tiny_be
     out = tmp_path / "out"
     code = main(["auto", str(tiny_bert), "--corpus", str(docs), "--min-retention", "1.4", "--time-budget", "1s",
                  "--sample-documents", "80", "--sample-queries", "24", "--threads", "1", "--layers", "1,2",
-                 "--known-items", "title", "-o", str(out)])
+                 "--known-items", "title", "--latency-budget", "0", "-o", str(out)])
     assert code == 3
     err = capsys.readouterr()
     record = json.loads((out / "auto.json").read_text())

@@ -14,10 +14,11 @@ from espresso_export.searching.auto import auto
 
 pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[eval]')")
 
+# the tiny random model's scores are noise: these tests check the command, not them
 TINY = dict(sample_documents=80, sample_queries=24, max_texts=400, batch_size=16, threads=1, known_items="title",
-            max_noise=10.0)  # the tiny random model's scores are noise: these tests check the command, not them
+            max_noise=10.0, latency_budget=0.0)
 CLI = ["--sample-documents", "80", "--sample-queries", "24", "--max-texts", "400", "--batch-size", "16", "--threads", "1",
-       "--known-items", "title"]
+       "--known-items", "title", "--latency-budget", "0"]
 
 
 def test_the_budget_keeps_the_finish_aside_and_rung_0_scores_the_deepest_cuts_it_covers(tmp_path, tiny_bert, docs):

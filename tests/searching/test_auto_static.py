@@ -14,12 +14,13 @@ import pytest
 from espresso_export.searching.auto import auto
 from espresso_export.searching.candidates import PLAIN, STATIC
 
+from small_search import SMALL_SEARCH
+
 pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[eval]')")
 pytest.importorskip("model2vec", reason="the static candidate needs the static extra "
                                         "(pip install 'espresso-export[static]')")
 
-SMALL = {"sample_documents": 80, "sample_queries": 24, "max_texts": 400, "batch_size": 16, "threads": 1,
-         "known_items": "title", "max_noise": 10.0, "amp": "off", "layers": [1], "objective": "size"}
+SMALL = {**SMALL_SEARCH, "layers": [1], "objective": "size"}
 
 
 def test_a_static_model_is_scored_healed_and_answers_when_it_keeps_the_target_smallest(tmp_path, tiny_bert, docs):

@@ -22,7 +22,7 @@ from espresso_export.verification.corpus_agreement import load_corpus
 
 pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[eval]')")
 
-QUICK = ["--time-budget", "1s", "--threads", "1", "--layers", "1,2"]
+QUICK = ["--time-budget", "1s", "--threads", "1", "--layers", "1,2", "--latency-budget", "0"]
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]+")
 
 

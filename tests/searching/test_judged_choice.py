@@ -17,11 +17,11 @@ from espresso_export.searching.auto_settings import AutoSettings
 from espresso_export.searching.judged_choice import SOURCE_FILE, judged_order
 from espresso_export.searching.work import WORK_SUFFIX
 
+from small_search import SMALL_SEARCH, SMALL_SEARCH_CLI
+
 pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[eval]')")
 
-SMALL = {"sample_documents": 80, "sample_queries": 24, "max_texts": 400, "batch_size": 16, "threads": 1,
-         "known_items": "title", "max_noise": 10.0, "amp": "off", "static": False, "layers": [1],
-         "objective": "size", "time_budget": "10m"}
+SMALL = {**SMALL_SEARCH, "static": False, "layers": [1], "objective": "size", "time_budget": "10m"}
 
 
 def _fill(pairs: Path, out: Path, relevant) -> None:
@@ -115,9 +115,8 @@ def test_judgments_no_candidate_keeps_exit_3_naming_the_judgments(first, tiny_be
     with np.load(root / ("out" + WORK_SUFFIX) / SOURCE_FILE.format(0)) as saved:
         source = saved["top"]
     _fill(root / "pairs.jsonl", root / "source.jsonl", lambda p: int(p["doc_id"]) in set(source[int(p["query_id"])]))
-    small = ["--sample-documents", "80", "--sample-queries", "24", "--max-texts", "400", "--batch-size", "16",
-             "--threads", "1", "--known-items", "title", "--max-noise", "10", "--amp", "off", "--no-static", "--keep-work",
-             "--layers", "1", "--objective", "size", "--time-budget", "10m"]
+    small = [*SMALL_SEARCH_CLI, "--no-static", "--keep-work", "--layers", "1", "--objective", "size",
+             "--time-budget", "10m"]
     code = main(["auto", str(tiny_bert), "--corpus", common["corpus"][0], "--queries", common["queries"][0],
                  "--judged-choice", "--judgments", str(root / "source.jsonl"), "--min-retention", "1.0",
                  "-o", str(root / "out"), "--overwrite", *small])

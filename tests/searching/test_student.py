@@ -9,10 +9,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from small_search import SMALL_SEARCH
+
 pytest.importorskip("faiss", reason="auto searches with faiss (pip install 'espresso-export[eval]')")
 
-SMALL = dict(sample_documents=80, sample_queries=24, max_texts=400, batch_size=16, threads=1, known_items="title", static=False,
-             max_noise=10.0, amp="off")  # float32: the same scores on a CPU with bf16 and one without
+SMALL = {**SMALL_SEARCH, "static": False}
 
 
 def test_a_student_is_healed_by_hpd_and_its_recipe_rebuilds_it(tmp_path, tiny_models, docs):
