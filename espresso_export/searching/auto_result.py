@@ -80,12 +80,24 @@ def _missed(s: AutoSettings, cands: list[Candidate], best: Answer | None, querie
     return line
 
 
+def _wide(rows: list, target: float) -> str:
+    """The chosen candidate's judged intervals that reach below the target: the cheapest candidate reading the
+    target on a few judged queries is often one just below it (``benchmarks/README.md#judged-queries``)."""
+    wide = [r for r in rows if r.ci95 is not None and r.ci95[0] < target]
+    if not wide:
+        return ""
+    said = ", ".join(f"{r.retention:.3f} [{r.ci95[0]:.2f}-{r.ci95[1]:.2f}] over {r.judged} queries on {r.name}"
+                     for r in wide)
+    return (f"; its judged retention {said} reaches below {target:g}: chosen on few judged queries, the answer "
+            "may sit just below the target, and judging more of your queries narrows it")
+
+
 def judged_hint(s: AutoSettings, checks: list, met: bool) -> str:
     """What ``--judged-choice`` did: the judgments that chose (no independent check then), or why none did."""
     if met:
         return (f"chosen on your judgments ({s.judgments}): its judged retention in verify.json is what chose it, "
                 "not an independent check; the labelled sets (--retrieval, --sts) judge it, the known-item estimate is "
-                "reported beside it")
+                "reported beside it" + _wide(next(c for c in checks if c.keeps(s.min_retention)).rows, s.min_retention))
     if not s.judgments:
         return (f"no judgments yet: fill the pairs in {s.write_judging}, then run the same command with --judgments "
                 f"{s.write_judging} in place of --write-judging, and --overwrite: the search's work is kept and reused")

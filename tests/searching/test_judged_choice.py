@@ -85,7 +85,7 @@ def test_judgments_every_pair_relevant_choose_the_cheapest_the_estimate_would_no
     # the known-item estimate would not have answered it: below 0.9999, reported, not gating
     assert cheapest.measured.retention < 0.9999
     assert any(h.endswith("reported, not gating (your judgments chose)") for h in result.hints), result.hints
-    assert any(h.startswith("chosen on your judgments") for h in result.hints)
+    assert any(h.startswith("chosen on your judgments") and "reaches below" not in h for h in result.hints)
     report = json.loads((out / "verify.json").read_text())
     assert report["judged"][0]["retention"] == pytest.approx(1.0) and report["gate"]["passed"]
     assert [c["name"] for c in report["gate"]["checks"]] == ["judged retention on docs.jsonl"]  # the export's, gated
@@ -164,3 +164,31 @@ def test_without_judgments_the_pairs_stop_at_the_estimates_own_answer(first):
                                write_judging=str(root / "unused.jsonl"))
     assert _to_pool(SimpleNamespace(settings=unreachable, queries=24, say=said.append), cands,
                     judged_order(cands, unreachable)) == judged_order(cands, unreachable)
+
+
+def test_an_answer_chosen_on_a_judged_interval_reaching_below_the_target_says_so(tmp_path):
+    """Ten judged queries whose retention reads 0.96 with an interval reaching below 0.95: the hint gives the
+    interval and says more judged queries narrow it; judged alike on every query, it says nothing of the kind."""
+    from espresso_export.searching.answer import Answer
+    from espresso_export.searching.auto_result import judged_hint
+    from espresso_export.searching.candidates import Heal
+    from espresso_export.searching.judged_choice import JudgedCheck
+    from espresso_export.searching.scoring import Score
+    from espresso_export.verification.judging import JudgedRow
+
+    docs = tmp_path / "docs.txt"
+    docs.write_text("a b c d e f\n")
+    (tmp_path / "j.jsonl").write_text(json.dumps({"query_id": "0", "doc_id": "0", "relevance": 1}) + "\n")
+    s = AutoSettings(corpus=[str(docs)], min_retention=0.95, judged_choice=True, judgments=str(tmp_path / "j.jsonl"))
+    score = Score(384, "float32", 0.9, (0.89, 0.91), 0.9, 1536)
+    answer = Answer("static", "r1", Heal(score, (score,)), score)
+    source = np.array([0.8, 0.6, 1.0, 0.5, 0.9, 0.7, 0.4, 1.0, 0.6, 0.5])
+    noisy = JudgedRow("docs.txt", candidate=source * np.array([1.3, 0.6, 1.0, 1.2, 0.8, 1.0, 1.5, 0.9, 1.0, 0.8]),
+                      source=source)
+    assert noisy.retention >= 0.95 and noisy.ci95[0] < 0.95
+    hint = judged_hint(s, [JudgedCheck(answer, (noisy,), 0.0)], met=True)
+    lo, hi = noisy.ci95
+    assert f"its judged retention {noisy.retention:.3f} [{lo:.2f}-{hi:.2f}] over 10 queries on docs.txt reaches " \
+           "below 0.95" in hint and "judging more of your queries narrows it" in hint
+    alike = JudgedRow("docs.txt", candidate=source, source=source)
+    assert "reaches below" not in judged_hint(s, [JudgedCheck(answer, (alike,), 0.0)], met=True)
