@@ -116,7 +116,7 @@ def _id(value, where: str, name: str) -> str:
     return str(value).strip()
 
 
-def _relevance(value, where: str) -> float | None:
+def parse_relevance(value, where: str) -> float | None:
     """A judge's grade: null or empty is not judged yet; a number at least 0 (0 not relevant, 1, 2 highly)."""
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "null", "none")):
         return None
@@ -143,7 +143,7 @@ def _json_pair(line: str, where: str) -> tuple:
                               "them)")
     corpus, query = obj.get("corpus"), obj.get("query")
     return (None if corpus is None else _id(corpus, where, "corpus"), _id(obj["query_id"], where, "query_id"),
-            _id(obj["doc_id"], where, "doc_id"), _relevance(obj[FILLED], where),
+            _id(obj["doc_id"], where, "doc_id"), parse_relevance(obj[FILLED], where),
             query if isinstance(query, str) else None)
 
 
@@ -162,7 +162,8 @@ def _tsv_pair(line: str, where: str, first: bool) -> tuple | None:
                               f"--write-judging writes it; got {len(cells)} column(s)")
     if first and _header(cells[2]):
         return None  # a header (query-id, corpus-id, score: a BEIR qrels file)
-    return None, _id(cells[0], where, "query_id"), _id(cells[1], where, "doc_id"), _relevance(cells[2], where), None
+    return (None, _id(cells[0], where, "query_id"), _id(cells[1], where, "doc_id"), parse_relevance(cells[2], where),
+            None)
 
 
 def read_judgments(path: str | Path) -> Judgments:

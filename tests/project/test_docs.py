@@ -34,7 +34,8 @@ SHELL, PYTHON, YAML, TEXT = ("bash", "sh", "console"), ("python",), ("yaml",), (
 # the settings each call takes as keywords beside its own parameters (old names while a rename lands)
 SETTINGS = {"shrink": ("ShrinkSettings",), "distill": ("DistillSettings",), "export": ("ExportSettings",),
             "verify": ("VerifySettings",), "sweep": ("SweepSettings", "SweepOptions"), "push": ("PushSettings",),
-            "train_ese": ("TrainSettings",), "auto": ("AutoSettings",)}
+            "train_ese": ("TrainSettings",), "auto": ("AutoSettings",),
+            "judge": ("JudgeSettings",)}
 
 
 @dataclasses.dataclass
