@@ -97,9 +97,11 @@ def judged_hint(s: AutoSettings, checks: list, met: bool) -> str:
     if met:
         return (f"chosen on your judgments ({s.judgments}): its judged retention in verify.json is what chose it, "
                 "not an independent check; the labelled sets (--retrieval, --sts) judge it, the known-item estimate is "
-                "reported beside it" + _wide(next(c for c in checks if c.keeps(s.min_retention)).rows, s.min_retention))
+                "reported beside it" + _wide(next((c.rows for c in checks if c.keeps(s.min_retention)), ()),
+                                             s.min_retention))
     if not s.judgments:
-        return (f"no judgments yet: fill the pairs in {s.write_judging}, then run the same command with --judgments "
+        return (f"no judgments yet: fill the pairs in {s.write_judging} (espresso-export judge {s.write_judging}), "
+                f"then run the same command with --judgments "
                 f"{s.write_judging} in place of --write-judging, and --overwrite: the search's work is kept and reused")
     short = [c.answer.describe() for c in checks if any(r.judged < MIN_JUDGED for r in c.rows) or not c.rows]
     line = (f"no candidate searched ({len(checks)}) kept {s.min_retention:g} by your judgments over at least "

@@ -287,7 +287,8 @@ def judge(report, corpora, judgments: Judgments | None, write_judging: str | Non
     if write_judging:
         said = write_pairs(write_judging, judging_pairs(corpora, report.agreement, field_name))
         report.notes.append(f"{said} to judge written to {write_judging}: fill relevance (0 not relevant, 1 "
-                            "relevant, 2 highly), then give it back with --judgments")
+                            f"relevant, 2 highly; espresso-export judge {write_judging} asks for each), then give it "
+                            "back with --judgments")
 
 
 def write_pairs(path: str | Path, pairs: list[dict]) -> str:
