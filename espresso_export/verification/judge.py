@@ -87,6 +87,11 @@ class _Pairs:
         write_pairs(self.path, self.rows)
 
 
+def _as_written(grade: float) -> float | int:
+    """A grade as a judge would type it: 1, not 1.0."""
+    return int(grade) if grade.is_integer() else grade
+
+
 def _from_qrels(pairs: _Pairs, qrels: str) -> int:
     """Grades from a qrels or judgments file; a labelled query's pair not in it is 0. Returns pairs filled."""
     judgments = read_judgments(qrels)
@@ -97,7 +102,7 @@ def _from_qrels(pairs: _Pairs, qrels: str) -> int:
             continue
         for row in rows:
             if row[FILLED] is None:
-                row[FILLED] = grades.get(str(row["doc_id"]), 0.0)
+                row[FILLED] = _as_written(grades.get(str(row["doc_id"]), 0.0))
                 filled += 1
     return filled
 
@@ -163,7 +168,7 @@ def _one_by_one(pairs: _Pairs, s: JudgeSettings, ask, show) -> str:
     if argv is not None and not argv:
         raise ValidationError("--command is empty")
     show = show or (lambda text: err_console().print(text, markup=False, highlight=False, soft_wrap=True))
-    ask = ask or input
+    ask = ask or (lambda prompt: err_console().input(prompt))  # stderr: stdout keeps the result (--json)
     by_query = pairs.by_query()
     for i, key, rows in _open(by_query):
         if s.queries is not None and pairs.complete() >= s.queries:
@@ -171,7 +176,7 @@ def _one_by_one(pairs: _Pairs, s: JudgeSettings, ask, show) -> str:
         if argv is not None:
             for row in rows:
                 if row[FILLED] is None:
-                    row[FILLED] = _run_command(argv, row, s.command_timeout)
+                    row[FILLED] = _as_written(_run_command(argv, row, s.command_timeout))
             pairs.save()
             continue
         said = _ask_query(pairs, rows, f"query {i + 1} of {len(by_query)}", s.shown_chars, ask, show)
@@ -202,7 +207,7 @@ def _ask_query(pairs: _Pairs, rows: list[dict], where: str, chars: int, ask, sho
             except ValidationError:
                 grade = None
             if grade is not None:
-                row[FILLED] = grade
+                row[FILLED] = _as_written(grade)
                 pairs.save()
                 break
             show("  a number at least 0 (0, 1, 2), s or q")
