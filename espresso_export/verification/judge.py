@@ -127,6 +127,30 @@ def _run_command(argv: list[str], row: dict, timeout: float) -> float:
     return grade
 
 
+def _by_command(pairs: _Pairs, rows: list[dict], argv: list[str], s: JudgeSettings) -> None:
+    """One query's open pairs judged by the program, ``s.jobs`` runs at a time; what was answered is saved even
+    when a run fails."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    try:
+        if s.jobs == 1:
+            for row in rows:
+                row[FILLED] = _as_written(_run_command(argv, row, s.command_timeout))
+            return
+        with ThreadPoolExecutor(min(s.jobs, len(rows))) as pool:
+            futures = [(row, pool.submit(_run_command, argv, row, s.command_timeout)) for row in rows]
+            failed = None
+            for row, future in futures:
+                try:
+                    row[FILLED] = _as_written(future.result())
+                except Exception as e:  # the first failure is raised once the others have answered
+                    failed = failed or e
+            if failed is not None:
+                raise failed
+    finally:
+        pairs.save()
+
+
 def _open(rows_by_query: dict[tuple, list[dict]]) -> Iterator[tuple[int, tuple, list[dict]]]:
     """Each query with a pair not judged yet, with its position among all queries."""
     for i, (key, rows) in enumerate(rows_by_query.items()):
@@ -174,10 +198,7 @@ def _one_by_one(pairs: _Pairs, s: JudgeSettings, ask, show) -> str:
         if s.queries is not None and pairs.complete() >= s.queries:
             return f"{s.queries} queries judged (--queries)"
         if argv is not None:
-            for row in rows:
-                if row[FILLED] is None:
-                    row[FILLED] = _as_written(_run_command(argv, row, s.command_timeout))
-            pairs.save()
+            _by_command(pairs, [r for r in rows if r[FILLED] is None], argv, s)
             continue
         said = _ask_query(pairs, rows, f"query {i + 1} of {len(by_query)}", s.shown_chars, ask, show)
         if said:

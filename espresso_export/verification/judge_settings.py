@@ -25,6 +25,8 @@ class JudgeSettings:
         None, help="Fill by running this program once per pair (no shell): the pair's JSON line on its stdin "
                    "(query, document, ids), a relevance on its stdout (0 not relevant, 1 relevant, 2 highly).")
     command_timeout: float = setting(120.0, min=1, help="Seconds a --command run may take before judge stops.")
+    jobs: int = setting(1, min=1, help="--command runs at once, a query's pairs at a time (a judge behind an API "
+                                       "answers several together).")
     queries: Optional[int] = setting(None, min=1, help="Stop after this many queries are fully judged (counting "
                                                        "those judged before).")
     shown_chars: int = setting(SHOWN_CHARS, min=50, help="Characters of a document shown at the terminal.")
@@ -32,3 +34,5 @@ class JudgeSettings:
     def __post_init__(self) -> None:
         if self.qrels and self.command:
             raise ValidationError("give --qrels or --command, not both: one judge fills a file at a time")
+        if self.jobs > 1 and not self.command:
+            raise ValidationError("--jobs runs --command several at a time; give --command too")

@@ -121,3 +121,30 @@ def test_verify_reads_what_judge_filled(tiny_bert, tiny_cut, tmp_path):
     report = verify(tiny_cut, tiny_bert, corpus=[str(docs)], queries=[str(queries)], judgments=str(pairs), **quick)
     (row,) = report.judged
     assert (row.judged, row.skipped) == (6, 0) and row.retention is not None
+
+
+def test_a_program_judges_a_querys_pairs_several_at_a_time(tmp_path):
+    """--jobs 3: the runs overlap (each waits for a file the others write), every pair is judged, and --jobs
+    without --command is refused."""
+    pairs = _pairs(tmp_path / "pairs.jsonl")
+    script = tmp_path / "judge.py"
+    script.write_text(
+        "import json, sys, time, pathlib\np = json.load(sys.stdin)\n"
+        f"seen = pathlib.Path({str(tmp_path / 'seen')!r})\nseen.mkdir(exist_ok=True)\n"
+        "(seen / (p['query_id'] + p['doc_id'])).touch()\n"
+        "deadline = time.time() + 20\n"
+        "while p['query_id'] == '1' and len(list(seen.glob('1*'))) < 3 and time.time() < deadline:\n"
+        "    time.sleep(0.05)\n"
+        "print(len(list(seen.glob('1*'))) if p['query_id'] == '1' else 0)\n", encoding="utf-8")
+    result = judge(pairs, command=f"{sys.executable} {script}", jobs=3)
+    assert result.complete == 3
+    assert [v for (q, _), v in _read(pairs).items() if q == "1"] == [3, 3, 3]  # all three ran at once
+    with pytest.raises(ValidationError, match="--jobs runs --command"):
+        judge(pairs, jobs=2)
+    failing = tmp_path / "failing.py"  # one run of query 1 fails: the two others' answers are kept
+    failing.write_text("import json, sys\np = json.load(sys.stdin)\nsys.exit(1) if p['doc_id'] == 'd3' else print(1)\n",
+                       encoding="utf-8")
+    again = _pairs(tmp_path / "again.jsonl")
+    with pytest.raises(RuntimeFailure, match="query 1, document d3: exited 1"):
+        judge(again, command=f"{sys.executable} {failing}", jobs=2)
+    assert [_read(again)[("1", d)] for d in ("d1", "d3", "d4")] == [1, None, 1]
