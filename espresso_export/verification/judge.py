@@ -193,14 +193,18 @@ def _one_by_one(pairs: _Pairs, s: JudgeSettings, ask, show) -> str:
         raise ValidationError("--command is empty")
     show = show or (lambda text: err_console().print(text, markup=False, highlight=False, soft_wrap=True))
     ask = ask or (lambda prompt: err_console().input(prompt))  # stderr: stdout keeps the result (--json)
-    by_query = pairs.by_query()
+    by_query, started = pairs.by_query(), time.perf_counter()
+    judged_before = sum(r[FILLED] is not None for r in pairs.rows)
     for i, key, rows in _open(by_query):
         if s.queries is not None and pairs.complete() >= s.queries:
             return f"{s.queries} queries judged (--queries)"
         if argv is not None:
             _by_command(pairs, [r for r in rows if r[FILLED] is None], argv, s)
             continue
-        said = _ask_query(pairs, rows, f"query {i + 1} of {len(by_query)}", s.shown_chars, ask, show)
+        done = sum(r[FILLED] is not None for r in pairs.rows) - judged_before
+        where = (f"query {i + 1} of {len(by_query)} ({pairs.complete()} fully judged; {done} pairs judged in "
+                 f"{(time.perf_counter() - started) / 60:.1f} min)")
+        said = _ask_query(pairs, rows, where, s.shown_chars, ask, show)
         if said:
             return said
     return ""
@@ -208,7 +212,7 @@ def _one_by_one(pairs: _Pairs, s: JudgeSettings, ask, show) -> str:
 
 def _ask_query(pairs: _Pairs, rows: list[dict], where: str, chars: int, ask, show) -> str:
     """A person judges one query's open pairs. Returns why they stopped ("" when the query is done or skipped)."""
-    show(f"\n{where} (complete: {pairs.complete()}): {rows[0].get('query', rows[0]['query_id'])}")
+    show(f"\n{where}:\n{rows[0].get('query', rows[0]['query_id'])}")
     open_rows = [r for r in rows if r[FILLED] is None]
     for j, row in enumerate(open_rows, 1):
         text = str(row.get("document", ""))
