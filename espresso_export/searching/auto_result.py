@@ -140,7 +140,7 @@ def within_error(cands: list[Candidate], settings: AutoSettings, answer: Answer 
         return None
     return (f"{'cheaper than the answer, ' if answer else ''}within the estimate's measured error of "
             f"{settings.min_retention:g} for their kind: {', '.join(near[:3])}; a few judged pairs decide "
-            "(--judged-choice --write-judging FILE, then --judgments)"
+            "(--judged-choice --write-judging FILE, espresso-export judge FILE, then --judgments FILE)"
             + ("" if with_queries else "; your own queries, unlabelled (--queries FILE), read closer on most "
                "measured collections"))
 
