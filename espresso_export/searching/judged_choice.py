@@ -227,10 +227,9 @@ def judging_earlier_search(ctx: Context) -> bool:
 def _write_pairs(ctx: Context, corpora: list, source: list[np.ndarray], checks: list[JudgedCheck]) -> None:
     """Every pair that decides a checked candidate's judged retention or the source's, fewest per query first
     (:func:`espresso_export.verification.judging.judging_pairs`)."""
-    from espresso_export.verification.judging import judging_pairs, write_pairs
+    from espresso_export.verification.judging import judging_pairs, to_fill, write_pairs
 
     rows = [_Tops((src, *(c.tops[i] for c in checks))) for i, src in enumerate(source)]
     said = write_pairs(ctx.settings.write_judging, judging_pairs(corpora, rows, ctx.settings.corpus_field))
     ctx.say(f"judged choice: {said}, deciding the source's and {len(checks)} candidates' judged retention, written "
-            f"to {ctx.settings.write_judging}: fill relevance (0 not relevant, 1 relevant, 2 highly), then give it "
-            "back with --judgments")
+            f"to {ctx.settings.write_judging}: {to_fill(ctx.settings.write_judging)}")

@@ -286,9 +286,13 @@ def judge(report, corpora, judgments: Judgments | None, write_judging: str | Non
         report.judged = judged_rows(corpora, report.agreement, judgments, field_name)
     if write_judging:
         said = write_pairs(write_judging, judging_pairs(corpora, report.agreement, field_name))
-        report.notes.append(f"{said} to judge written to {write_judging}: fill relevance (0 not relevant, 1 "
-                            f"relevant, 2 highly; espresso-export judge {write_judging} asks for each), then give it "
-                            "back with --judgments")
+        report.notes.append(f"{said} to judge written to {write_judging}: {to_fill(write_judging)}")
+
+
+def to_fill(path: str | Path) -> str:
+    """What to do with a written pairs file, as both commands say it."""
+    return (f"fill relevance (0 not relevant, 1 relevant, 2 highly; espresso-export judge {path} asks for each), "
+            "then give it back with --judgments")
 
 
 def write_pairs(path: str | Path, pairs: list[dict]) -> str:
