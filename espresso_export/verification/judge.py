@@ -70,7 +70,8 @@ class _Pairs:
             if not isinstance(row, dict) or not {"query_id", "doc_id", FILLED} <= row.keys():
                 raise ValidationError(f"{path}:{n}: not a pair as --write-judging writes it (a JSON line with "
                                       "query_id, doc_id and relevance)")
-            row[FILLED] = parse_relevance(row[FILLED], f"{path}:{n}")
+            grade = parse_relevance(row[FILLED], f"{path}:{n}")
+            row[FILLED] = None if grade is None else _as_written(grade)
             rows.append(row)
         return cls(path, rows)
 
@@ -120,10 +121,14 @@ def _run_command(argv: list[str], row: dict, timeout: float) -> float:
     if done.returncode != 0:
         said = (done.stderr.strip().splitlines() or [""])[-1][:200]
         raise RuntimeFailure(f"{where}: exited {done.returncode}" + (f" ({said})" if said else ""))
-    answer = done.stdout.strip().splitlines()[-1:] or [""]
-    grade = parse_relevance(answer[0], where)
+    answer = (done.stdout.strip().splitlines()[-1:] or [""])[0]
+    try:
+        grade = parse_relevance(answer, where)
+    except ValidationError:
+        grade = None
     if grade is None:
-        raise RuntimeFailure(f"{where}: printed no relevance (a number >= 0 on its last line)")
+        raise RuntimeFailure(f"{where}: printed {json.dumps(answer[:80])} last, not a relevance (a number >= 0 on "
+                             "its last line)")
     return grade
 
 

@@ -59,7 +59,7 @@ def test_a_program_judges_each_pair_and_a_failing_one_keeps_what_was_judged(tmp_
     assert result.judged_now == 2 and result.complete == 3 and result.judge == f"command {command}"
     assert _read(pairs)[("2", "d5")] == 2
     script.write_text("print('very relevant')\n", encoding="utf-8")
-    with pytest.raises(ValidationError, match="relevance must be a number"):
+    with pytest.raises(RuntimeFailure, match='printed "very relevant" last, not a relevance'):
         judge(_pairs(tmp_path / "again.jsonl"), command=command)
 
 
