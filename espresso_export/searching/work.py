@@ -28,8 +28,9 @@ WORK_SUFFIX = ".auto-work"  # the work folder is the output's sibling OUT.auto-w
 # 5: the known-item retention the lower of two reads (earlier scores are not comparable)
 FORMAT = 5
 # the answer's choice, not what a step computes
-NOT_MEASURED = ("time_budget", "threads", "keep_work", "objective", "min_retention", "max_latency_ratio", "sts",
-                "retrieval", "precision", "prune_vocab", "judgments", "write_judging", "judged_choice")
+NOT_MEASURED = ("time_budget", "threads", "keep_work", "objective", "min_retention", "max_latency_ratio",
+                "latency_budget", "sts", "retrieval", "precision", "prune_vocab", "judgments", "write_judging",
+                "judged_choice")
 # what only the heals depend on (the healing texts: they leave out every query the final check asks); the user's
 # --queries are measured (every candidate is scored on them, .asked) and left out of the healing texts too
 HEALING = ("sentences", "doc_share", "doc_sentences", "max_texts", "max_seq_len", "batch_size", "corpus_queries")

@@ -21,6 +21,7 @@ def test_a_corpus_edited_in_place_is_another_search(tmp_path):
     key = fingerprint(str(source), s)
     assert fingerprint(str(source), s) == key
     assert fingerprint(str(source), AutoSettings(corpus=[str(docs)], time_budget="3h")) == key  # choice only
+    assert fingerprint(str(source), AutoSettings(corpus=[str(docs)], latency_budget=0)) == key  # the final check's
 
     Work.open(tmp_path / "out", key, overwrite=False).put("source", {"depth": 1})
     docs.write_text('{"_id": "1", "text": "another document"}\n', encoding="utf-8")
