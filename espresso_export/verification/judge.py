@@ -108,11 +108,10 @@ def _from_qrels(pairs: _Pairs, qrels: str) -> int:
     return filled
 
 
-def _run_command(argv: list[str], row: dict, timeout: float) -> float:
-    where = f"--command on query {row['query_id']}, document {row['doc_id']}"
-    line = json.dumps({k: v for k, v in row.items() if k != FILLED}, ensure_ascii=False)
+def _call(argv: list[str], payload: str, where: str, timeout: float) -> list[str]:
+    """The program's stdout lines (non-empty) for ``payload`` on its stdin; a failure names ``where``."""
     try:
-        done = subprocess.run(argv, input=line + "\n", capture_output=True, text=True, timeout=timeout,
+        done = subprocess.run(argv, input=payload + "\n", capture_output=True, text=True, timeout=timeout,
                               check=False)
     except FileNotFoundError:
         raise ValidationError(f"--command: {argv[0]} not found") from None
@@ -121,15 +120,40 @@ def _run_command(argv: list[str], row: dict, timeout: float) -> float:
     if done.returncode != 0:
         said = (done.stderr.strip().splitlines() or [""])[-1][:200]
         raise RuntimeFailure(f"{where}: exited {done.returncode}" + (f" ({said})" if said else ""))
-    answer = (done.stdout.strip().splitlines()[-1:] or [""])[0]
+    return [line.strip() for line in done.stdout.splitlines() if line.strip()]
+
+
+def _grade(answer: str, where: str) -> float:
     try:
         grade = parse_relevance(answer, where)
     except ValidationError:
         grade = None
     if grade is None:
-        raise RuntimeFailure(f"{where}: printed {json.dumps(answer[:80])} last, not a relevance (a number >= 0 on "
-                             "its last line)")
+        raise RuntimeFailure(f"{where}: printed {json.dumps(answer[:80])}, not a relevance (a number >= 0 a line)")
     return grade
+
+
+def _run_command(argv: list[str], row: dict, timeout: float) -> float:
+    where = f"--command on query {row['query_id']}, document {row['doc_id']}"
+    line = json.dumps({k: v for k, v in row.items() if k != FILLED}, ensure_ascii=False)
+    return _grade((_call(argv, line, where, timeout)[-1:] or [""])[0], where)
+
+
+def _per_query(pairs: _Pairs, rows: list[dict], argv: list[str], timeout: float) -> None:
+    """One run judges a query's open pairs: the query and its documents in, one relevance a line out."""
+    where = f"--command --per-query on query {rows[0]['query_id']}"
+    first = rows[0]
+    payload = json.dumps({"corpus": first.get("corpus"), "query_id": first["query_id"], "query": first.get("query"),
+                          "documents": [{"doc_id": r["doc_id"], "document": r.get("document")} for r in rows]},
+                         ensure_ascii=False)
+    lines = _call(argv, payload, where, timeout)
+    if len(lines) < len(rows):
+        raise RuntimeFailure(f"{where}: printed {len(lines)} line(s) for {len(rows)} documents (one relevance a "
+                             "line, in the documents' order)")
+    grades = [_grade(line, where) for line in lines[-len(rows):]]
+    for row, grade in zip(rows, grades):
+        row[FILLED] = _as_written(grade)
+    pairs.save()
 
 
 def _by_command(pairs: _Pairs, rows: list[dict], argv: list[str], s: JudgeSettings) -> None:
@@ -178,7 +202,7 @@ def judge(path: str | Path, settings: JudgeSettings | None = None, /, *,
         _from_qrels(pairs, s.qrels)
         pairs.save()
     else:
-        kind = f"command {s.command}" if s.command else "terminal"
+        kind = (f"command {s.command}" + (" (per query)" if s.per_query else "")) if s.command else "terminal"
         stopped = _one_by_one(pairs, s, ask, show)
     by_query = pairs.by_query()
     result = JudgeResult(str(pairs.path), kind, len(pairs.rows), len(by_query),
@@ -204,7 +228,11 @@ def _one_by_one(pairs: _Pairs, s: JudgeSettings, ask, show) -> str:
         if s.queries is not None and pairs.complete() >= s.queries:
             return f"{s.queries} queries judged (--queries)"
         if argv is not None:
-            _by_command(pairs, [r for r in rows if r[FILLED] is None], argv, s)
+            open_rows = [r for r in rows if r[FILLED] is None]
+            if s.per_query:
+                _per_query(pairs, open_rows, argv, s.command_timeout)
+            else:
+                _by_command(pairs, open_rows, argv, s)
             continue
         done = sum(r[FILLED] is not None for r in pairs.rows) - judged_before
         where = (f"query {i + 1} of {len(by_query)} ({pairs.complete()} fully judged; {done} pairs judged in "

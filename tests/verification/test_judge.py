@@ -59,7 +59,7 @@ def test_a_program_judges_each_pair_and_a_failing_one_keeps_what_was_judged(tmp_
     assert result.judged_now == 2 and result.complete == 3 and result.judge == f"command {command}"
     assert _read(pairs)[("2", "d5")] == 2
     script.write_text("print('very relevant')\n", encoding="utf-8")
-    with pytest.raises(RuntimeFailure, match='printed "very relevant" last, not a relevance'):
+    with pytest.raises(RuntimeFailure, match='printed "very relevant", not a relevance'):
         judge(_pairs(tmp_path / "again.jsonl"), command=command)
 
 
@@ -140,7 +140,7 @@ def test_a_program_judges_a_querys_pairs_several_at_a_time(tmp_path):
     result = judge(pairs, command=f"{sys.executable} {script}", jobs=3)
     assert result.complete == 3
     assert [v for (q, _), v in _read(pairs).items() if q == "1"] == [3, 3, 3]  # all three ran at once
-    with pytest.raises(ValidationError, match="--jobs runs --command"):
+    with pytest.raises(ValidationError, match="--jobs is for --command"):
         judge(pairs, jobs=2)
     failing = tmp_path / "failing.py"  # one run of query 1 fails: the two others' answers are kept
     failing.write_text("import json, sys\np = json.load(sys.stdin)\nsys.exit(1) if p['doc_id'] == 'd3' else print(1)\n",
@@ -149,3 +149,29 @@ def test_a_program_judges_a_querys_pairs_several_at_a_time(tmp_path):
     with pytest.raises(RuntimeFailure, match="query 1, document d3: exited 1"):
         judge(again, command=f"{sys.executable} {failing}", jobs=2)
     assert [_read(again)[("1", d)] for d in ("d1", "d3", "d4")] == [1, None, 1]
+
+
+def test_a_program_judges_a_querys_documents_in_one_run_with_per_query(tmp_path):
+    """--per-query: one run a query, its documents in the file's order, one relevance a line (after any log line);
+    too few lines stop judge naming the query, keeping the queries judged before."""
+    pairs = _pairs(tmp_path / "pairs.jsonl")
+    calls = tmp_path / "calls"
+    script = tmp_path / "judge.py"
+    script.write_text(
+        "import json, sys\nq = json.load(sys.stdin)\n"
+        f"open({str(calls)!r}, 'a').write(q['query_id'] + '\\n')\n"
+        "print('ranking', len(q['documents']), 'documents for', q['query'])\n"
+        "for d in q['documents']:\n    print(2 if d['document'].endswith(('d1', 'd5')) else 0)\n", encoding="utf-8")
+    result = judge(pairs, command=f"{sys.executable} {script}", per_query=True)
+    assert result.complete == 3 and result.judge.endswith("(per query)")
+    assert calls.read_text().split() == ["0", "1", "2"]  # one run a query
+    assert _read(pairs) == {("0", "d1"): 2, ("0", "d2"): 0, ("1", "d1"): 2, ("1", "d3"): 0, ("1", "d4"): 0,
+                            ("2", "d5"): 2, ("2", "d6"): 0}
+    script.write_text("import json, sys\nq = json.load(sys.stdin)\n"
+                      "print('1\\n' * len(q['documents'])) if q['query_id'] != '1' else None\n", encoding="utf-8")
+    again = _pairs(tmp_path / "again.jsonl")
+    with pytest.raises(RuntimeFailure, match=r"--per-query on query 1: printed 0 line\(s\) for 3 documents"):
+        judge(again, command=f"{sys.executable} {script}", per_query=True)
+    assert [v for (q, _), v in _read(again).items() if q == "0"] == [1, 1]  # the first query kept, alone
+    with pytest.raises(ValidationError, match="with --per-query one run judges a query"):
+        judge(again, command="cat", per_query=True, jobs=2)
