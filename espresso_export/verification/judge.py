@@ -81,6 +81,10 @@ class _Pairs:
             out.setdefault((row.get("corpus"), str(row["query_id"])), []).append(row)
         return out
 
+    def judged(self) -> int:
+        """Pairs with a relevance."""
+        return sum(r[FILLED] is not None for r in self.rows)
+
     def complete(self) -> int:
         return sum(all(r[FILLED] is not None for r in rows) for rows in self.by_query().values())
 
@@ -93,10 +97,9 @@ def _as_written(grade: float) -> float | int:
     return int(grade) if grade.is_integer() else grade
 
 
-def _from_qrels(pairs: _Pairs, qrels: str) -> int:
-    """Grades from a qrels or judgments file; a labelled query's pair not in it is 0. Returns pairs filled."""
+def _from_qrels(pairs: _Pairs, qrels: str) -> None:
+    """Grades from a qrels or judgments file; a labelled query's pair not in it is 0."""
     judgments = read_judgments(qrels)
-    filled = 0
     for (corpus, query_id), rows in pairs.by_query().items():
         grades = judgments.grades(corpus, query_id, rows[0].get("query"))
         if not grades:
@@ -104,8 +107,6 @@ def _from_qrels(pairs: _Pairs, qrels: str) -> int:
         for row in rows:
             if row[FILLED] is None:
                 row[FILLED] = _as_written(grades.get(str(row["doc_id"]), 0.0))
-                filled += 1
-    return filled
 
 
 def _call(argv: list[str], payload: str, where: str, timeout: float) -> list[str]:
@@ -141,8 +142,8 @@ def _run_command(argv: list[str], row: dict, timeout: float) -> float:
 
 def _per_query(pairs: _Pairs, rows: list[dict], argv: list[str], timeout: float) -> None:
     """One run judges a query's open pairs: the query and its documents in, one relevance a line out."""
-    where = f"--command --per-query on query {rows[0]['query_id']}"
     first = rows[0]
+    where = f"--command --per-query on query {first['query_id']}"
     payload = json.dumps({"corpus": first.get("corpus"), "query_id": first["query_id"], "query": first.get("query"),
                           "documents": [{"doc_id": r["doc_id"], "document": r.get("document")} for r in rows]},
                          ensure_ascii=False)
@@ -180,11 +181,12 @@ def _by_command(pairs: _Pairs, rows: list[dict], argv: list[str], s: JudgeSettin
         pairs.save()
 
 
-def _open(rows_by_query: dict[tuple, list[dict]]) -> Iterator[tuple[int, tuple, list[dict]]]:
-    """Each query with a pair not judged yet, with its position among all queries."""
-    for i, (key, rows) in enumerate(rows_by_query.items()):
-        if any(r[FILLED] is None for r in rows):
-            yield i, key, rows
+def _open(rows_by_query: dict[tuple, list[dict]]) -> Iterator[tuple[int, list[dict], list[dict]]]:
+    """Each query with a pair not judged yet: its position among all queries, its pairs and its open ones."""
+    for i, rows in enumerate(rows_by_query.values()):
+        open_rows = [r for r in rows if r[FILLED] is None]
+        if open_rows:
+            yield i, rows, open_rows
 
 
 def judge(path: str | Path, settings: JudgeSettings | None = None, /, *,
@@ -195,7 +197,7 @@ def judge(path: str | Path, settings: JudgeSettings | None = None, /, *,
     console, so ``--json`` output stays clean)."""
     s = resolve(JudgeSettings, settings, kwargs, call="judge")
     pairs = _Pairs.read(path)
-    start, before = time.perf_counter(), sum(r[FILLED] is not None for r in pairs.rows)
+    start, before = time.perf_counter(), pairs.judged()
     stopped = ""
     if s.qrels:
         kind = f"qrels {s.qrels}"
@@ -206,7 +208,7 @@ def judge(path: str | Path, settings: JudgeSettings | None = None, /, *,
         stopped = _one_by_one(pairs, s, ask, show)
     by_query = pairs.by_query()
     result = JudgeResult(str(pairs.path), kind, len(pairs.rows), len(by_query),
-                         sum(r[FILLED] is not None for r in pairs.rows) - before, pairs.complete(),
+                         pairs.judged() - before, pairs.complete(),
                          time.perf_counter() - start, stopped)
     result.hints.append(_next_step(result))
     return result
@@ -223,30 +225,28 @@ def _one_by_one(pairs: _Pairs, s: JudgeSettings, ask, show) -> str:
     show = show or (lambda text: err_console().print(text, markup=False, highlight=False, soft_wrap=True))
     ask = ask or (lambda prompt: err_console().input(prompt))  # stderr: stdout keeps the result (--json)
     by_query, started = pairs.by_query(), time.perf_counter()
-    judged_before = sum(r[FILLED] is not None for r in pairs.rows)
-    for i, key, rows in _open(by_query):
+    judged_before = pairs.judged()
+    for i, rows, open_rows in _open(by_query):
         if s.queries is not None and pairs.complete() >= s.queries:
             return f"{s.queries} queries judged (--queries)"
         if argv is not None:
-            open_rows = [r for r in rows if r[FILLED] is None]
             if s.per_query:
                 _per_query(pairs, open_rows, argv, s.command_timeout)
             else:
                 _by_command(pairs, open_rows, argv, s)
             continue
-        done = sum(r[FILLED] is not None for r in pairs.rows) - judged_before
+        done = pairs.judged() - judged_before
         where = (f"query {i + 1} of {len(by_query)} ({pairs.complete()} fully judged; {done} pairs judged in "
                  f"{(time.perf_counter() - started) / 60:.1f} min)")
-        said = _ask_query(pairs, rows, where, s.shown_chars, ask, show)
+        said = _ask_query(pairs, rows[0], open_rows, where, s.shown_chars, ask, show)
         if said:
             return said
     return ""
 
 
-def _ask_query(pairs: _Pairs, rows: list[dict], where: str, chars: int, ask, show) -> str:
+def _ask_query(pairs: _Pairs, first: dict, open_rows: list[dict], where: str, chars: int, ask, show) -> str:
     """A person judges one query's open pairs. Returns why they stopped ("" when the query is done or skipped)."""
-    show(f"\n{where}:\n{rows[0].get('query', rows[0]['query_id'])}")
-    open_rows = [r for r in rows if r[FILLED] is None]
+    show(f"\n{where}:\n{first.get('query', first['query_id'])}")
     for j, row in enumerate(open_rows, 1):
         text = str(row.get("document", ""))
         cut = text if len(text) <= chars else text[:chars] + f" ... ({len(text):,} characters)"
