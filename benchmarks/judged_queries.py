@@ -12,7 +12,9 @@ source's. For ``n`` queries, ``--draws`` random subsets of A's: the choice is th
 ratio) whose retention on the subset keeps the target, by two rules: the mean (what ``auto`` does) and the lower
 bound of the paired bootstrap 95% interval. Each rule's share of subsets choosing nothing, choosing a candidate
 half B's labels read below the target, and below it by more than their own noise (0.05); and the 10th percentile
-of the chosen candidates' retention on half B. Results: ``benchmarks/results/judged-queries-NAME-TARGET.json``.
+of the chosen candidates' retention on half B. Beside them, the mean rule on the first ``n`` queries needing fewest
+pairs (the union of every candidate's top 10 and the source's), the order pairs files once had: each candidate's
+retention on them, and what they chose. Results: ``benchmarks/results/judged-queries-NAME-TARGET.json``.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ sys.path.insert(0, str(HERE))
 
 from _models import minilm
 from auto_labels import built, encoder
-from estimate import Encoder, labelled
+from estimate import Encoder, labelled, top10
 
 from espresso_export.core.cpu import cpu_model, int8_isa, usable_cores
 from espresso_export.core.metrics import ratio_interval
@@ -101,19 +103,27 @@ def main() -> None:
     with fixed_threads(usable_cores()):
         src = Encoder("minilm", load(str(source)))
         docs = src("docs", b.docs)
-        s_a = labelled(a, src("queries", [a.queries[i] for i in a.evaluated_queries]), docs)
+        s_top = top10(src("queries", [a.queries[i] for i in a.evaluated_queries]), docs)
+        s_a = a.per_query_scores(s_top, a.evaluated_queries)[:, 2]
         s_b = labelled(b, src("queries", [b.queries[i] for i in b.evaluated_queries]), docs)
         for row in rows:
             key = f"{args.vectors or 'judged-' + args.name}-{row['candidate'].replace(' ', '-').replace(',', '')}"
             enc = encoder(row, source, key)
             c_docs = enc("docs", b.docs)
-            row["a_ndcg"] = labelled(a, enc("queries", [a.queries[i] for i in a.evaluated_queries]), c_docs)
+            row["a_top"] = top10(enc("queries", [a.queries[i] for i in a.evaluated_queries]), c_docs)
+            row["a_ndcg"] = a.per_query_scores(row["a_top"], a.evaluated_queries)[:, 2]
             row["b_retention"] = float(labelled(b, enc("queries", [b.queries[i] for i in b.evaluated_queries]),
                                                 c_docs).mean() / s_b.mean())
             print(f"  {row['candidate']}: x{row['latency_ratio']:.3f}, A {row['a_ndcg'].mean() / s_a.mean():.3f}, "
                   f"B {row['b_retention']:.3f}", flush=True)
     keeping_b = [r["candidate"] for r in rows if r["b_retention"] >= args.target]
     judged = np.flatnonzero(s_a > 0)  # a query the source finds nothing for judges no ratio
+    # the order `judge` asks them in: the queries needing the fewest pairs first (every candidate here pooled)
+    pool = [len({*s_top[q].tolist(), *(d for r in rows for d in r["a_top"][q].tolist())}) for q in judged]
+    fewest = judged[np.argsort(pool, kind="stable")]
+    # pairs a judged query needs for the source and the cheapest k candidates (k = 1 .. all), a query on average
+    staged = [round(float(np.mean([len({*s_top[q].tolist(), *(d for r in rows[:k] for d in r["a_top"][q].tolist())})
+                                   for q in judged])), 1) for k in range(1, len(rows) + 1)]
     rng = random.Random(0)
     sizes = []
     for n in sorted({n for n in args.sizes if n < len(judged)} | {len(judged)}):
@@ -129,6 +139,13 @@ def main() -> None:
                          "b_retention_p10": round(float(np.percentile(kept, 10)), 4) if len(kept) else None,
                          "chosen": {c: share(lambda p, c=c: p is not None and p["candidate"] == c)
                                     for c in dict.fromkeys(p["candidate"] for p in picks if p is not None)}}
+        first = choose(rows, fewest[:n], s_a, args.target, "mean")
+        out["fewest_pairs_first"] = {"chosen": first and first["candidate"],
+                                     "b_retention": first and round(first["b_retention"], 4),
+                                     "pairs": int(np.sort(pool)[:n].sum()),
+                                     "a_retention": {r["candidate"]: round(float(r["a_ndcg"][fewest[:n]].mean()
+                                                                                / s_a[fewest[:n]].mean()), 4)
+                                                     for r in rows}}
         sizes.append(out)
         print(json.dumps(out), flush=True)
     record = {"benchmark": "judged-queries", "date": date.today().isoformat(), "work": str(args.work),
@@ -136,7 +153,7 @@ def main() -> None:
               "a_queries_judged": int(len(judged)), "b_queries": len(b.evaluated_queries),
               "machine": {"cpu": cpu_model(), "int8_isa": int8_isa(), "cores": usable_cores()},
               "command": "python benchmarks/judged_queries.py " + " ".join(sys.argv[1:]),
-              "keeping_by_b": keeping_b,
+              "keeping_by_b": keeping_b, "pairs_a_query_up_to_each_candidate": staged,
               "candidates": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()
                               if k in ("candidate", "latency_ratio", "estimate", "b_retention")}
                              | {"a_retention": round(float(r["a_ndcg"].mean() / s_a.mean()), 4)} for r in rows],

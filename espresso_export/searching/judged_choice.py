@@ -225,7 +225,7 @@ def judging_earlier_search(ctx: Context) -> bool:
 
 
 def _write_pairs(ctx: Context, corpora: list, source: list[np.ndarray], checks: list[JudgedCheck]) -> None:
-    """Every pair that decides a checked candidate's judged retention or the source's, fewest per query first
+    """Every pair that decides a checked candidate's judged retention or the source's, query by query
     (:func:`espresso_export.verification.judging.judging_pairs`)."""
     from espresso_export.verification.judging import judging_pairs, to_fill, write_pairs
 

@@ -202,7 +202,7 @@ class VerifySettings:
         None, path="dir",
         help="Write the pairs a judge (a person, an LLM, a cross-encoder) fills to compare the two models on each "
              "--corpus, as JSON lines with relevance null: per query, the documents of the source's and the "
-             "candidate's top 10s, the queries needing fewest pairs first. A file holding any judgment is kept "
+             "candidate's top 10s, the queries in a random order set by their ids. A file holding any judgment is kept "
              "(exit 2). In auto: the answer's pairs, written by the final check.")
     min_judged_retention: Optional[float] = setting(None, help="Gate: the judged retention (--judgments) on every "
                                                                "--corpus must be at least this.")
