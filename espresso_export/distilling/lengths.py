@@ -14,6 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from espresso_export.model.checkpoint import Checkpoint
+from espresso_export.model.window import token_lengths
 
 LENGTH_SAMPLE = 10_000
 
@@ -26,8 +27,7 @@ def corpus_length(student: Checkpoint, sentences: Sequence[str], percentile: flo
         sample = [sentences[i] for i in picks]
     else:
         sample = list(sentences)
-    ids = student.tokenizer(sample, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
-    lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+    lengths = token_lengths(student.tokenizer, sample, lower=student.do_lower_case)
     at = float(np.percentile(lengths, percentile))
     cap = int(student.max_seq_length or 512)
     chosen = min(cap, max(8, 8 * math.ceil(at / 8)))

@@ -26,6 +26,7 @@ from espresso_export.core.extras import require
 from espresso_export.core.files import check_output, check_outside, write_text_atomic
 from espresso_export.core.settings import resolve
 from espresso_export.core.types import AutoObjective
+from espresso_export.model.window import WindowCut, window_cut
 from espresso_export.searching.all_documents import settle
 from espresso_export.searching.asked import with_asked
 from espresso_export.searching.auto_result import AutoResult
@@ -44,7 +45,7 @@ from espresso_export.searching.plain_cuts import (
     source_step,
 )
 from espresso_export.searching.scoring import Scorer, Vectors, draw_sample, read_documents
-from espresso_export.searching.work import WORK_SUFFIX, Work, fingerprint
+from espresso_export.searching.work import WINDOW_STEP, WORK_SUFFIX, Work, fingerprint
 
 
 def auto(source: str | os.PathLike, output: str | os.PathLike, settings: AutoSettings | None = None, /, *,
@@ -115,6 +116,7 @@ def prepare(source: str, s: AutoSettings, work: Work, progress: bool, start: flo
     model = SourceModel(source, s.device)
     sample = with_asked(sample, s, model, work)
     src = source_step(model, work, sample, s)
+    window = _window(model, work, sample.documents)
     dim = s.dim or min(src["width"], DEFAULT_MAX_DIM)
     if dim > src["width"]:
         raise ValidationError(f"--dim {dim} exceeds the source's width {src['width']}")
@@ -127,6 +129,8 @@ def prepare(source: str, s: AutoSettings, work: Work, progress: bool, start: flo
     ctx = Context(source, s, work, scorer, speed, dim, src["width"], Path(heal["file"]), heal["texts"], progress,
                   model, start=start, reserve=finish_seconds(s, len(documents.texts), speed)
                   + judged_seconds(s, len(documents.texts), speed))
+    if window is not None and window.worth_saying:
+        ctx.say(window.line("the searched documents"))
     yours = f", {len(sample.asked)} of your queries" if sample.asked else ""
     ctx.say(f"documents: {len(documents.texts):,} ({len(sample.documents):,} searched, {len(sample.queries)} "
             f"known-item queries by {sample.queries.method}{yours}); healing texts: {heal['texts']:,}; source: "
@@ -139,3 +143,13 @@ def prepare(source: str, s: AutoSettings, work: Work, progress: bool, start: flo
                  "cuts and the finish are always done)")
     ctx.say(line)
     return ctx
+
+
+def _window(model: SourceModel, work: Work, documents: list[str]) -> WindowCut | None:
+    """How many of the sample's documents the source's window cuts, measured once per work folder."""
+    found = work.done(WINDOW_STEP)
+    if found is None:
+        ckpt = model.get()
+        cut = window_cut(ckpt.tokenizer, ckpt.max_seq_length, documents, lower=ckpt.do_lower_case)
+        found = work.put(WINDOW_STEP, cut.to_dict() if cut is not None else {})
+    return WindowCut.of(found)

@@ -12,7 +12,8 @@ from pathlib import Path
 from espresso_export.core.evidence import undecided
 from espresso_export.core.files import write_text_atomic
 from espresso_export.core.types import AutoObjective
-from espresso_export.searching.answer import Answer
+from espresso_export.model.window import WindowCut
+from espresso_export.searching.answer import Answer, decided
 from espresso_export.searching.auto_settings import AutoSettings
 from espresso_export.searching.candidates import PLAIN, Candidate, Heal, cost, find
 from espresso_export.searching.context import Context
@@ -20,6 +21,7 @@ from espresso_export.searching.halving import ETA, LONGER_GAIN
 from espresso_export.searching.judged_choice import MIN_JUDGED, judged_order
 from espresso_export.searching.plots import plot_auto
 from espresso_export.searching.scoring import cheapest, score_name
+from espresso_export.searching.work import WINDOW_STEP
 from espresso_export.verification.estimate_error import kind_of, measured_error
 
 CSV_FIELDS = ("candidate", "heal", "texts", "retention", "ci95_low", "ci95_high", "documents", "sample_retention",
@@ -65,6 +67,14 @@ def _missed(s: AutoSettings, cands: list[Candidate], best: Answer | None, querie
                 "--min-retention")
     line = (f"no candidate kept {s.min_retention:g} of the source: the best reached {best.measured.retention:.3f} "
             f"({best.describe()})")
+    noisy = max(((h.retention, Answer(c.name, name, h, h.score)) for c in cands for name, h in c.scores.items()
+                 if h.retention > best.measured.retention and not decided(h.score, queries, s)),
+                key=lambda f: f[0], default=None)
+    if noisy is not None:  # a higher read that cannot decide: say why it is not the best reached
+        ci = noisy[1].measured.score.ci95
+        spread = f"its 95% interval {ci[0]:.3f}-{ci[1]:.3f}" if ci else "no interval"
+        line += (f" by a score that decides; {noisy[1].describe()} read {noisy[0]:.3f} ({spread}: too noisy to "
+                 "decide, --max-noise)")
     cand = find(cands, best.name)
     heals = [h.retention for h in cand.scores.values()]
     if len(heals) >= 2 and heals[-1] > heals[-2]:
@@ -214,9 +224,13 @@ class AutoResult:
         s = ctx.settings
         result = cls(source=ctx.source, objective=s.objective.value, target=s.min_retention, met=met, answer=answer,
                      measured=list(cands),
-                     source_info={**ctx.work.done("source"), "sample": ctx.sample.to_dict()},
+                     source_info={**ctx.work.done("source"), "sample": ctx.sample.to_dict(),
+                                  "window": ctx.work.done(WINDOW_STEP) or None},
                      budget_seconds=s.budget_seconds, seconds=time.perf_counter() - ctx.start, log=list(ctx.log),
                      judged=judged)
+        window = WindowCut.of(result.source_info["window"])
+        if window is not None and window.worth_saying:
+            result.hints.append(window.line("the searched documents"))
         if judged is not None:
             result.hints.append(judged_hint(s, judged, met))
         elif not met:

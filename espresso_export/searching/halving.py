@@ -153,7 +153,9 @@ def heal_static(ctx: Context, cands: list[Candidate]) -> None:
         need = STATIC_HEAL_FACTOR * (plain.seconds or 0.0) + teacher
         if need > ctx.left() * SEARCH_SHARE:
             cand.dropped = "not healed: the budget left does not cover it"
-            ctx.say(f"static: not healed, it needs ~{minutes(need)} and {minutes(max(ctx.left(), 0))} are left")
+            share = minutes(max(ctx.left(), 0) * SEARCH_SHARE)
+            ctx.say(f"static: not healed, it needs ~{minutes(need)}, more than the {share} it may take of the "
+                    f"{minutes(max(ctx.left(), 0))} left")
             return
         ctx.say(f"static: healing it on {ctx.heal_texts:,} texts (~{minutes(need)})")
         heal = heal_and_score(ctx, cand, ctx.heal_texts, "static")

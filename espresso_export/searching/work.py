@@ -36,6 +36,7 @@ NOT_MEASURED = ("time_budget", "threads", "keep_work", "objective", "min_retenti
 HEALING = ("sentences", "doc_share", "doc_sentences", "max_texts", "max_seq_len", "batch_size", "corpus_queries")
 HEALING_FILES = ("healing-texts.txt", "heals", "runs", "teacher-cache")  # what the heals wrote
 PLAIN_STEP, HEAL_STEP = "plain-", "heal-"  # the step names' prefixes: a candidate plain, a candidate healed
+WINDOW_STEP = "window"  # the share of the sample's documents the source's window cuts (model/window.py)
 
 
 def plain_step(name: str) -> str:

@@ -184,6 +184,21 @@ def _notes(embedders: dict, sts_sets, settings: VerifySettings, vocabulary, late
     return notes
 
 
+def _window_notes(embedders: dict, corpora) -> list[str]:
+    """Each corpus whose documents the source's window cuts, when enough of them to say
+    (:mod:`espresso_export.model.window`)."""
+    from espresso_export.model.window import window_cut
+
+    source = embedders["source"]
+    ckpt, enc = getattr(source, "checkpoint", None), getattr(source, "encoder", None)
+    window = ckpt.max_seq_length if ckpt is not None else enc.max_seq_length if enc is not None else None
+    if window is None or not corpora:  # a static model reads every token
+        return []
+    tokenizer, lower = _tokenizer(source)
+    cuts = [(data.name, window_cut(tokenizer, window, data.documents, lower=lower)) for data in corpora]
+    return [cut.line(f"the documents of {name}") for name, cut in cuts if cut is not None and cut.worth_saying]
+
+
 def _provenance(embedder) -> dict | None:
     ckpt, enc = getattr(embedder, "checkpoint", None), getattr(embedder, "encoder", None)
     if ckpt is None and enc is None:  # a static model folder: its espresso.json
@@ -290,7 +305,8 @@ def _measure(embedders: dict, sts_sets, retrieval_sets, corpora, settings: Verif
     return VerifyReport(
         candidate={}, source={}, threads=threads, sts=sts_rows, latency=latency_rows, latency_setup=setup,
         retrieval=retrieval_rows, thresholds=settings.thresholds,
-        notes=_notes(embedders, sts_sets, settings, vocabulary, latency_rows) + ([error_line(error)] if error else []),
+        notes=_notes(embedders, sts_sets, settings, vocabulary, latency_rows) + _window_notes(embedders, corpora)
+        + ([error_line(error)] if error else []),
         vocabulary=vocabulary, estimate_error=error,
         source_cache=caches["source"].info(),
         nonfinite={role: c.nonfinite for role, c in caches.items() if c.nonfinite}, agreement=agreement,

@@ -33,6 +33,23 @@ def test_without_a_latency_limit_the_best_reached_is_said(tmp_path):
     assert line.startswith("no candidate kept 0.99 of the source: the best reached 0.950 (L5 (plain))")
 
 
+def test_a_higher_read_too_noisy_to_decide_is_named_beside_the_best_reached(tmp_path):
+    """A corpus of documents longer than the window: L5 read 0.651 over a 95% interval 0.199-0.759, L4 0.368 over a
+    deciding one; the best reached is L4, and the line says why L5's higher read is not."""
+    from dataclasses import replace
+
+    docs = tmp_path / "docs.txt"
+    docs.write_text("a b c d e f\n")
+    s = AutoSettings(corpus=[str(docs)], min_retention=0.9)
+    l4, l5 = _cand("L4", 4, 0.368, 0.7), _cand("L5", 5, 0.651, 0.82)
+    wide = replace(l5.scores[PLAIN].score, ci95=(0.199, 0.759))
+    l5.scores[PLAIN] = Heal(wide, (wide,))
+    line = _missed(s, [l4, l5], best_reached([l4, l5], s, 200), 200)
+    assert line.startswith("no candidate kept 0.9 of the source: the best reached 0.368 (L4 (plain)) by a score that "
+                           "decides; L5 (plain) read 0.651 (its 95% interval 0.199-0.759: too noisy to decide")
+    assert "by a score that decides" not in _missed(s, [l4], best_reached([l4], s, 200), 200)
+
+
 def test_the_deepest_cut_below_the_source_is_not_told_to_widen_layers(tmp_path):
     """business-reports at 0.95: the best was L5 of a 6-layer source; "widen --layers" could not help."""
     docs = tmp_path / "docs.txt"
