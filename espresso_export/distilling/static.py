@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import functools
 import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -184,7 +185,9 @@ def distil_static(ckpt: Checkpoint, *, words: Sequence[str], dim: int | None, de
     for q in quiet:
         q.setLevel(logging.ERROR)
     bar = inference.tqdm
-    inference.tqdm = functools.partial(bar, disable=not progress)  # model2vec's own bar, shown with ours only
+    # model2vec's own bar, shown with ours only, and only on a terminal: written to a file, its carriage-return
+    # redraws make one line of thousands of updates (ours print their finished lines there)
+    inference.tqdm = functools.partial(bar, disable=not (progress and sys.stderr.isatty()))
     try:
         raw = distill_from_model(copy.deepcopy(ckpt.model), ckpt.tokenizer, vocabulary=list(words) or None,
                                  device=device, pca_dims=None, sif_coefficient=None, quantize_to="float32",
