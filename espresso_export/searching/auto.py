@@ -132,7 +132,10 @@ def prepare(source: str, s: AutoSettings, work: Work, progress: bool, start: flo
     if window is not None and window.worth_saying:
         ctx.say(window.line("the searched documents"))
     yours = f", {len(sample.asked)} of your queries" if sample.asked else ""
-    ctx.say(f"documents: {len(documents.texts):,} ({len(sample.documents):,} searched, {len(sample.queries)} "
+    if 0 < len(sample.asked) < MIN_ITEMS:
+        yours += f" (fewer than the {MIN_ITEMS} a score needs: their belief read is reported, never deciding)"
+    repeats = f"{documents.duplicates:,} repeats dropped, " if documents.duplicates else ""
+    ctx.say(f"documents: {len(documents.texts):,} ({repeats}{len(sample.documents):,} searched, {len(sample.queries)} "
             f"known-item queries by {sample.queries.method}{yours}); healing texts: {heal['texts']:,}; source: "
             f"{src['depth']} layers, {src['width']} dims, {1 / src['seconds_per_text']:.0f} texts/s here")
     spent = time.perf_counter() - start

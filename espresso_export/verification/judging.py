@@ -4,10 +4,10 @@
 Two models' nDCG@10 on a query depends only on the relevance of the documents in their two top 10s, so those
 pairs, and only those, are what a judge (a person, an LLM, a cross-encoder) must fill to compare them
 (:func:`pools`). The pairs are written query by query, in an order drawn from the query ids alone
-(:func:`query_order`), so a judge who stops early has judged whole queries, a random sample of them. Given back filled in, each query whose pairs are all judged gets its
-labelled nDCG@10 under both models (graded gains as BEIR and pytrec_eval:
-:func:`espresso_export.core.metrics.ndcg_at_k`, the ideal DCG from that query's judged relevances), and the judged
-retention is the candidate's mean over the source's, with the paired bootstrap interval of every retention
+(:func:`query_order`), so a judge who stops early has judged whole queries, a random sample of them. Given back
+filled in, each query whose pairs are all judged gets its labelled nDCG@10 under both models (graded gains as BEIR
+and pytrec_eval: :func:`espresso_export.core.metrics.ndcg_at_k`, the ideal DCG from that query's judged
+relevances), and the judged retention is the candidate's mean over the source's, with the paired bootstrap interval of every retention
 (:func:`espresso_export.core.metrics.ratio_interval`). A query with an unjudged document in either top 10 is
 skipped and counted. The report keeps it apart from the label-free estimates.
 
@@ -271,9 +271,9 @@ def judging_pairs(corpora, rows, field_name: str | None = None) -> list[dict]:
             continue
         docs, queries = text_ids(data.spec, data.passages, field_name), query_ids(data)
         for q, pool in enumerate(pools(*row.tops)):
-            found.append((query_order(data.name, queries[q]), c, q, [{"corpus": data.name, "query_id": queries[q], "query": data.queries[q],
-                                             "doc_id": docs[d], "document": data.passages[d], FILLED: None}
-                                            for d in pool]))
+            pairs = [{"corpus": data.name, "query_id": queries[q], "query": data.queries[q], "doc_id": docs[d],
+                      "document": data.passages[d], FILLED: None} for d in pool]
+            found.append((query_order(data.name, queries[q]), c, q, pairs))
     return [pair for *_, pairs in sorted(found, key=lambda item: item[:3]) for pair in pairs]
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from espresso_export.core.errors import ValidationError
+from espresso_export.core.evidence import MIN_ITEMS
 from espresso_export.core.metrics import ratio_interval
 from espresso_export.core.vectors import l2_normalised
 from espresso_export.runtime.precision import CalibrationRanges, search_at
@@ -175,7 +176,10 @@ class Estimate:
 
     @property
     def asked_decides(self) -> bool:
-        return self.asked is not None and self.asked.retention > self.lower.retention
+        """The belief on the user's queries reads higher, over enough of them to decide anything (a read over a
+        few queries the candidate happens to follow would otherwise decide with a narrow interval)."""
+        return (self.asked is not None and len(self.asked.source) >= MIN_ITEMS
+                and self.asked.retention > self.lower.retention)
 
     @property
     def retention(self) -> float:

@@ -174,3 +174,6 @@ def test_the_belief_on_your_queries_decides_where_it_reads_above_the_known_item_
     same = Estimate(found, follows, below)
     assert below.retention < low.retention and not same.asked_decides
     assert same.retention == low.retention and same.interval() == low.interval()
+    few = followed(source_belief(asked_q[:9], docs), asked_q[:9], docs)  # 9 queries followed exactly: reported only
+    assert few.retention == pytest.approx(1.0) and not Estimate(found, follows, few).asked_decides
+    assert Estimate(found, follows, few).retention == low.retention
