@@ -107,6 +107,14 @@ class AutoSettings:
              "on the final check's queries over all your documents) keeps --min-retention; the known-item estimate "
              "is reported beside it. With --write-judging (and no --judgments), the pairs deciding the candidates up to "
              "the estimate's own answer are written to judge first.")
+    judge_command: Optional[str] = setting(
+        None, help="With --judged-choice --write-judging FILE: fill FILE by running this program, as espresso-export "
+                   "judge --command does (an LLM or a cross-encoder behind a script: examples/judges/), then choose "
+                   "on its judgments in the same run. Its time is not planned in --time-budget.")
+    judge_per_query: bool = setting(
+        False, flags=("--judge-per-query/--judge-per-pair",),
+        help="Run --judge-command once per query (judge --per-query: the query and its documents in, one relevance "
+             "a line out) instead of once per pair.")
     prune_vocab: Optional[bool] = setting(
         None, flags=("--prune-vocab/--no-prune-vocab",),
         help="Prune the answer's vocabulary to the tokens of your documents and the healing texts (prune-vocab): "
@@ -159,6 +167,10 @@ class AutoSettings:
         if self.judged_choice and not (self.judgments or self.write_judging):
             raise ValidationError("--judged-choice chooses on your judgments: give --judgments FILE, or "
                                   "--write-judging FILE for the pairs to judge first")
+        if self.judge_command and not (self.judged_choice and self.write_judging and not self.judgments):
+            raise ValidationError("--judge-command fills the pairs --judged-choice --write-judging FILE writes, then "
+                                  "chooses on them: give both (and no --judgments: judged pairs are chosen on as "
+                                  "they are)")
         if self.judged_choice and self.objective is AutoObjective.BYTES_PER_VECTOR:
             raise ValidationError("--judged-choice chooses by latency or size: judged retention is measured on "
                                   "float32 vectors at full width, not on every stored form bytes-per-vector compares")

@@ -74,6 +74,7 @@ def finish(ctx: Context, cands: list[Candidate], out: Path, *, overwrite: bool) 
     s = ctx.settings
     began = time.perf_counter()
     answer, checks = choose_judged(ctx, cands) if s.judged_choice else (choose(cands, s, ctx.queries), None)
+    s = ctx.settings  # --judge-command: the pairs it filled are now the judgments (judged_choice._judged_by_command)
     reached = answer or (best_judged(checks) if checks else None) or best_reached(cands, s, ctx.queries)
     result = AutoResult.of(ctx, cands, reached, met=answer is not None, judged=checks)
     near = within_error(cands, s, answer, with_queries=result.with_queries)

@@ -210,7 +210,36 @@ def choose_judged(ctx: Context, cands: list[Candidate]) -> tuple[Answer | None, 
     if s.write_judging:
         _write_pairs(ctx, corpora, source, checks)
         ctx.work.put(JUDGED_STEP, {"heals": {c.answer.name: c.answer.measured.texts for c in checks}})
+        if s.judge_command:
+            return _judged_by_command(ctx, corpora, source, checks)
     return chosen, checks
+
+
+def _judged_by_command(ctx: Context, corpora: list, source: list[np.ndarray],
+                       checks: list[JudgedCheck]) -> tuple[Answer | None, list[JudgedCheck]]:
+    """The pairs just written filled by ``--judge-command`` (:func:`espresso_export.verification.judge.judge`), then
+    each check judged on them from the top 10s it kept, cheapest first: the first that keeps the target answers.
+    From here on the search reads the file as ``--judgments`` (the final check judges the answer on it)."""
+    from dataclasses import replace
+
+    from espresso_export.verification.judge import judge
+    from espresso_export.verification.judging import judged_rows, read_judgments
+
+    s = ctx.settings
+    done = judge(s.write_judging, command=s.judge_command, per_query=s.judge_per_query)
+    ctx.say(f"judged choice: {done.judged_now:,} pairs judged by {s.judge_command} in {done.seconds / 60:.1f} min, "
+            f"{done.complete} of {done.queries} queries complete")
+    ctx.settings = replace(s, judgments=s.write_judging, write_judging=None, judge_command=None)
+    judgments = read_judgments(s.write_judging)
+    chosen, judged = None, []
+    for check in checks:
+        rows = [_Tops((src, top)) for src, top in zip(source, check.tops)]
+        check = replace(check, rows=tuple(judged_rows(corpora, rows, judgments, s.corpus_field)))
+        judged.append(check)
+        first = chosen is None and check.keeps(s.min_retention)
+        ctx.say(check.line(s.min_retention, ctx.score_name, answer=first))
+        chosen = check.answer if first else chosen
+    return chosen, judged
 
 
 def judging_earlier_search(ctx: Context) -> bool:

@@ -30,7 +30,7 @@ FORMAT = 5
 # the answer's choice, not what a step computes
 NOT_MEASURED = ("time_budget", "threads", "keep_work", "objective", "min_retention", "max_latency_ratio",
                 "latency_budget", "sts", "retrieval", "precision", "prune_vocab", "judgments", "write_judging",
-                "judged_choice")
+                "judged_choice", "judge_command", "judge_per_query")
 # what only the heals depend on (the healing texts: they leave out every query the final check asks); the user's
 # --queries are measured (every candidate is scored on them, .asked) and left out of the healing texts too
 HEALING = ("sentences", "doc_share", "doc_sentences", "max_texts", "max_seq_len", "batch_size", "corpus_queries")

@@ -129,6 +129,40 @@ def test_judgments_no_candidate_keeps_exit_3_naming_the_judgments(first, tiny_be
     assert (record["answer"]["candidate"], record["answer"]["heal"]) == best and not record["met"]
 
 
+def test_a_judge_command_fills_the_pairs_and_chooses_in_the_same_run(first, tiny_bert):
+    """--judge-command: the pairs written are filled by the program (here: every pair relevant, per query) and the
+    cheapest candidate answers on them in one run; the final check judges the export on the same file. A program
+    that fails stops the run (exit 1) keeping what it judged and the search's work."""
+    import sys
+
+    from espresso_export.core.errors import RuntimeFailure
+
+    root, common, _ = first
+    script = root / "all_relevant.py"
+    script.write_text("import json, sys\nq = json.load(sys.stdin)\nprint('\\n'.join('1' for _ in q['documents']))\n",
+                      encoding="utf-8")
+    pairs = root / "by-command.jsonl"
+    result = auto(tiny_bert, root / "out", min_retention=0.9999, write_judging=str(pairs), overwrite=True,
+                  judge_command=f"{sys.executable} {script}", judge_per_query=True, **common)
+    assert result.met and result.passed and result.chosen_on == "your judgments"
+    cheapest = result.judged[0]
+    assert (result.answer.name, result.answer.heal) == (cheapest.answer.name, cheapest.answer.heal)
+    assert cheapest.rows[0].retention == pytest.approx(1.0) and cheapest.rows[0].judged == 30
+    assert any(line.startswith("judged choice: ") and f"pairs judged by {sys.executable}" in line
+               for line in result.log), result.log
+    filled = [json.loads(line)["relevance"] for line in pairs.read_text().splitlines()]
+    assert filled and set(filled) == {1}
+    report = json.loads((root / "out" / "verify.json").read_text())
+    assert report["judged"][0]["retention"] == pytest.approx(1.0) and report["gate"]["passed"]
+    script.write_text("import sys\nsys.exit('the endpoint is down')\n", encoding="utf-8")
+    with pytest.raises(RuntimeFailure, match="the endpoint is down"):
+        auto(tiny_bert, root / "out", min_retention=0.9999, write_judging=str(root / "failing.jsonl"),
+             overwrite=True, judge_command=f"{sys.executable} {script}", judge_per_query=True, **common)
+    assert (root / ("out" + WORK_SUFFIX)).is_dir() and (root / "failing.jsonl").is_file()
+    with pytest.raises(ValidationError, match="--judge-command fills the pairs"):
+        AutoSettings(**common, judge_command="judge.py", judgments=str(pairs))
+
+
 def test_judged_choice_needs_judgments_and_a_float_objective(docs):
     with pytest.raises(ValidationError, match="--judged-choice chooses on your judgments"):
         AutoSettings(corpus=[str(docs)], judged_choice=True)
