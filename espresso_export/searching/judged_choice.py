@@ -227,7 +227,7 @@ def _judged_by_command(ctx: Context, corpora: list, source: list[np.ndarray],
 
     s = ctx.settings
     done = judge(s.write_judging, command=s.judge_command, per_query=s.judge_per_query)
-    ctx.say(f"judged choice: {done.judged_now:,} pairs judged by {s.judge_command} in {done.seconds / 60:.1f} min, "
+    ctx.say(f"judged choice: {done.judged_now:,} pairs judged by {s.judge_command} in {done.seconds:.1f} s, "
             f"{done.complete} of {done.queries} queries complete")
     ctx.settings = replace(s, judgments=s.write_judging, write_judging=None, judge_command=None)
     judgments = read_judgments(s.write_judging)
