@@ -107,14 +107,8 @@ class AutoSettings:
              "on the final check's queries over all your documents) keeps --min-retention; the known-item estimate "
              "is reported beside it. With --write-judging (and no --judgments), the pairs deciding the candidates up to "
              "the estimate's own answer are written to judge first.")
-    judge_command: Optional[str] = setting(
-        None, help="With --judged-choice --write-judging FILE: fill FILE by running this program, as espresso-export "
-                   "judge --command does (an LLM or a cross-encoder behind a script: examples/judges/), then choose "
-                   "on its judgments in the same run. Its time is not planned in --time-budget.")
-    judge_per_query: bool = setting(
-        False, flags=("--judge-per-query/--judge-per-pair",),
-        help="Run --judge-command once per query (judge --per-query: the query and its documents in, one relevance "
-             "a line out) instead of once per pair.")
+    judge_command: Optional[str] = declared_as(VerifySettings, "judge_command")  # with --judged-choice: it chooses
+    judge_per_query: bool = declared_as(VerifySettings, "judge_per_query")
     prune_vocab: Optional[bool] = setting(
         None, flags=("--prune-vocab/--no-prune-vocab",),
         help="Prune the answer's vocabulary to the tokens of your documents and the healing texts (prune-vocab): "
@@ -163,14 +157,13 @@ class AutoSettings:
             raise ValidationError("auto needs your documents: --corpus docs.jsonl (no labels needed)")
         check_retention_gate("--min-retention", self.min_retention)
         check_queries_per_corpus(self.queries, self.corpus)  # before the search, not after it in the final check
-        check_judging(self.judgments, self.write_judging, self.corpus)  # so too the judging files
+        check_judging(self.judgments, self.write_judging, self.corpus, self.judge_command)  # so too the judging files
         if self.judged_choice and not (self.judgments or self.write_judging):
             raise ValidationError("--judged-choice chooses on your judgments: give --judgments FILE, or "
                                   "--write-judging FILE for the pairs to judge first")
-        if self.judge_command and not (self.judged_choice and self.write_judging and not self.judgments):
-            raise ValidationError("--judge-command fills the pairs --judged-choice --write-judging FILE writes, then "
-                                  "chooses on them: give both (and no --judgments: judged pairs are chosen on as "
-                                  "they are)")
+        if self.judge_command and not self.judged_choice:  # the final check may write its pairs more than once
+            raise ValidationError("in auto, --judge-command fills the pairs --judged-choice --write-judging FILE "
+                                  "writes and chooses on them: give --judged-choice too")
         if self.judged_choice and self.objective is AutoObjective.BYTES_PER_VECTOR:
             raise ValidationError("--judged-choice chooses by latency or size: judged retention is measured on "
                                   "float32 vectors at full width, not on every stored form bytes-per-vector compares")

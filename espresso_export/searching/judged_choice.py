@@ -222,13 +222,10 @@ def _judged_by_command(ctx: Context, corpora: list, source: list[np.ndarray],
     From here on the search reads the file as ``--judgments`` (the final check judges the answer on it)."""
     from dataclasses import replace
 
-    from espresso_export.verification.judge import judge
-    from espresso_export.verification.judging import judged_rows, read_judgments
+    from espresso_export.verification.judging import fill_by_command, judged_rows, read_judgments
 
     s = ctx.settings
-    done = judge(s.write_judging, command=s.judge_command, per_query=s.judge_per_query)
-    ctx.say(f"judged choice: {done.judged_now:,} pairs judged by {s.judge_command} in {done.seconds:.1f} s, "
-            f"{done.complete} of {done.queries} queries complete")
+    ctx.say(f"judged choice: {fill_by_command(s.write_judging, s.judge_command, s.judge_per_query)}")
     ctx.settings = replace(s, judgments=s.write_judging, write_judging=None, judge_command=None)
     judgments = read_judgments(s.write_judging)
     chosen, judged = None, []

@@ -201,9 +201,13 @@ def unjudged_file(path: Path) -> bool:
     return all(isinstance(o, dict) and "doc_id" in o and o.get(FILLED, 0) is None for o in lines)
 
 
-def check_judging(judgments: str | None, write_judging: str | None, corpus: Sequence[str]) -> None:
-    """Before any work: a corpus to judge, a judgments file that reads (a bad line: its file and line), and a
-    pairs file that replaces nothing judged."""
+def check_judging(judgments: str | None, write_judging: str | None, corpus: Sequence[str],
+                  judge_command: str | None = None) -> None:
+    """Before any work: a corpus to judge, a judgments file that reads (a bad line: its file and line), a pairs
+    file that replaces nothing judged, and a judge program only with a pairs file to fill and no judgments."""
+    if judge_command and not (write_judging and not judgments):
+        raise ValidationError("--judge-command fills the pairs --write-judging FILE writes, then reads them back: "
+                              "give --write-judging (and no --judgments: a filled file is read as it is)")
     if (judgments or write_judging) and not corpus:
         raise ValidationError("--judgments and --write-judging judge the searches of your documents: give --corpus")
     if write_judging:
@@ -292,13 +296,30 @@ def judged_rows(corpora, rows, judgments: Judgments, field_name: str | None = No
 
 
 def judge(report, corpora, judgments: Judgments | None, write_judging: str | None,
-          field_name: str | None = None) -> None:
-    """Onto a verify report: the judged retention of each corpus, and the pairs to judge written (with a note)."""
-    if judgments is not None:
-        report.judged = judged_rows(corpora, report.agreement, judgments, field_name)
+          field_name: str | None = None, command: str | None = None, per_query: bool = False) -> None:
+    """Onto a verify report: the judged retention of each corpus, and the pairs to judge written (with a note);
+    ``command``: the pairs filled by that judge program (:func:`fill_by_command`) and read back as judgments."""
     if write_judging:
         said = write_pairs(write_judging, judging_pairs(corpora, report.agreement, field_name))
-        report.notes.append(f"{said} to judge written to {write_judging}: {to_fill(write_judging)}")
+        if command:
+            filled = fill_by_command(write_judging, command, per_query)
+            report.notes.append(f"{said} written to {write_judging} and {filled}")
+            judgments = read_judgments(write_judging)
+        else:
+            report.notes.append(f"{said} to judge written to {write_judging}: {to_fill(write_judging)}")
+    if judgments is not None:
+        report.judged = judged_rows(corpora, report.agreement, judgments, field_name)
+
+
+def fill_by_command(path: str | Path, command: str, per_query: bool) -> str:
+    """The pairs file at ``path`` filled by a judge program (``espresso-export judge --command``); what it did, as
+    a log line ends. A program that fails raises :class:`~espresso_export.core.errors.RuntimeFailure` (exit 1),
+    keeping what it judged."""
+    from espresso_export.verification.judge import judge as fill
+
+    done = fill(path, command=command, per_query=per_query)
+    return (f"{done.judged_now:,} pairs judged by {command} in {done.seconds:.1f} s, {done.complete} of "
+            f"{done.queries} queries complete")
 
 
 def to_fill(path: str | Path) -> str:

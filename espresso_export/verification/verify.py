@@ -262,7 +262,8 @@ def verify(
         variants(settings.precision, settings.dims, embedders["candidate"].dim, settings.rescore)
         report = _measure(embedders, sts_sets, retrieval_sets, corpora, settings, threads, progress)
         _time_loads(embedders, candidate, against, settings, threads)
-    judge(report, corpora, judgments, settings.write_judging, settings.corpus_field)
+    judge(report, corpora, judgments, settings.write_judging, settings.corpus_field, settings.judge_command,
+          settings.judge_per_query)
     report.candidate, report.source = embedders["candidate"].info(), embedders["source"].info()
     report.seconds = time.perf_counter() - start
     return report

@@ -54,11 +54,12 @@ def check_queries_per_corpus(queries: list[str], corpus: list[str]) -> None:
                               f"{len(corpus)} corpora")
 
 
-def check_judging(judgments: str | None, write_judging: str | None, corpus) -> None:
-    """A corpus to judge, a judgments file that reads, a pairs file that replaces nothing judged (:mod:`.judging`)."""
+def check_judging(judgments: str | None, write_judging: str | None, corpus, judge_command: str | None = None) -> None:
+    """A corpus to judge, a judgments file that reads, a pairs file that replaces nothing judged, a judge program
+    with a file to fill (:mod:`.judging`)."""
     from espresso_export.verification.judging import check_judging as check
 
-    check(judgments, write_judging, corpus)
+    check(judgments, write_judging, corpus, judge_command)
 
 
 def check_vectors(s: VerifySettings) -> None:
@@ -81,9 +82,10 @@ def check_vectors(s: VerifySettings) -> None:
         raise ValidationError("the agreement gate (--min-agreement; min_agreement: in a recipe) needs a corpus "
                               "(--corpus; corpus:)")
     check_retention_gate("--min-judged-retention", s.min_judged_retention)
-    if s.min_judged_retention is not None and not s.judgments:
-        raise ValidationError("the judged gate (--min-judged-retention) needs your judgments (--judgments)")
-    check_judging(s.judgments, s.write_judging, s.corpus)
+    if s.min_judged_retention is not None and not (s.judgments or s.judge_command):
+        raise ValidationError("the judged gate (--min-judged-retention) needs your judgments (--judgments, or "
+                              "--judge-command to fill --write-judging)")
+    check_judging(s.judgments, s.write_judging, s.corpus, s.judge_command)
 
 
 def check_across(sts, retrieval, batch_sizes, *, min_retrieval_retention, max_latency_ratio,
@@ -204,8 +206,18 @@ class VerifySettings:
              "--corpus, as JSON lines with relevance null: per query, the documents of the source's and the "
              "candidate's top 10s, the queries in a random order set by their ids. A file holding any judgment is kept "
              "(exit 2). In auto: the answer's pairs, written by the final check.")
-    min_judged_retention: Optional[float] = setting(None, help="Gate: the judged retention (--judgments) on every "
-                                                               "--corpus must be at least this.")
+    judge_command: Optional[str] = setting(
+        None, help="Fill the --write-judging file by running this program, as espresso-export judge --command does "
+                   "(an LLM or a cross-encoder behind a script: examples/judges/), then read it back as --judgments "
+                   "in the same run. In auto with --judged-choice its judgments choose the answer (its time is not "
+                   "planned in --time-budget); else they judge the answer.")
+    judge_per_query: bool = setting(
+        False, flags=("--judge-per-query/--judge-per-pair",),
+        help="Run --judge-command once per query (judge --per-query: the query and its documents in, one relevance "
+             "a line out) instead of once per pair.")
+    min_judged_retention: Optional[float] = setting(None, help="Gate: the judged retention (--judgments or "
+                                                               "--judge-command) on every --corpus must be at least "
+                                                               "this.")
     within_noise: WithinNoise = setting(
         WithinNoise.VALUE, help="Gate: what a retention check whose 95% interval holds its threshold does (a set "
                                 "too small to decide): value (decide on the measured value), pass (fail only when "

@@ -196,3 +196,33 @@ def test_pairs_with_line_separators_in_their_texts_read_back(tmp_path):
     path.write_text(text.replace('"relevance": null', '"relevance": 1'), encoding="utf-8")
     assert not unjudged_file(path)
     assert sum(len(v) for v in read_judgments(path).by_query.values()) == 2
+
+
+def test_a_judge_command_fills_the_pairs_and_verify_reads_them_in_the_same_run(tiny_bert, tiny_cut, texts, rankings,
+                                                                               tmp_path):
+    """--judge-command: the pairs written are filled by the program (here: a document is relevant when it is in
+    the source's top 3) and the judged retention is reported and gated in one run, as --judgments would give it."""
+    import sys
+
+    docs, queries = texts
+    source, candidate, query_texts, _ = rankings
+    top3 = {str(q): {f"doc{d}" for d in source[q][:3]} for q in range(len(query_texts))}
+    script = tmp_path / "top3.py"
+    script.write_text("import json, sys\nq = json.load(sys.stdin)\ntop = " + json.dumps({k: sorted(v) for k, v in
+                      top3.items()}) + "\nprint('\\n'.join('1' if d['doc_id'] in top[q['query_id']] else '0' "
+                      "for d in q['documents']))\n", encoding="utf-8")
+    out = tmp_path / "pairs.jsonl"
+    report = verify(tiny_cut, tiny_bert, corpus=[str(docs)], queries=[str(queries)], write_judging=str(out),
+                    judge_command=f"{sys.executable} {script}", judge_per_query=True, min_judged_retention=0.01, **API)
+    (row,) = report.judged
+    by_hand = []
+    for q in range(len(query_texts)):  # every pair of the union of both top 10s judged: 1 in the source's top 3
+        pool = {f"doc{d}" for d in (*source[q], *candidate[q])}
+        grades = {d: 1.0 if d in top3[str(q)] else 0.0 for d in pool}
+        by_hand.append((_ndcg([f"doc{d}" for d in candidate[q]], grades), _ndcg([f"doc{d}" for d in source[q]], grades)))
+    assert row.judged == len(query_texts) and row.source.tolist() == pytest.approx([s for _, s in by_hand])
+    assert row.candidate.tolist() == pytest.approx([c for c, _ in by_hand])
+    assert any(f"pairs judged by {sys.executable}" in n for n in report.notes) and report.passed
+    assert [c.name for c in report.checks] == ["judged retention on docs.jsonl"]
+    with pytest.raises(ValidationError, match="--judge-command fills the pairs --write-judging FILE writes"):
+        verify(tiny_cut, tiny_bert, corpus=[str(docs)], judge_command="judge.py", **API)
