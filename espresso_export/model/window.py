@@ -37,8 +37,8 @@ class WindowCut:
     def line(self, what: str) -> str:
         sampled = "" if self.texts < LIMIT else f" (a sample of {self.texts:,})"
         return (f"{self.share:.0%} of {what}{sampled} are longer than the source's window of {self.window} tokens "
-                f"(the longest {self.longest:,}): it reads only their first {self.window}, as sentence-transformers "
-                "does, and so do its cuts; split them into shorter passages to search all their text")
+                f"(the longest {self.longest:,}): it reads only their first {self.window} (as sentence-transformers "
+                "does); split them into shorter passages to search all their text")
 
     def to_dict(self) -> dict:
         return {"window_tokens": self.window, "texts_measured": self.texts, "longer": self.longer,

@@ -135,9 +135,10 @@ def prepare(source: str, s: AutoSettings, work: Work, progress: bool, start: flo
     if 0 < len(sample.asked) < MIN_ITEMS:
         yours += f" (fewer than the {MIN_ITEMS} a score needs: their belief read is reported, never deciding)"
     repeats = f"{documents.duplicates:,} repeats dropped, " if documents.duplicates else ""
-    ctx.say(f"documents: {len(documents.texts):,} ({repeats}{len(sample.documents):,} searched, {len(sample.queries)} "
-            f"known-item queries by {sample.queries.method}{yours}); healing texts: {heal['texts']:,}; source: "
-            f"{src['depth']} layers, {src['width']} dims, {1 / src['seconds_per_text']:.0f} texts/s here")
+    ctx.say(f"documents: {len(documents.texts):,} ({repeats}{len(sample.documents):,} searched, "
+            f"{len(sample.queries)} known-item queries by {sample.queries.method}{yours}); healing texts: "
+            f"{heal['texts']:,}; source: {src['depth']} layers, {src['width']} dims, "
+            f"{1 / src['seconds_per_text']:.0f} texts/s here")
     spent = time.perf_counter() - start
     line = (f"budget {minutes(s.budget_seconds)}: {minutes(spent)} spent, the export and final check ~"
             f"{minutes(ctx.reserve)} kept aside, {minutes(max(ctx.left(), 0))} for rung 0 and the heals")

@@ -217,9 +217,9 @@ def choose_judged(ctx: Context, cands: list[Candidate]) -> tuple[Answer | None, 
 
 def _judged_by_command(ctx: Context, corpora: list, source: list[np.ndarray],
                        checks: list[JudgedCheck]) -> tuple[Answer | None, list[JudgedCheck]]:
-    """The pairs just written filled by ``--judge-command`` (:func:`espresso_export.verification.judge.judge`), then
-    each check judged on them from the top 10s it kept, cheapest first: the first that keeps the target answers.
-    From here on the search reads the file as ``--judgments`` (the final check judges the answer on it)."""
+    """The pairs just written filled by ``--judge-command`` (``judging.fill_by_command``), then each check judged
+    on them from the top 10s it kept, cheapest first: the first that keeps the target answers. From here on the
+    search reads the file as ``--judgments`` (the final check judges the answer on it)."""
     from dataclasses import replace
 
     from espresso_export.verification.judging import fill_by_command, judged_rows, read_judgments

@@ -4,8 +4,8 @@ has (a qrels file), or any program the user runs as judge (an LLM or a cross-enc
 The file is the one ``verify`` and ``auto`` wrote: JSON lines, one query-document pair each, grouped by query, the
 queries in a random order fixed by their ids (so the first judged are a fair sample). Only pairs with
 ``relevance`` null are asked for; each answer is written back at once (atomically), so a judge who stops (``q``,
-Ctrl-C, the end of the input) loses nothing and the next run continues where they stopped. A query counts once all its pairs are judged: the judged retention reads only
-those.
+Ctrl-C, the end of the input) loses nothing and the next run continues where they stopped. A query counts once
+all its pairs are judged: the judged retention reads only those.
 """
 
 from __future__ import annotations

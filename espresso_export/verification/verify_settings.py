@@ -204,13 +204,13 @@ class VerifySettings:
         None, path="dir",
         help="Write the pairs a judge (a person, an LLM, a cross-encoder) fills to compare the two models on each "
              "--corpus, as JSON lines with relevance null: per query, the documents of the source's and the "
-             "candidate's top 10s, the queries in a random order set by their ids. A file holding any judgment is kept "
-             "(exit 2). In auto: the answer's pairs, written by the final check.")
+             "candidate's top 10s, the queries in a random order set by their ids. A file holding any judgment is "
+             "kept (exit 2). In auto: the answer's pairs, written by the final check.")
     judge_command: Optional[str] = setting(
         None, help="Fill the --write-judging file by running this program, as espresso-export judge --command does "
                    "(an LLM or a cross-encoder behind a script: examples/judges/), then read it back as --judgments "
-                   "in the same run. In auto with --judged-choice its judgments choose the answer (its time is not "
-                   "planned in --time-budget); else they judge the answer.")
+                   "in the same run. In auto (with --judged-choice) its judgments choose the answer; its time is "
+                   "not planned in --time-budget.")
     judge_per_query: bool = setting(
         False, flags=("--judge-per-query/--judge-per-pair",),
         help="Run --judge-command once per query (judge --per-query: the query and its documents in, one relevance "
