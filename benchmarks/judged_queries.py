@@ -118,7 +118,7 @@ def main() -> None:
                   f"B {row['b_retention']:.3f}", flush=True)
     keeping_b = [r["candidate"] for r in rows if r["b_retention"] >= args.target]
     judged = np.flatnonzero(s_a > 0)  # a query the source finds nothing for judges no ratio
-    # the order `judge` asks them in: the queries needing the fewest pairs first (every candidate here pooled)
+    # fewest pairs first (every candidate here pooled): how that order reads the candidates, beside random draws
     pool = [len({*s_top[q].tolist(), *(d for r in rows for d in r["a_top"][q].tolist())}) for q in judged]
     fewest = judged[np.argsort(pool, kind="stable")]
     # pairs a judged query needs for the source and the cheapest k candidates (k = 1 .. all), a query on average
