@@ -150,7 +150,8 @@ def within_error(cands: list[Candidate], settings: AutoSettings, answer: Answer 
         return None
     return (f"{'cheaper than the answer, ' if answer else ''}within the estimate's measured error of "
             f"{settings.min_retention:g} for their kind: {', '.join(near[:3])}; a few judged pairs decide "
-            "(--judged-choice --write-judging FILE, espresso-export judge FILE, then --judgments FILE)"
+            "(--judged-choice --write-judging FILE, espresso-export judge FILE, then --judgments FILE; or, with a "
+            "judge program such as an LLM, --judge-command CMD in one run)"
             + ("" if with_queries else "; your own queries, unlabelled (--queries FILE), read closer on most "
                "measured collections"))
 

@@ -206,8 +206,8 @@ class VerifySettings:
              "--corpus, as JSON lines with relevance null: per query, the documents of the source's and the "
              "candidate's top 10s, the queries in a random order set by their ids. A file holding any judgment is "
              "kept (exit 2). In auto: the answer's pairs, written by the final check.")
-    judge_command: Optional[str] = setting(
-        None, help="Fill the --write-judging file by running this program, as espresso-export judge --command does "
+    judge_command: Optional[str] = setting(  # not in recipes: a recipe from elsewhere must not run a program
+        None, recipe=False, help="Fill the --write-judging file by running this program, as espresso-export judge --command does "
                    "(an LLM or a cross-encoder behind a script: examples/judges/), then read it back as --judgments "
                    "in the same run. In auto (with --judged-choice) its judgments choose the answer; its time is "
                    "not planned in --time-budget.")

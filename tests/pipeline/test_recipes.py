@@ -86,6 +86,13 @@ def test_unknown_key_names_the_key_and_the_line(tmp_path):
         load_recipe(write(tmp_path, text))
 
 
+def test_a_recipe_cannot_run_a_judge_program(tmp_path):
+    """verify's --judge-command runs a program: a recipe (a YAML file that may come from anyone) cannot carry it."""
+    text = BASIC.replace("      min_sts_retention: 0.5\n", "      min_sts_retention: 0.5\n      judge_command: python x.py\n")
+    with pytest.raises(ValidationError, match=r"r\.yaml:\d+: unknown key verify\.judge_command"):
+        load_recipe(write(tmp_path, text))
+
+
 def test_unknown_top_level_key_and_unknown_step(tmp_path):
     with pytest.raises(ValidationError, match=r"r\.yaml:1: unknown key 'sorce'; did you mean 'source'"):
         load_recipe(write(tmp_path, "sorce: minilm\n" + BASIC))

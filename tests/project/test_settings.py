@@ -160,6 +160,8 @@ def test_a_setting_several_verbs_share_is_one_declaration():
         if "trust_remote_code" in by_name:  # never a recipe key: a shared YAML file must not run Hub code
             f = by_name["trust_remote_code"]
             assert (f.default, f.spec.help, f.spec.recipe) == (False, common_settings.TRUST_REMOTE_CODE_HELP, False)
+        if "judge_command" in by_name:  # nor a program to run (verify's and auto's judge)
+            assert by_name["judge_command"].spec.recipe is False, cls.__name__
         if "pooling" in by_name:
             assert by_name["pooling"].spec.help == common_settings.POOLING_HELP, cls.__name__
         if "select" in by_name:

@@ -118,6 +118,7 @@ def test_cheaper_candidates_within_the_estimates_measured_error_are_named(tmp_pa
         assert line.startswith("cheaper than the answer, within the estimate's measured error of 0.85")
         assert "static (r1) 0.833" in line and "L1" not in line and "L5" not in line
         assert ("--queries FILE" in line) is not with_queries
+        assert "espresso-export judge FILE" in line and "--judge-command CMD in one run" in line
     assert within_error(cands, s, None).startswith("within the estimate's measured error of 0.85")  # none kept it
     assert within_error(cands, AutoSettings(corpus=[str(docs)], min_retention=0.85, objective="bytes-per-vector"),
                         answer) is None
