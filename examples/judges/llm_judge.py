@@ -11,7 +11,9 @@ It reads one pair (``{"query": ..., "document": ...}``) or, with ``--per-query``
 stdin, asks the model for a TREC-style grade of each document (0 unrelated, 1 related but no answer, 2 answers in
 part, 3 the answer), and prints the judge's scale, one number a line: 0 for grades 0 and 1, 1 for 2, 2 for 3 (the
 TREC Deep Learning convention counts grade 2 and up relevant). A reply without a grade exits 1 with the reply, so
-`judge` stops and names the pair. Check a few of its grades against your own before trusting it.
+`judge` stops and names the pair. ``JUDGE_SHOWN_CHARS`` (2,000) caps the characters of a document sent;
+``JUDGE_TIMEOUT`` (60) the seconds a request may take. Check a few of its grades against your own before trusting
+it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ import urllib.error
 import urllib.request
 
 SCALE = {0: 0, 1: 0, 2: 1, 3: 2}  # the model's 0-3 grade -> the judge's 0 (not relevant), 1 (relevant), 2 (highly)
-SHOWN = 4000  # characters of a document sent: a long chunk is judged on its start, as a reader skims it
+# characters of a document sent (JUDGE_SHOWN_CHARS): a long chunk is judged on its start, as a reader skims it, and
+# a query's 20-40 documents together (--per-query) stay within a small model's context
+SHOWN = int(os.environ.get("JUDGE_SHOWN_CHARS", "2000"))
 
 INSTRUCTIONS = """You judge search results. Given a search query and a passage, grade how well the passage answers
 the query, on this scale:
@@ -60,10 +64,12 @@ def ask(system: str, user: str) -> str:
 
 def grades(reply: str, count: int) -> list[int]:
     """``count`` grades 0-3 from the reply: "<number>: <grade>" lines for several passages, one number for one."""
+    reply = reply.replace("*", "")  # markdown bold around numbers
     if count == 1:
-        found = re.findall(r"\b[0-3]\b", reply)
-        return [int(found[-1])] if found else []
-    by_number = {int(n): int(g) for n, g in re.findall(r"^\s*\[?(\d+)\]?\s*[:.)-]\s*([0-3])\b", reply, re.M)}
+        found = re.search(r"\b[0-3]\b", reply)  # the first: "2 (out of 3)" is a 2
+        return [int(found.group())] if found else []
+    line = r"^\s*(?:passage\s*)?\[?(\d+)\]?\s*[:.)=-]\s*(?:grade\s*:?\s*)?([0-3])\b"  # "1: 3", "Passage 1: grade 3"
+    by_number = {int(n): int(g) for n, g in re.findall(line, reply, re.M | re.I)}
     return [by_number[i] for i in range(1, count + 1)] if all(i in by_number for i in range(1, count + 1)) else []
 
 

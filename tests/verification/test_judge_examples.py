@@ -103,3 +103,16 @@ def test_the_cross_encoder_judge_grades_a_querys_documents_in_one_run(tiny_bert,
     pairs = _pairs(tmp_path / "pairs.jsonl")
     result = judge(pairs, command=f"{sys.executable} {EXAMPLES / 'cross_encoder_judge.py'}", per_query=True)
     assert set(_read(pairs).values()) == {1} and result.complete == 2
+
+
+def test_the_llm_judge_reads_the_grades_models_write():
+    """One grade: the first 0-3 number ("2 (out of 3)" is a 2); several: "N: g" lines, "Passage N: grade g", markdown
+    bold; a passage without a grade gives nothing (the run then exits 1, naming the reply)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("llm_judge", EXAMPLES / "llm_judge.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.grades("Grade: 3", 1) == [3] and module.grades("I would say 2 (out of 3).", 1) == [2]
+    assert module.grades("**Passage 1**: 3\nPassage 2: grade 0\n3) 2", 3) == [3, 0, 2]
+    assert module.grades("1: 3", 2) == [] and module.grades("no idea", 1) == []
