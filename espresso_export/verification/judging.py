@@ -12,9 +12,7 @@ relevances), and the judged retention is the candidate's mean over the source's,
 skipped and counted. The report keeps it apart from the label-free estimates.
 
 Why not the queries needing fewest pairs first (the least judging a query): those are the queries where the models
-agree most, and candidates read high on them: on three collections' splits, by their labels, 17 of 21 candidates
-read higher over the 10 queries needing fewest pairs than over all the judged ones, by up to 0.17 (mean +0.08;
-``benchmarks/README.md#judged-queries``).
+agree most, and candidates read high on them (``benchmarks/README.md#judged-queries``).
 
 """
 
