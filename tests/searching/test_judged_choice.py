@@ -161,6 +161,9 @@ def test_a_judge_command_fills_the_pairs_and_chooses_in_the_same_run(first, tiny
     assert (root / ("out" + WORK_SUFFIX)).is_dir() and (root / "failing.jsonl").is_file()
     with pytest.raises(ValidationError, match="--judge-command fills the pairs"):
         AutoSettings(**common, judge_command="judge.py", judgments=str(pairs))
+    with pytest.raises(ValidationError, match="give --judged-choice too"):  # the final check alone would not choose
+        AutoSettings(**{**common, "judged_choice": False}, judge_command="judge.py",
+                     write_judging=str(root / "unused.jsonl"))
 
 
 def test_judged_choice_needs_judgments_and_a_float_objective(docs):
