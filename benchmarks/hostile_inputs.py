@@ -414,8 +414,8 @@ def _bom(fx, tmp):
 
 # --- corpora of every shape, under verify --corpus and auto --------------------------------------------------------
 
-AUTO_QUICK = ["--time-budget", "1s", "--threads", "1", "--layers", "1,2", "--eval-passages", "80",
-              "--eval-queries", "24"]
+AUTO_QUICK = ["--time-budget", "1s", "--threads", "1", "--layers", "1,2", "--sample-documents", "80",
+              "--sample-queries", "24"]
 
 
 def _corpus(shape: str, tmp: Path) -> Path:
@@ -491,7 +491,7 @@ def _five_auto(fx, tmp):
 
 for _kind in ("nan", "number", "list"):
     def _not_text_verify(fx, tmp, kind=_kind):
-        o = _verify_corpus(fx, _corpus(kind, tmp), "--pseudo-queries", "passage")
+        o = _verify_corpus(fx, _corpus(kind, tmp), "--agreement-from", "passage")
         ok, seen = expect(o, 2)
         return ok and f"{kind}.jsonl:2" in o.err and len(lines(o.err)) == 1, seen
     case(f"corpus-text-{_kind}-verify", f"verify --corpus: a JSON Lines text of {_kind}: refused with its line")(
@@ -528,15 +528,15 @@ def _auto_few_queries(fx, tmp):
     docs = tmp / "few.jsonl"
     docs.write_text("".join(json.dumps({"_id": str(i), "title": f"record {i} title", "text": f"the body of {i}"})
                             + "\n" for i in range(6)), encoding="utf-8")
-    return _refused_at_once(_auto_corpus(fx, docs, tmp / "out"), tmp, "fewer than the 10", "--eval-passages")
+    return _refused_at_once(_auto_corpus(fx, docs, tmp / "out"), tmp, "fewer than the 10", "--sample-documents")
 
 
 @case("auto-interrupted-resumed", "SIGINT during auto: exit 130 naming the work folder kept; the rerun says what "
                                   "it reuses and ends 0 or 3")
 def _auto_interrupted(fx, tmp):
     corpus, out = _corpus("passages", tmp), tmp / "out"
-    search = ["auto", fx.tiny, "--corpus", corpus, "-o", out, "--threads", "1", "--eval-passages", "80",
-              "--eval-queries", "24"]
+    search = ["auto", fx.tiny, "--corpus", corpus, "-o", out, "--threads", "1", "--sample-documents", "80",
+              "--sample-queries", "24"]
     args = [sys.executable, "-m", "espresso_export", *search, "--time-budget", "10m", "--min-retention", "0.999"]
     proc = subprocess.Popen(list(map(str, args)), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     state = tmp / "out.auto-work" / "auto-state.json"
