@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import time
 from pathlib import Path
 from typing import Any
 
-from espresso_export.core.signals import interrupt_after
+from espresso_export.core.signals import Terminated, interrupt_after, received
 from espresso_export.searching.auto_settings import AutoSettings
 from espresso_export.searching.candidates import Candidate, Heal, work_depth
 from espresso_export.searching.context import Context
@@ -91,9 +92,10 @@ def _heal_once(ctx: Context, cand: Candidate, texts: int, kwargs: dict, name: st
         with interrupt_after(ctx.left()) as deadline:
             result = distill(ctx.source, folder, resume=resume, run_dir=run_dir, overwrite=True,
                              progress=ctx.progress, **kwargs)
-    except (TrainingInterrupted, KeyboardInterrupt):
-        if not deadline["fired"]:
-            raise
+    except (TrainingInterrupted, KeyboardInterrupt) as e:
+        if not deadline["fired"]:  # the user's stop: auto's own (its work folder named, the same command continues
+            # it), not distill's, whose "run again or --resume" names a run folder and an option auto does not take
+            raise (Terminated() if received() == signal.SIGTERM else KeyboardInterrupt()) from e
         return None
     seconds = time.perf_counter() - start
     if ctx.work.done("teacher") is None:  # the first heal ran the shared teacher pass; later ones read its cache
