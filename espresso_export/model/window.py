@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-LIMIT = 2_000  # texts tokenised: a share's 95% binomial interval is at most +-0.022 there
+LIMIT = 2_000  # texts tokenised at most (a seeded sample beyond): a share's binomial interval stays narrow
 WORTH_SAYING = 0.01  # below this share the cut texts change no figure a report gives
 
 
