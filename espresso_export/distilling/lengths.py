@@ -14,19 +14,14 @@ from dataclasses import replace
 import numpy as np
 
 from espresso_export.model.checkpoint import Checkpoint
-from espresso_export.model.window import token_lengths
+from espresso_export.model.window import seeded_sample, token_lengths
 
 LENGTH_SAMPLE = 10_000
 
 
 def corpus_length(student: Checkpoint, sentences: Sequence[str], percentile: float, seed: int = 0) -> dict:
     """The chosen length and how it was chosen (``chosen``, the percentile in tokens, the cap, the share cut)."""
-    n = len(sentences)
-    if n > LENGTH_SAMPLE:
-        picks = np.sort(np.random.default_rng([seed, 11]).choice(n, size=LENGTH_SAMPLE, replace=False))
-        sample = [sentences[i] for i in picks]
-    else:
-        sample = list(sentences)
+    sample = seeded_sample(sentences, LENGTH_SAMPLE, seed, 11)
     lengths = token_lengths(student.tokenizer, sample, lower=student.do_lower_case)
     at = float(np.percentile(lengths, percentile))
     cap = int(student.max_seq_length or 512)

@@ -19,7 +19,7 @@ WORTH_SAYING = 0.01  # below this share the cut texts change no figure a report 
 
 @dataclass(frozen=True)
 class WindowCut:
-    """Of ``texts`` measured, ``longer`` have more than ``window`` tokens; the longest has ``longest``."""
+    """Of ``texts`` tokenised, ``longer`` have more than ``window`` tokens; the longest has ``longest``."""
 
     window: int
     texts: int
@@ -71,13 +71,20 @@ def token_lengths(tokenizer, texts: Sequence[str], *, lower: bool = False, batch
     return np.asarray(out, dtype=np.int64)
 
 
+def seeded_sample(texts: Sequence[str], limit: int, seed: int, stream: int) -> list[str]:
+    """At most ``limit`` of ``texts``, in their order: all of them, or a sample drawn from ``[seed, stream]`` (each
+    caller its own stream, so one caller's draw does not move with another's)."""
+    if len(texts) <= limit:
+        return list(texts)
+    picks = np.sort(np.random.default_rng([seed, stream]).choice(len(texts), size=limit, replace=False))
+    return [texts[i] for i in picks]
+
+
 def window_cut(tokenizer, window: int | None, texts: Sequence[str], *, lower: bool = False, seed: int = 0
                ) -> WindowCut | None:
     """How many of ``texts`` (a seeded sample of at most :data:`LIMIT`) are longer than ``window`` tokens; None
     for a model without a window (a static model reads every token) or no texts."""
     if not window or not texts:
         return None
-    picks = (np.sort(np.random.default_rng([seed, 23]).choice(len(texts), size=LIMIT, replace=False))
-             if len(texts) > LIMIT else range(len(texts)))
-    lengths = token_lengths(tokenizer, [texts[i] for i in picks], lower=lower)
+    lengths = token_lengths(tokenizer, seeded_sample(texts, LIMIT, seed, 23), lower=lower)
     return WindowCut(int(window), len(lengths), int((lengths > window).sum()), int(lengths.max()))

@@ -150,7 +150,7 @@ def prepare(source: str, s: AutoSettings, work: Work, progress: bool, start: flo
 
 
 def _window(model: SourceModel, work: Work, documents: list[str]) -> WindowCut | None:
-    """How many of the sample's documents the source's window cuts, measured once per work folder."""
+    """How many of the sample's documents the source's window cuts, counted once per work folder."""
     found = work.done(WINDOW_STEP)
     if found is None:
         ckpt = model.get()

@@ -12,7 +12,7 @@ relevances), and the judged retention is the candidate's mean over the source's,
 skipped and counted. The report keeps it apart from the label-free estimates.
 
 Why not the queries needing fewest pairs first (the least judging a query): those are the queries where the models
-agree most, and candidates read high on them (``benchmarks/README.md#judged-queries``).
+agree most, and candidates read high on them: a judge who stops early must have judged a random sample.
 
 """
 
