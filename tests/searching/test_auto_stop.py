@@ -23,7 +23,9 @@ def test_ctrl_c_during_a_heal_names_the_work_folder_the_same_command_continues(t
     argv = ["auto", tiny_bert, "--corpus", docs, "-o", out, *SMALL_SEARCH_CLI, "--no-static", "--layers", "1",
             "--objective", "size", "--min-retention", "0.93", "--time-budget", "10m",
             "--batch-size", "1"]  # a heal of hundreds of steps: the stop lands inside its training
-    child = Child(argv, tmp_path / "auto.log")
+    # a fresh interpreter, not a fork: forked from a test process whose thread pools (torch, faiss) other searches
+    # have started, the child can hang before it runs
+    child = Child(argv, tmp_path / "auto.log", fresh=True)
     deadline = time.monotonic() + 240
     while not list(work.glob("teacher-cache/*/embeddings.npy")) and child.poll() is None \
             and time.monotonic() < deadline:
