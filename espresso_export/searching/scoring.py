@@ -21,7 +21,16 @@ from espresso_export.data.pseudo_queries import (
 )
 from espresso_export.runtime.precision import bytes_per_vector, truncate
 from espresso_export.verification.agreement import DEPTH, K, agreement, ranked_ids
-from espresso_export.verification.known_item import Estimate, followed, known_item, known_item_index, source_belief
+from espresso_export.verification.known_item import (
+    Estimate,
+    document_belief,
+    document_followed,
+    followed,
+    higher,
+    known_item,
+    known_item_index,
+    source_belief,
+)
 
 RESCORE = 4  # binary: 4 x top-k by Hamming distance, re-ranked (sentence-transformers' semantic_search_faiss default)
 DIGITS = 4  # scores are kept as auto.json records them, so a search read back from its work folder decides alike
@@ -178,6 +187,9 @@ class Scorer:
         self._belief = source_belief(source.queries, index)
         has_asked = source.asked is not None and len(source.asked) > 0
         self._asked = source_belief(source.asked, source.documents) if has_asked else None
+        # the documents' side: each sample document's belief over the user's and the known-item queries
+        self._answers = (document_belief(source.asked, np.vstack([source.asked, source.queries]), source.documents)
+                         if has_asked else None)
 
     def score(self, v: Vectors, *, dim: int | None = None, precision: str = "float32") -> Score:
         """The estimate (:class:`~espresso_export.verification.known_item.Estimate`: the lower of the known-item
@@ -191,7 +203,9 @@ class Scorer:
         index = known_item_index(v.documents, origins, v.targets)
         asked = None
         if self._asked is not None:  # the user's queries search the documents as they are (nothing cut out)
-            asked = followed(self._asked, v.asked, v.documents, precision=precision, rescore=rescore)
+            asked = higher(followed(self._asked, v.asked, v.documents, precision=precision, rescore=rescore),
+                           document_followed(self._answers, v.asked, v.documents, precision=precision,
+                                             rescore=rescore))
         found = Estimate(known_item(self.source.triple(), v.triple(), origins, precision=precision, rescore=rescore),
                          followed(self._belief, v.queries, index, precision=precision, rescore=rescore), asked)
         agree = agreement(self._reference, ranked_ids(v.queries, index, max(K, DEPTH)), k=K, depth=DEPTH)

@@ -145,14 +145,18 @@ def _belief(source_queries: np.ndarray, source_docs: np.ndarray):
     return top, np.einsum("qw,qkw->qk", source_queries, source_docs[top])
 
 
-def _belief_of(belief, ranked: np.ndarray) -> dict | None:
-    from espresso_export.verification.known_item import belief_known_item
+def _belief_of(belief, ranked: np.ndarray, answers=None) -> dict | None:
+    """The belief retention on the user's queries: the higher of the queries' belief followed and the documents'
+    (``answers``, :func:`~.known_item.document_followed`), both kept."""
+    from espresso_export.verification.known_item import belief_known_item, higher
 
     if belief is None:
         return None
     found = belief_known_item(*belief, ranked)
-    return {"retention": rounded(found.retention), "ci95": interval_list(found.interval()),
-            "queries": int(len(found.source))}
+    read = higher(found, answers)
+    return {"retention": rounded(read.retention), "ci95": interval_list(read.interval()),
+            "queries": int(len(found.source)), "by_queries": rounded(found.retention),
+            "by_documents": None if answers is None else rounded(answers.retention)}
 
 
 def _finite(*arrays: np.ndarray) -> bool:
@@ -177,6 +181,7 @@ def measure_corpus(data: CorpusSet, caches: dict[str, EncodeCache], forms: Vecto
     known = _KnownItems.of(data, source, candidate, sd, cd, s_sim, c_sim)
     # real queries only: on queries made from the documents the belief reads far below labelled retention
     belief = _belief(sq, sd) if data.queries_spec is not None else None
+    answers = _answers(sq, sd, known) if belief is not None else None
     del sq, sd
     results, tops = [], None
     for variant in wanted:
@@ -184,10 +189,26 @@ def measure_corpus(data: CorpusSet, caches: dict[str, EncodeCache], forms: Vecto
         tops = tops or (source_top, found.ranked[:, :K])
         results.append(VariantAgreement(variant, agreement(source_top, found.ranked, k=K, depth=DEPTH),
                                         found.index_bytes, known.at(variant) if known else None,
-                                        _belief_of(belief, found.ranked)))
+                                        _belief_of(belief, found.ranked, _answered(answers, cq, cd, variant))))
     # the row's own: the first form, float32 at full width (:func:`.vectors.variants`)
     return AgreementRow(**shape, results=results, known_item=results[0].known_item, tops=tops,
                         belief=results[0].belief)
+
+
+def _answers(sq: np.ndarray, sd: np.ndarray, known: _KnownItems | None):
+    """The documents' belief over the user's queries and, where there are any, the known-item ones."""
+    from espresso_export.verification.known_item import document_belief
+
+    return document_belief(sq, sq if known is None else np.vstack([sq, known.queries]), sd)
+
+
+def _answered(answers, cq: np.ndarray, cd: np.ndarray, variant: Variant):
+    from espresso_export.verification.known_item import document_followed
+
+    if answers is None:
+        return None
+    return document_followed(answers, at_width(cq, variant.dim), at_width(cd, variant.dim),
+                             precision=variant.precision, rescore=variant.rescore)
 
 
 @dataclass
@@ -201,6 +222,7 @@ class _KnownItems:
     source: np.ndarray
     candidate: tuple[np.ndarray, np.ndarray, np.ndarray]  # its (query, corpus, known-item target) vectors
     belief: tuple[np.ndarray, np.ndarray]  # the source's ranked documents and cosines (known_item.source_belief)
+    queries: np.ndarray = field(repr=False)  # the source's vectors of the known-item queries
 
     @classmethod
     def of(cls, data: CorpusSet, source: EncodeCache, candidate: EncodeCache, sd, cd, s_sim,
@@ -220,7 +242,7 @@ class _KnownItems:
         q, d, t = triples[0]
         index = known_item_index(d, c.origins, t)
         return cls(c.method, list(c.origins), known_item_ndcg(q, index, c.origins), triples[1],
-                   source_belief(q, index))
+                   source_belief(q, index), q)
 
     def at(self, variant: Variant) -> dict:
         """With the candidate's documents stored as ``variant``."""

@@ -154,6 +154,77 @@ def followed(belief: tuple[np.ndarray, np.ndarray], queries: np.ndarray, index: 
 
 
 @dataclass(frozen=True)
+class DocumentBelief:
+    """The source's belief read from the documents' side, for the user's own queries.
+
+    For each document, the softmax of :data:`BELIEF_SCALE` x its cosines over a pool of queries (the user's and
+    the known-item ones): which query it answers. A query's gain on a document is that document's belief in it,
+    so it does not shrink when many documents answer the query, as the query's own belief (a softmax over the
+    documents) does. A candidate that brings in other documents answering the query loses nothing by them, and
+    can read above the source. The pool's known-item queries give every document a query of its own to answer,
+    so that a document near no user query does not answer the nearest one by default."""
+
+    queries: np.ndarray = field(repr=False)  # the source's unit vectors of the user's queries
+    documents: np.ndarray = field(repr=False)  # and of the documents
+    log_z: np.ndarray = field(repr=False)  # per document, the log of its softmax's normaliser over the pool
+    ideal: np.ndarray = field(repr=False)  # per query, the DCG@k of its k best-answering documents
+    scale: float = BELIEF_SCALE
+    source: np.ndarray = field(default=None, repr=False)  # per query, the source's own nDCG@k under these gains
+
+    def gains(self, ranked: np.ndarray) -> np.ndarray:
+        """Each ranked document's belief in its query (0 where ``ranked`` is -1: fewer documents than places)."""
+        ranked = np.asarray(ranked)
+        at = np.maximum(ranked, 0)
+        cos = np.einsum("qw,qkw->qk", self.queries, self.documents[at]).astype(np.float64)
+        return np.exp(self.scale * cos - self.log_z[at]) * (ranked >= 0)
+
+    def ndcg(self, ranked: np.ndarray) -> np.ndarray:
+        discount = 1.0 / np.log2(np.arange(2, np.asarray(ranked).shape[1] + 2))
+        return np.divide(self.gains(ranked) @ discount, self.ideal, out=np.zeros(len(self.ideal)),
+                         where=self.ideal > 0)
+
+
+def document_belief(queries: np.ndarray, pool: np.ndarray, documents: np.ndarray, *, k: int = K,
+                    scale: float = BELIEF_SCALE, chunk: int = 4096) -> DocumentBelief:
+    """:class:`DocumentBelief` of the source's ``queries`` (the user's, among ``pool``) over its ``documents``;
+    chunked over the documents, so its memory grows with the documents, not with documents x pool."""
+    q, p, d = l2_normalised(queries), l2_normalised(pool), l2_normalised(documents)
+    k = min(k, len(d))
+    log_z = np.empty(len(d))
+    best = np.zeros((len(q), 0))
+    for start in range(0, len(d), chunk):
+        block = d[start:start + chunk].astype(np.float64)
+        logits = scale * (block @ p.T.astype(np.float64))
+        top = logits.max(axis=1, keepdims=True)
+        log_z[start:start + chunk] = top[:, 0] + np.log(np.exp(logits - top).sum(axis=1))
+        gains = np.exp(scale * (q.astype(np.float64) @ block.T) - log_z[None, start:start + chunk])
+        best = -np.sort(-np.hstack([best, gains]), axis=1)[:, :k]
+    ideal = best @ (1.0 / np.log2(np.arange(2, k + 2)))
+    belief = DocumentBelief(q, d, log_z, ideal, scale)
+    return DocumentBelief(q, d, log_z, ideal, scale, belief.ndcg(search_at(q, d, k).ranked))
+
+
+def document_followed(belief: DocumentBelief, queries: np.ndarray, index: np.ndarray, *,
+                      precision: str = "float32", rescore: int = 0, k: int = K) -> KnownItem:
+    """The candidate's nDCG@k under the documents' belief (:class:`DocumentBelief`) over the source's. A stored
+    form is read as its float32 search times how closely the stored search follows it, query by query (as
+    :func:`stored_ndcg`): a binary index's shortlist would otherwise be credited for documents its float vectors
+    rank lower."""
+    q, d = l2_normalised(queries), l2_normalised(index)
+    k = min(k, len(d))
+    got = belief.ndcg(search_at(q, d, k).ranked)
+    if precision != "float32":
+        kept = followed(source_belief(q, d), q, d, precision=precision, rescore=rescore, k=k)
+        got = got * np.divide(kept.candidate, kept.source, out=np.zeros(len(got)), where=kept.source > 0)
+    return KnownItem(got, belief.source)
+
+
+def higher(a: KnownItem, b: KnownItem | None) -> KnownItem:
+    """The read with the higher retention (``a`` on a tie or without ``b``)."""
+    return a if b is None or not b.retention > a.retention else b
+
+
+@dataclass(frozen=True)
 class Estimate:
     """The label-free estimate of a candidate's labelled nDCG@10 retention.
 

@@ -69,9 +69,10 @@ def _agreement_section(row: AgreementRow, ranges: dict[str, str]):
     if row.belief is not None:
         b, iv = row.belief, row.belief.get("ci95")
         notes.insert(0, f"belief retention on your {b['queries']} queries: {b['retention']:.3f}"
-                        + (f" [{iv[0]:.3f}-{iv[1]:.3f}]" if iv else "") + ": the known item drawn from the source's "
-                        "own belief (softmax of 20 x cosine), no labels; auto's estimate is the higher of it and the "
-                        "known-item retention; see docs/commands/verify.md")
+                        + (f" [{iv[0]:.3f}-{iv[1]:.3f}]" if iv else "") + ": the higher of the source's own belief "
+                        "(softmax of 20 x cosine) read from the queries' side and from the documents' side, no "
+                        "labels; auto's estimate is the higher of it and the known-item retention; see "
+                        "docs/commands/verify.md")
     return Section(title, headers, rows, [*notes, AGREEMENT_LEGEND,
                                           *_ranges_note(ranges, [r.variant.precision for r in row.results])])
 

@@ -10,7 +10,10 @@ from espresso_export.verification.known_item import (
     Estimate,
     KnownItem,
     belief_known_item,
+    document_belief,
+    document_followed,
     followed,
+    higher,
     known_item,
     known_item_index,
     known_item_ndcg,
@@ -177,3 +180,45 @@ def test_the_belief_on_your_queries_decides_where_it_reads_above_the_known_item_
     few = followed(source_belief(asked_q[:9], docs), asked_q[:9], docs)  # 9 queries followed exactly: reported only
     assert few.retention == pytest.approx(1.0) and not Estimate(found, follows, few).asked_decides
     assert Estimate(found, follows, few).retention == low.retention
+
+
+def test_the_documents_belief_by_hand():
+    """A query answered by three documents (cosines 0.95, 0.9, 0.85) and a second query answered by a fourth.
+    Each document's gain for a query is its softmax over the pool (both queries) at scale 20. A candidate ranking
+    the two the source is least sure of keeps 1, though it follows the query's own belief (mostly on the first)
+    much less; one that ranks the other query's document loses its gain."""
+    e = np.eye(4, dtype=np.float32)
+    queries = np.stack([e[0], e[1]])
+    a = np.array([0.95, 0.9, 0.85], dtype=np.float32)  # the first query's cosines to the three answering documents
+    docs = np.vstack([a[:, None] * e[0] + np.sqrt(1 - a[:, None] ** 2) * e[2], [e[1] * 0.95 + e[3] * 0.312]])
+    unit = docs / np.linalg.norm(docs, axis=1, keepdims=True)
+    dense = np.exp(20 * queries @ unit.T) / np.exp(20 * unit @ queries.T).sum(axis=1)[None, :]
+    belief = document_belief(queries, queries, docs, k=2, chunk=4)
+    ideal = -np.sort(-dense, axis=1)[:, :2] @ (1 / np.log2([2, 3]))
+    assert np.allclose(belief.ideal, ideal) and np.allclose(belief.gains(np.array([[2, 1], [3, 0]])),
+                                                            dense[[[0, 0], [1, 1]], [[2, 1], [3, 0]]])
+    assert belief.source == pytest.approx([1.0, 1.0], abs=1e-3)
+    swapped = queries.copy()
+    swapped[0] = e[2]  # its top 2: the third answering document, then the second; the first not at all
+    kept = document_followed(belief, swapped, docs, k=2)
+    assert kept.candidate[0] == pytest.approx(1.0, abs=1e-3)
+    by_query = followed(source_belief(queries, docs), swapped, docs, k=2)
+    assert by_query.candidate[0] < 0.9 * by_query.source[0]
+    assert higher(by_query, kept) is kept and higher(kept, None) is kept
+    wrong = np.stack([unit[3], unit[3]])  # both queries rank the second query's document first
+    lost = document_followed(belief, wrong, docs, k=2)
+    assert lost.candidate[0] < 0.5 and lost.candidate[1] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_a_stored_form_reads_the_documents_belief_at_most_as_its_float_search():
+    rng = np.random.default_rng(3)
+    docs = rng.normal(size=(300, 32)).astype(np.float32)
+    queries = docs[:40] + 0.8 * rng.normal(size=(40, 32)).astype(np.float32)
+    pool = np.vstack([queries, docs[100:160] + 0.8 * rng.normal(size=(60, 32)).astype(np.float32)])
+    belief = document_belief(queries, pool, docs)
+    cand = queries + 0.5 * rng.normal(size=queries.shape).astype(np.float32)
+    plain = document_followed(belief, cand, docs)
+    assert 0 < plain.retention < 1
+    for precision, rescore in (("int8", 0), ("binary", 4)):
+        got = document_followed(belief, cand, docs, precision=precision, rescore=rescore)
+        assert np.all(got.candidate <= plain.candidate + 1e-12)
