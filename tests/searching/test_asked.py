@@ -16,6 +16,7 @@ from espresso_export.searching.context import SourceModel
 from espresso_export.searching.encoding import documents_vectors, timed_vectors
 from espresso_export.searching.scoring import Scorer, draw_sample, read_documents
 from espresso_export.searching.work import Work, fingerprint
+from espresso_export.verification.known_item import document_belief, document_followed, followed, source_belief
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +57,8 @@ def test_the_sample_gains_the_documents_your_queries_need(tiny_bert, docs, asked
 
 
 def test_a_candidate_is_scored_on_your_queries(tiny_bert, tiny_cut, docs, asked_queries, tmp_path):
-    """The score records the belief read on the user's queries and is the higher of it and the known-item read;
-    the source scores 1 on both."""
+    """The score records the belief read on the user's queries (the higher of its two sides) and is the higher of
+    it and the known-item read; the source scores 1 on both."""
     s = AutoSettings(corpus=[str(docs)], queries=[str(asked_queries)], sample_documents=80, sample_queries=24)
     drawn = draw_sample(read_documents(s.corpus), size=80, queries=24, seed=0)
     sample = with_asked(drawn, s, SourceModel(str(tiny_bert)), Work(tmp_path / "w", {"steps": {}}))
@@ -69,6 +70,12 @@ def test_a_candidate_is_scored_on_your_queries(tiny_bert, tiny_cut, docs, asked_
     score = scorer.score(cut)
     assert score.asked is not None
     assert score.retention == max(min(score.found, score.follows), score.asked)
+    # the read on your queries: the higher of the queries' belief followed and the documents' (a pool of your and
+    # the known-item queries)
+    by_queries = followed(source_belief(source.asked, source.documents), cut.asked, cut.documents)
+    answers = document_belief(source.asked, np.vstack([source.asked, source.queries]), source.documents)
+    by_documents = document_followed(answers, cut.asked, cut.documents)
+    assert score.asked == round(max(by_queries.retention, by_documents.retention), 4)
     narrow = scorer.score(cut, dim=8, precision="int8")
     assert narrow.asked is not None and narrow.dim == 8
     unasked = Scorer(drawn, timed_vectors(SourceModel(str(tiny_bert)).get(), drawn)[0])

@@ -103,8 +103,8 @@ def test_agreement_gate_passes_and_given_queries_are_used(tiny_bert, docs, tmp_p
 
 
 def test_given_queries_get_a_belief_retention_and_made_ones_none(tiny_bert, other_bert, docs, tmp_path, capsys):
-    """Another model over the user's queries: a belief retention within (0, 1] with its interval, per stored form,
-    and a line under the table; queries made from the documents get none."""
+    """Another model over the user's queries: a belief retention (the higher of its queries' and documents' sides)
+    with its interval, per stored form, and a line under the table; queries made from the documents get none."""
     queries = tmp_path / "queries.txt"
     rng = random.Random(4)
     queries.write_text("".join(f"{rng.choice(WORDS)} {rng.choice(WORDS)} {i}\n" for i in range(30)), encoding="utf-8")
@@ -113,9 +113,12 @@ def test_given_queries_get_a_belief_retention_and_made_ones_none(tiny_bert, othe
     row = report["agreement"][0]
     b = row["belief"]
     assert 0 < b["retention"] < 1 and b["queries"] == 30 and b["ci95"][0] <= b["retention"] <= b["ci95"][1]
+    assert b["retention"] == max(b["by_queries"], b["by_documents"])  # the higher of the belief's two sides
     assert f"belief retention on your 30 queries: {b['retention']:.3f}" in " ".join(capsys.readouterr().out.split())
     assert [v["belief"]["retention"] for v in row["variants"]][0] == b["retention"]
-    assert all(0 <= v["belief"]["retention"] <= 1 for v in row["variants"]) and len(row["variants"]) >= 2
+    assert all(0 <= v["belief"]["by_queries"] <= 1 for v in row["variants"]) and len(row["variants"]) >= 2
+    binary = next(v["belief"] for v in row["variants"] if v["precision"] == "binary")
+    assert binary["by_documents"] <= b["by_documents"] + 1e-4  # a stored form reads at most its float search
     made = verify(other_bert, tiny_bert, corpus=[str(docs)], **API).agreement[0]
     assert made.belief is None and "belief" not in made.results[0].to_dict()
 
