@@ -188,8 +188,7 @@ class Scorer:
         has_asked = source.asked is not None and len(source.asked) > 0
         self._asked = source_belief(source.asked, source.documents) if has_asked else None
         # the documents' side: each sample document's belief over the user's and the known-item queries
-        self._answers = (document_belief(source.asked, np.vstack([source.asked, source.queries]), source.documents)
-                         if has_asked else None)
+        self._answers = document_belief(source.asked, source.queries, source.documents) if has_asked else None
 
     def score(self, v: Vectors, *, dim: int | None = None, precision: str = "float32") -> Score:
         """The estimate (:class:`~espresso_export.verification.known_item.Estimate`: the lower of the known-item

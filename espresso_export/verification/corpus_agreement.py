@@ -199,7 +199,7 @@ def _answers(sq: np.ndarray, sd: np.ndarray, known: _KnownItems | None):
     """The documents' belief over the user's queries and, where there are any, the known-item ones."""
     from espresso_export.verification.known_item import document_belief
 
-    return document_belief(sq, sq if known is None else np.vstack([sq, known.queries]), sd)
+    return document_belief(sq, None if known is None else known.queries, sd)
 
 
 def _answered(answers, cq: np.ndarray, cd: np.ndarray, variant: Variant):

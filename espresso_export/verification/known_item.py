@@ -184,10 +184,18 @@ class DocumentBelief:
                          where=self.ideal > 0)
 
 
-def document_belief(queries: np.ndarray, pool: np.ndarray, documents: np.ndarray, *, k: int = K,
+# The known-item queries in the documents' pool: at most as many as the search's sample asks by default, so that
+# the search and the final check (which asks more over every document) read alike: more pseudo-queries in the pool
+# draw each document's belief away from the user's queries, and the read falls with their number.
+POOL_KNOWN_ITEMS = 200
+
+
+def document_belief(queries: np.ndarray, known: np.ndarray | None, documents: np.ndarray, *, k: int = K,
                     scale: float = BELIEF_SCALE, chunk: int = 4096) -> DocumentBelief:
-    """:class:`DocumentBelief` of the source's ``queries`` (the user's, among ``pool``) over its ``documents``;
-    chunked over the documents, so its memory grows with the documents, not with documents x pool."""
+    """:class:`DocumentBelief` of the source's ``queries`` (the user's) over its ``documents``, the pool being
+    those queries and the first :data:`POOL_KNOWN_ITEMS` of the ``known``-item ones (drawn at random); chunked
+    over the documents, so its memory grows with the documents, not with documents x pool."""
+    pool = queries if known is None or not len(known) else np.vstack([queries, known[:POOL_KNOWN_ITEMS]])
     q, p, d = l2_normalised(queries), l2_normalised(pool), l2_normalised(documents)
     k = min(k, len(d))
     log_z = np.empty(len(d))

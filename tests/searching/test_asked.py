@@ -73,7 +73,7 @@ def test_a_candidate_is_scored_on_your_queries(tiny_bert, tiny_cut, docs, asked_
     # the read on your queries: the higher of the queries' belief followed and the documents' (a pool of your and
     # the known-item queries)
     by_queries = followed(source_belief(source.asked, source.documents), cut.asked, cut.documents)
-    answers = document_belief(source.asked, np.vstack([source.asked, source.queries]), source.documents)
+    answers = document_belief(source.asked, source.queries, source.documents)
     by_documents = document_followed(answers, cut.asked, cut.documents)
     assert score.asked == round(max(by_queries.retention, by_documents.retention), 4)
     narrow = scorer.score(cut, dim=8, precision="int8")

@@ -193,7 +193,7 @@ def test_the_documents_belief_by_hand():
     docs = np.vstack([a[:, None] * e[0] + np.sqrt(1 - a[:, None] ** 2) * e[2], [e[1] * 0.95 + e[3] * 0.312]])
     unit = docs / np.linalg.norm(docs, axis=1, keepdims=True)
     dense = np.exp(20 * queries @ unit.T) / np.exp(20 * unit @ queries.T).sum(axis=1)[None, :]
-    belief = document_belief(queries, queries, docs, k=2, chunk=4)
+    belief = document_belief(queries, None, docs, k=2, chunk=4)
     ideal = -np.sort(-dense, axis=1)[:, :2] @ (1 / np.log2([2, 3]))
     assert np.allclose(belief.ideal, ideal) and np.allclose(belief.gains(np.array([[2, 1], [3, 0]])),
                                                             dense[[[0, 0], [1, 1]], [[2, 1], [3, 0]]])
@@ -214,11 +214,25 @@ def test_a_stored_form_reads_the_documents_belief_at_most_as_its_float_search():
     rng = np.random.default_rng(3)
     docs = rng.normal(size=(300, 32)).astype(np.float32)
     queries = docs[:40] + 0.8 * rng.normal(size=(40, 32)).astype(np.float32)
-    pool = np.vstack([queries, docs[100:160] + 0.8 * rng.normal(size=(60, 32)).astype(np.float32)])
-    belief = document_belief(queries, pool, docs)
+    known = docs[100:160] + 0.8 * rng.normal(size=(60, 32)).astype(np.float32)
+    belief = document_belief(queries, known, docs)
     cand = queries + 0.5 * rng.normal(size=queries.shape).astype(np.float32)
     plain = document_followed(belief, cand, docs)
     assert 0 < plain.retention < 1
     for precision, rescore in (("int8", 0), ("binary", 4)):
         got = document_followed(belief, cand, docs, precision=precision, rescore=rescore)
         assert np.all(got.candidate <= plain.candidate + 1e-12)
+
+
+def test_the_pool_takes_the_first_known_item_queries_up_to_its_cap():
+    """The search's sample and the final check ask different numbers of known-item queries; the pool takes the same
+    number of them, so both read alike."""
+    from espresso_export.verification.known_item import POOL_KNOWN_ITEMS
+
+    rng = np.random.default_rng(4)
+    docs = rng.normal(size=(120, 16)).astype(np.float32)
+    queries = rng.normal(size=(12, 16)).astype(np.float32)
+    known = rng.normal(size=(POOL_KNOWN_ITEMS + 50, 16)).astype(np.float32)
+    capped = document_belief(queries, known, docs)
+    assert np.allclose(capped.log_z, document_belief(queries, known[:POOL_KNOWN_ITEMS], docs).log_z)
+    assert not np.allclose(capped.log_z, document_belief(queries, known[:20], docs).log_z)
