@@ -18,7 +18,7 @@ float vectors (and the source) while it loses on labelled queries.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -44,10 +44,19 @@ def stored_ndcg(queries: np.ndarray, index: np.ndarray, origins, *, k: int = K, 
     (:func:`known_item_ndcg`) times the stored search's :func:`belief_known_item` ratio against the float32 search
     (its belief reaching :data:`BELIEF_DEPTH` deep). A stored form keeps at most what its float vectors find."""
     found = known_item_ndcg(queries, index, origins, k=k)
-    if precision == "float32":
-        return found
+    return found if precision == "float32" else found * _kept(queries, index, precision, rescore, k)
+
+
+def _kept(queries: np.ndarray, index: np.ndarray, precision: str, rescore: int, k: int) -> np.ndarray:
+    """Per query, how closely the search with the documents stored at ``precision`` follows the float32 search's
+    own belief (its :func:`belief_known_item` ratio): what a stored form keeps of its float32 read."""
     kept = followed(source_belief(queries, index), queries, index, precision=precision, rescore=rescore, k=k)
-    return found * np.divide(kept.candidate, kept.source, out=np.zeros(len(found)), where=kept.source > 0)
+    return np.divide(kept.candidate, kept.source, out=np.zeros(len(kept.source)), where=kept.source > 0)
+
+
+def _discount(k: int) -> np.ndarray:
+    """nDCG's discounts of places 1..k."""
+    return 1.0 / np.log2(np.arange(2, k + 2))
 
 
 def known_item_ndcg(queries: np.ndarray, index: np.ndarray, origins, *, k: int = K, precision: str = "float32",
@@ -125,7 +134,7 @@ def belief_known_item(source_top: np.ndarray, source_cosines: np.ndarray, candid
     p = np.exp(scale * (cos - cos[:, :1]))
     p = np.where(top >= 0, p, 0.0)
     p /= np.maximum(p.sum(axis=1, keepdims=True), 1e-300)
-    discount = 1.0 / np.log2(np.arange(2, k + 2))
+    discount = _discount(k)
     source = p[:, :k] @ discount
     candidate = np.zeros(len(ranked))
     for i, (docs, row) in enumerate(zip(top, ranked)):
@@ -179,7 +188,7 @@ class DocumentBelief:
         return np.exp(self.scale * cos - self.log_z[at]) * (ranked >= 0)
 
     def ndcg(self, ranked: np.ndarray) -> np.ndarray:
-        discount = 1.0 / np.log2(np.arange(2, np.asarray(ranked).shape[1] + 2))
+        discount = _discount(np.asarray(ranked).shape[1])
         return np.divide(self.gains(ranked) @ discount, self.ideal, out=np.zeros(len(self.ideal)),
                          where=self.ideal > 0)
 
@@ -207,9 +216,8 @@ def document_belief(queries: np.ndarray, known: np.ndarray | None, documents: np
         log_z[start:start + chunk] = top[:, 0] + np.log(np.exp(logits - top).sum(axis=1))
         gains = np.exp(scale * (q.astype(np.float64) @ block.T) - log_z[None, start:start + chunk])
         best = -np.sort(-np.hstack([best, gains]), axis=1)[:, :k]
-    ideal = best @ (1.0 / np.log2(np.arange(2, k + 2)))
-    belief = DocumentBelief(q, d, log_z, ideal, scale)
-    return DocumentBelief(q, d, log_z, ideal, scale, belief.ndcg(search_at(q, d, k).ranked))
+    belief = DocumentBelief(q, d, log_z, best @ _discount(k), scale)
+    return replace(belief, source=belief.ndcg(search_at(q, d, k).ranked))
 
 
 def document_followed(belief: DocumentBelief, queries: np.ndarray, index: np.ndarray, *,
@@ -221,10 +229,7 @@ def document_followed(belief: DocumentBelief, queries: np.ndarray, index: np.nda
     q, d = l2_normalised(queries), l2_normalised(index)
     k = min(k, len(d))
     got = belief.ndcg(search_at(q, d, k).ranked)
-    if precision != "float32":
-        kept = followed(source_belief(q, d), q, d, precision=precision, rescore=rescore, k=k)
-        got = got * np.divide(kept.candidate, kept.source, out=np.zeros(len(got)), where=kept.source > 0)
-    return KnownItem(got, belief.source)
+    return KnownItem(got if precision == "float32" else got * _kept(q, d, precision, rescore, k), belief.source)
 
 
 def higher(a: KnownItem, b: KnownItem | None) -> KnownItem:
