@@ -193,8 +193,8 @@ class Scorer:
         self._answers = document_belief(source.asked, source.queries, source.documents) if has_asked else None
 
     def score(self, v: Vectors, *, dim: int | None = None, precision: str = "float32") -> Score:
-        """The estimate (:class:`~espresso_export.verification.known_item.Estimate`: the known-item read, with the
-        user's queries the higher of that and their belief), its 95% interval, and agreement@10,
+        """The estimate (:class:`~espresso_export.verification.known_item.Estimate`: the lower of the known-item
+        reads, with the user's queries the higher of that and their belief), its 95% interval, and agreement@10,
         the candidate's documents stored at ``precision`` and, given ``dim``, truncated to it (renormalised)."""
         width = v.queries.shape[1]
         if dim is not None and dim < width:
