@@ -29,7 +29,6 @@ from espresso_export.verification.known_item import (
     higher,
     known_item,
     known_item_index,
-    known_item_ranks,
     source_belief,
 )
 
@@ -185,7 +184,6 @@ class Scorer:
         self.sample, self.source = sample, source
         index = known_item_index(source.documents, sample.queries.origins, source.targets)
         self._reference = ranked_ids(source.queries, index, K)  # the source's top 10 of the same index
-        self._ranks = known_item_ranks(source.queries, index, sample.queries.origins)
         self._belief = source_belief(source.queries, index)
         has_asked = source.asked is not None and len(source.asked) > 0
         self._asked = source_belief(source.asked, source.documents) if has_asked else None
@@ -207,8 +205,7 @@ class Scorer:
             asked = higher(followed(self._asked, v.asked, v.documents, precision=precision, rescore=rescore),
                            document_followed(self._answers, v.asked, v.documents, precision=precision,
                                              rescore=rescore))
-        found = Estimate(known_item(self.source.triple(), v.triple(), origins, precision=precision, rescore=rescore,
-                                    source_ranks=self._ranks),
+        found = Estimate(known_item(self.source.triple(), v.triple(), origins, precision=precision, rescore=rescore),
                          followed(self._belief, v.queries, index, precision=precision, rescore=rescore), asked)
         agree = agreement(self._reference, ranked_ids(v.queries, index, max(K, DEPTH)), k=K, depth=DEPTH)
         iv = found.interval()

@@ -25,8 +25,8 @@ from espresso_export.core.tempfiles import note_kept
 STATE = "auto-state.json"
 WORK_SUFFIX = ".auto-work"  # the work folder is the output's sibling OUT.auto-work
 # 2: known-item queries by sentence first; 3: the healing settings keyed apart; 4: vectors' keys renamed;
-# 5: the known-item retention the lower of two reads; 6: read at a matched depth (earlier scores are not comparable)
-FORMAT = 6
+# 5: the known-item retention the lower of two reads (earlier scores are not comparable)
+FORMAT = 5
 # the answer's choice, not what a step computes
 NOT_MEASURED = ("time_budget", "threads", "keep_work", "objective", "min_retention", "max_latency_ratio",
                 "latency_budget", "sts", "retrieval", "precision", "prune_vocab", "judgments", "write_judging",

@@ -219,7 +219,7 @@ class _KnownItems:
 
     method: str
     origins: list[int]
-    source: np.ndarray  # the source's known_item_ranks
+    source: np.ndarray
     candidate: tuple[np.ndarray, np.ndarray, np.ndarray]  # its (query, corpus, known-item target) vectors
     belief: tuple[np.ndarray, np.ndarray]  # the source's ranked documents and cosines (known_item.source_belief)
     queries: np.ndarray = field(repr=False)  # the source's vectors of the known-item queries
@@ -227,7 +227,7 @@ class _KnownItems:
     @classmethod
     def of(cls, data: CorpusSet, source: EncodeCache, candidate: EncodeCache, sd, cd, s_sim,
            c_sim) -> _KnownItems | None:
-        from espresso_export.verification.known_item import known_item_index, known_item_ranks, source_belief
+        from espresso_export.verification.known_item import known_item_index, known_item_ndcg, source_belief
 
         c = data.known_item_queries
         if c is None:
@@ -241,17 +241,22 @@ class _KnownItems:
             return None
         q, d, t = triples[0]
         index = known_item_index(d, c.origins, t)
-        return cls(c.method, list(c.origins), known_item_ranks(q, index, c.origins), triples[1],
+        return cls(c.method, list(c.origins), known_item_ndcg(q, index, c.origins), triples[1],
                    source_belief(q, index), q)
 
     def at(self, variant: Variant) -> dict:
         """With the candidate's documents stored as ``variant``."""
-        from espresso_export.verification.known_item import Estimate, followed, known_item_index, stored_found
+        from espresso_export.verification.known_item import (
+            Estimate,
+            KnownItem,
+            followed,
+            known_item_index,
+            stored_ndcg,
+        )
 
         q, d, t = (at_width(x, variant.dim) for x in self.candidate)
         index = known_item_index(d, self.origins, t)
-        found = stored_found(q, index, self.origins, self.source, precision=variant.precision,
-                             rescore=variant.rescore)
+        found = stored_ndcg(q, index, self.origins, precision=variant.precision, rescore=variant.rescore)
         follows = followed(self.belief, q, index, precision=variant.precision, rescore=variant.rescore)
-        return {**Estimate(found, follows).to_dict(),
+        return {**Estimate(KnownItem(found, self.source), follows).to_dict(),
                 "method": f"known items by {self.method}"}

@@ -10,14 +10,6 @@ exactly one relevant document, what is left of its passage, which replaces the p
 models search that index; the estimate is the candidate's mean nDCG@10 over the source's, with the same paired
 bootstrap interval as the labelled retentions (:func:`espresso_export.core.metrics.ratio_interval`).
 
-Cut-out queries are harder than a user's: where the source itself finds few of its known items in its top 10,
-a candidate's small losses read as large ones, and the ratio falls below the labelled retention (more for models
-unlike the source). So both models are read at a matched depth (:func:`matched_depth`): the share of known items
-each finds within the depth at which the source finds :data:`MATCHED_SHARE` of them, as it finds its relevant
-documents on real searches. Where that depth is a large part of the corpus (cut-out halves of one-sentence texts),
-the task does not tell models apart, and the estimate is the lower of the nDCG@10 read and the source's belief
-followed (:class:`Estimate`).
-
 A stored form (int8, binary) of a candidate is scored as its float32 search times how closely the stored search
 follows that float32 search (:func:`stored_ndcg`), query by query, never on its own known-item hits: a binary
 index re-ranks cut-out fragments differently from a float one, and on that task alone it can out-score its own
@@ -67,39 +59,6 @@ def _discount(k: int) -> np.ndarray:
     return 1.0 / np.log2(np.arange(2, k + 2))
 
 
-# The share of its known items the source finds within the depth both models are read at: about what it finds of
-# the relevant documents of real searches (nDCG@10 near 0.7), where labelled retention is measured.
-MATCHED_SHARE = 0.7
-# The read is kept only where that depth is at most this share of the documents: deeper, the source finds its
-# known items barely better than chance and the task cannot tell one model from another.
-INFORMATIVE_DEPTH = 0.15
-
-
-def known_item_ranks(queries: np.ndarray, index: np.ndarray, origins, *, chunk: int | None = None) -> np.ndarray:
-    """Per query, the place of its known item (corpus position ``origins[i]``) in the float32 search of ``index``:
-    1 + the number of documents scored above it. Chunked over the queries, ``chunk`` at a time (by default as many
-    as keep a chunk's scores near 128 MB)."""
-    q, d = l2_normalised(queries), l2_normalised(index)
-    at = np.asarray(origins, dtype=np.int64)
-    chunk = chunk or max(1, min(1024, (1 << 25) // max(len(d), 1)))
-    ranks = np.empty(len(q), dtype=np.int64)
-    for start in range(0, len(q), chunk):
-        sims = q[start:start + chunk] @ d.T
-        own = sims[np.arange(len(sims)), at[start:start + chunk]]
-        ranks[start:start + chunk] = (sims > own[:, None]).sum(axis=1) + 1
-    return ranks
-
-
-def matched_depth(source_ranks: np.ndarray, documents: int) -> int | None:
-    """The depth within which the source finds :data:`MATCHED_SHARE` of its known items, or None where it is
-    deeper than :data:`INFORMATIVE_DEPTH` of the ``documents``."""
-    ranks = np.asarray(source_ranks)
-    if not len(ranks):
-        return None
-    depth = int(np.quantile(ranks, MATCHED_SHARE, method="higher"))
-    return depth if depth <= INFORMATIVE_DEPTH * documents else None
-
-
 def known_item_ndcg(queries: np.ndarray, index: np.ndarray, origins, *, k: int = K, precision: str = "float32",
                     rescore: int = 0) -> np.ndarray:
     """Per query, nDCG@k of its one relevant document (corpus position ``origins[i]``): 1 / log2(rank + 1) when
@@ -119,12 +78,10 @@ def known_item_ndcg(queries: np.ndarray, index: np.ndarray, origins, *, k: int =
 
 @dataclass(frozen=True)
 class KnownItem:
-    """A candidate's known-item score beside its source's, per query: nDCG@10, or with ``depth`` whether the known
-    item is found within that depth (:func:`matched_depth`)."""
+    """A candidate's known-item nDCG@10 beside its source's, per query."""
 
     candidate: np.ndarray = field(repr=False)
     source: np.ndarray = field(repr=False)
-    depth: int | None = None
 
     @property
     def retention(self) -> float:
@@ -136,44 +93,19 @@ class KnownItem:
 
     def to_dict(self) -> dict:
         iv = self.interval()
-        out = {"retention": round(self.retention, 4), "ci95": None if iv is None else [round(v, 4) for v in iv]}
-        if self.depth is not None:
-            out |= {"depth": self.depth, "candidate_found": round(float(np.mean(self.candidate)), 4),
-                    "source_found": round(float(np.mean(self.source)), 4)}
-        else:
-            out |= {"candidate_ndcg_at_10": round(float(np.mean(self.candidate)), 4),
-                    "source_ndcg_at_10": round(float(np.mean(self.source)), 4)}
-        return {**out, "queries": int(len(self.source))}
+        return {"retention": round(self.retention, 4), "ci95": None if iv is None else [round(v, 4) for v in iv],
+                "candidate_ndcg_at_10": round(float(np.mean(self.candidate)), 4),
+                "source_ndcg_at_10": round(float(np.mean(self.source)), 4), "queries": int(len(self.source))}
 
 
 def known_item(source: tuple[np.ndarray, np.ndarray, np.ndarray], candidate: tuple[np.ndarray, np.ndarray, np.ndarray],
-               origins, *, precision: str = "float32", rescore: int = 0,
-               source_ranks: np.ndarray | None = None) -> KnownItem:
+               origins, *, precision: str = "float32", rescore: int = 0) -> KnownItem:
     """``source`` and ``candidate``: each model's (query, corpus, known-item target) vectors; the candidate's documents
-    stored at ``precision`` (:func:`stored_found`), the source's at float32 (the reference). ``source_ranks``: the
-    source's :func:`known_item_ranks` of this index, when already known."""
-    if source_ranks is None:
-        q, d, t = source
-        source_ranks = known_item_ranks(q, known_item_index(d, origins, t), origins)
+    stored at ``precision`` (:func:`stored_ndcg`), the source's at float32 (the reference)."""
     q, d, t = candidate
-    return stored_found(q, known_item_index(d, origins, t), origins, source_ranks, precision=precision,
-                        rescore=rescore)
-
-
-def stored_found(queries: np.ndarray, index: np.ndarray, origins, source_ranks: np.ndarray, *,
-                 precision: str = "float32", rescore: int = 0) -> KnownItem:
-    """The candidate's known-item read beside the source's (``source_ranks``: :func:`known_item_ranks`): found
-    within the :func:`matched_depth`, else nDCG@10; a stored form's as its float32 read times how closely its
-    stored search follows that search (as :func:`stored_ndcg`)."""
-    source_ranks = np.asarray(source_ranks)
-    depth = matched_depth(source_ranks, len(index))
-    if depth is None:
-        source = np.where(source_ranks <= K, 1.0 / np.log2(source_ranks + 1.0), 0.0)
-        return KnownItem(stored_ndcg(queries, index, origins, precision=precision, rescore=rescore), source)
-    found = (known_item_ranks(queries, index, origins) <= depth).astype(np.float64)
-    if precision != "float32":
-        found = found * _kept(queries, index, precision, rescore, K)
-    return KnownItem(found, (source_ranks <= depth).astype(np.float64), depth)
+    found = stored_ndcg(q, known_item_index(d, origins, t), origins, precision=precision, rescore=rescore)
+    q, d, t = source
+    return KnownItem(found, known_item_ndcg(q, known_item_index(d, origins, t), origins))
 
 
 # The source's belief about which document a query asks for: softmax(scale x cosine) over the documents, the
@@ -309,14 +241,13 @@ def higher(a: KnownItem, b: KnownItem | None) -> KnownItem:
 class Estimate:
     """The label-free estimate of a candidate's labelled nDCG@10 retention.
 
-    On the known-item queries, the known item found at a matched depth (:func:`known_item`, :func:`matched_depth`).
-    Where no depth is informative, the lower of two reads (and the lower of their interval bounds): the known
-    item's nDCG@10 and the source's belief followed (:func:`followed`); each over-reads in its own way there (the
-    first where a cut-out fragment rewards a model unlike the source, as halves of one-sentence texts do), the
-    lower of the two much less. ``asked``: the belief followed on the user's own queries (``--queries``), when
-    given; the estimate is then the higher of it and the known-item read. Both under-read, each where the other
-    does not: the known-item read where its cut-out queries are harder than the user's, the belief on the
-    user's queries where those have many relevant documents the source ranks alike
+    On the known-item queries, the lower of two reads (and the lower of their interval bounds): the known item
+    found (:func:`known_item`) and the source's belief followed (:func:`followed`). Each over-reads in its own
+    way on some collections (the first where a cut-out fragment rewards a model unlike the source, as halves of
+    one-sentence texts do), the lower of the two much less. ``asked``: the belief followed on the user's own
+    queries (``--queries``), when given; the estimate is then the higher of it and the known-item read. Both
+    under-read, each where the other does not: the known-item read where its cut-out queries are harder than the
+    user's, the belief on the user's queries where those have many relevant documents the source ranks alike
     (``benchmarks/README.md#estimate-by-kind``)."""
 
     found: KnownItem
@@ -325,9 +256,6 @@ class Estimate:
 
     @property
     def lower(self) -> KnownItem:
-        """The known-item read: at a matched depth, the known item found alone; else the lower of both reads."""
-        if self.found.depth is not None:
-            return self.found
         return self.found if self.found.retention <= self.follows.retention else self.follows
 
     @property
@@ -342,13 +270,11 @@ class Estimate:
         return self.asked.retention if self.asked_decides else self.lower.retention
 
     def interval(self) -> tuple[float, float] | None:
-        """The deciding read's interval. For the known-item read at a matched depth, its own; else the lower of the
-        two reads' bounds, each: the interval of the lower of two estimates, as wide as either read is uncertain
-        where it could be the lower one."""
+        """The deciding read's interval. For the known-item read, the lower of the two reads' bounds, each: the
+        interval of the lower of two estimates, as wide as either read is uncertain where it could be the
+        lower one."""
         if self.asked_decides:
             return self.asked.interval()
-        if self.found.depth is not None:
-            return self.found.interval()
         a, b = self.found.interval(), self.follows.interval()
         if a is None or b is None:
             return None

@@ -17,10 +17,7 @@ from espresso_export.verification.known_item import (
     known_item,
     known_item_index,
     known_item_ndcg,
-    known_item_ranks,
-    matched_depth,
     source_belief,
-    stored_found,
     stored_ndcg,
 )
 
@@ -50,51 +47,6 @@ def test_retention_is_candidate_over_source():
     worse = known_item(perfect, swapped, origins)
     assert worse.retention == pytest.approx(1 / np.log2(3))
     assert worse.to_dict()["queries"] == 2
-
-
-def test_known_item_ranks_by_hand_and_by_sorting():
-    docs = _basis(4)
-    queries = np.array([[1, 0, 0, 0, 0, 0, 0, 0], [0, 0.6, 0.8, 0, 0, 0, 0, 0], [0, 0.1, 0.2, 0.3, 0, 0, 0, 0]],
-                       dtype=np.float32)
-    assert known_item_ranks(queries, docs, [0, 1, 0]).tolist() == [1, 2, 4]
-    rng = np.random.default_rng(5)
-    docs, q = rng.normal(size=(300, 16)).astype(np.float32), rng.normal(size=(40, 16)).astype(np.float32)
-    origins = rng.integers(0, 300, size=40)
-    unit = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)
-    order = np.argsort(-(unit(q) @ unit(docs).T), axis=1)
-    assert known_item_ranks(q, docs, origins, chunk=7).tolist() == [
-        int(np.where(row == o)[0][0]) + 1 for row, o in zip(order, origins)]
-
-
-def test_matched_depth_is_where_the_source_finds_its_share_and_only_if_shallow():
-    ranks = np.array([1, 1, 2, 3, 5, 8, 13, 21, 34, 55])
-    assert matched_depth(ranks, 200) == 21  # 7 of 10 within 21; 21 <= 0.15 x 200
-    assert matched_depth(ranks, 100) is None  # deeper than 15 of 100 documents: the task tells models apart no more
-    assert matched_depth(np.array([], dtype=int), 100) is None
-
-
-def test_the_known_item_read_at_a_matched_depth_decides_alone():
-    """Where the source finds its share of known items shallowly, both models are read as the share found within
-    that depth, and the estimate is that read (not the lower of it and the belief), with its own interval. A
-    stored form reads at most its float32 vectors."""
-    rng = np.random.default_rng(3)
-    docs = rng.normal(size=(400, 16)).astype(np.float32)
-    origins = list(range(60))
-    source_q = docs[:60] + 0.6 * rng.normal(size=(60, 16)).astype(np.float32)
-    cand_q = docs[:60] + 1.0 * rng.normal(size=(60, 16)).astype(np.float32)
-    s_ranks, c_ranks = known_item_ranks(source_q, docs, origins), known_item_ranks(cand_q, docs, origins)
-    depth = matched_depth(s_ranks, len(docs))
-    assert depth is not None and depth < 60
-    found = stored_found(cand_q, docs, origins, s_ranks)
-    assert found.depth == depth and found.retention == pytest.approx(np.mean(c_ranks <= depth) / np.mean(s_ranks <= depth))
-    assert found.to_dict()["depth"] == depth and "candidate_ndcg_at_10" not in found.to_dict()
-    follows = followed(source_belief(source_q, docs), cand_q, docs)
-    est = Estimate(found, follows)
-    assert est.retention == found.retention and est.interval() == found.interval()
-    stored = stored_found(cand_q, docs, origins, s_ranks, precision="binary", rescore=4)
-    assert stored.depth == depth and np.all(stored.candidate <= found.candidate + 1e-9)
-    same = known_item((source_q, docs, docs[:60]), (source_q, docs, docs[:60]), origins)
-    assert same.depth == depth and same.retention == pytest.approx(1.0)
 
 
 def test_belief_known_item_by_hand():
