@@ -7,7 +7,7 @@ kind of candidate, on labelled collections, to find a bias by kind and test what
     python benchmarks/estimate.py --collection snli-entailment     # built here from SNLI dev+test
 
 The source is all-MiniLM-L6-v2. The candidates, as ``auto`` builds them: plain cuts (``L1``..``L5``: shrink,
-spread layers, untrained), healed cuts (distill on healing texts of ``--heal-texts`` texts, ``auto``'s settings),
+spread layers, untrained; ``L1f``..``L5f``: the first layers, ``--plain-first``), healed cuts (distill on healing texts of ``--heal-texts`` texts, ``auto``'s settings),
 each healed twice: on ``auto``'s healing texts as they are chosen now (``held-out``: the documents no known-item
 query was cut out of) and ``transductive`` (every document, each query's text cut out of its own: the heal sees the
 estimate's targets as it sees the labelled queries' documents, and never a query); and int8 / binary vectors of
@@ -292,6 +292,9 @@ def candidates(args, c: Collection, source: Path):
     for d in args.plain:
         yield "plain", f"L{d}", lambda d=d: Encoder(f"minilm-L{d}", shrink(str(source), None, layers=d,
                                                                               progress=False).checkpoint), "float32"
+    for d in args.plain_first:  # auto's other plain cuts: the source's first layers
+        yield "plain", f"L{d}f", lambda d=d: Encoder(f"minilm-L{d}f", shrink(
+            str(source), None, layers=d, select="first", progress=False).checkpoint), "float32"
     healed = {}
     for scheme in ("held-out", "transductive"):
         corpus = healing_files(c, scheme, args.heal_texts)
@@ -365,6 +368,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--collection", default="dbpedia-5k")
     ap.add_argument("--plain", default="1,2,3,4,5", type=lambda t: [int(x) for x in t.split(",")])
+    ap.add_argument("--plain-first", default="1,2,3,4,5", type=lambda t: [int(x) for x in t.split(",") if x])
     ap.add_argument("--heal-layers", default="2,4", type=lambda t: [int(x) for x in t.split(",")])
     ap.add_argument("--heal-texts", type=int, default=2000)
     ap.add_argument("--sample-documents", type=int, default=2000)
