@@ -7,8 +7,8 @@ kind of candidate, on labelled collections, to find a bias by kind and test what
     python benchmarks/estimate.py --collection snli-entailment     # built here from SNLI dev+test
 
 The source is all-MiniLM-L6-v2. The candidates, as ``auto`` builds them: plain cuts (``L1``..``L5``: shrink,
-spread layers, untrained; ``L1f``..``L5f``: the first layers, ``--plain-first``), healed cuts (distill on healing texts of ``--heal-texts`` texts, ``auto``'s settings),
-each healed twice: on ``auto``'s healing texts as they are chosen now (``held-out``: the documents no known-item
+spread layers, untrained; ``L1f``..``L5f``: the first layers, ``--plain-first``), healed cuts (distill on healing
+texts of ``--heal-texts`` texts, ``auto``'s settings), each healed twice: on ``auto``'s healing texts as they are chosen now (``held-out``: the documents no known-item
 query was cut out of) and ``transductive`` (every document, each query's text cut out of its own: the heal sees the
 estimate's targets as it sees the labelled queries' documents, and never a query); and int8 / binary vectors of
 two of them; heals with a narrower head (``--narrow-heals``: a learned 256-d or 128-d projection).
