@@ -8,10 +8,10 @@ kind of candidate, on labelled collections, to find a bias by kind and test what
 
 The source is all-MiniLM-L6-v2. The candidates, as ``auto`` builds them: plain cuts (``L1``..``L5``: shrink,
 spread layers, untrained; ``L1f``..``L5f``: the first layers, ``--plain-first``), healed cuts (distill on healing
-texts of ``--heal-texts`` texts, ``auto``'s settings), each healed twice: on ``auto``'s healing texts as they are chosen now (``held-out``: the documents no known-item
-query was cut out of) and ``transductive`` (every document, each query's text cut out of its own: the heal sees the
-estimate's targets as it sees the labelled queries' documents, and never a query); and int8 / binary vectors of
-two of them; heals with a narrower head (``--narrow-heals``: a learned 256-d or 128-d projection).
+texts of ``--heal-texts`` texts, ``auto``'s settings), each healed twice: on ``auto``'s healing texts as they are
+chosen now (``held-out``: the documents no known-item query was cut out of) and ``transductive`` (every
+document, each query's text cut out of its own: the heal sees the estimate's targets as it sees the labelled
+queries' documents, and never a query); and int8 / binary vectors of two of them; heals with a narrower head (``--narrow-heals``: a learned 256-d or 128-d projection).
 The estimate is exactly ``auto``'s: its sample (``--sample-documents``, ``--sample-queries``, known
 items by ``auto``'s rule) scored with ``searching.scoring.Scorer``, and the same queries over every document
 (what decides once a candidate keeps the target on the sample). Beside it, the belief estimate
@@ -361,15 +361,20 @@ def _int8(model: Path) -> Path:
     return out
 
 
+def _ints(text: str) -> list[int]:
+    """A comma-separated list of counts ("" for none)."""
+    return [int(x) for x in text.split(",") if x]
+
+
 def main() -> None:
     from espresso_export.model.checkpoint import load
     from espresso_export.model.threads import fixed_threads
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--collection", default="dbpedia-5k")
-    ap.add_argument("--plain", default="1,2,3,4,5", type=lambda t: [int(x) for x in t.split(",")])
-    ap.add_argument("--plain-first", default="1,2,3,4,5", type=lambda t: [int(x) for x in t.split(",") if x])
-    ap.add_argument("--heal-layers", default="2,4", type=lambda t: [int(x) for x in t.split(",")])
+    ap.add_argument("--plain", default="1,2,3,4,5", type=_ints)
+    ap.add_argument("--plain-first", default="1,2,3,4,5", type=_ints)
+    ap.add_argument("--heal-layers", default="2,4", type=_ints)
     ap.add_argument("--heal-texts", type=int, default=2000)
     ap.add_argument("--sample-documents", type=int, default=2000)
     ap.add_argument("--sample-queries", type=int, default=200)
