@@ -11,7 +11,8 @@ spread layers, untrained; ``L1f``..``L5f``: the first layers, ``--plain-first``)
 texts of ``--heal-texts`` texts, ``auto``'s settings), each healed twice: on ``auto``'s healing texts as they are
 chosen now (``held-out``: the documents no known-item query was cut out of) and ``transductive`` (every
 document, each query's text cut out of its own: the heal sees the estimate's targets as it sees the labelled
-queries' documents, and never a query); and int8 / binary vectors of two of them; heals with a narrower head (``--narrow-heals``: a learned 256-d or 128-d projection).
+queries' documents, and never a query); and int8 / binary vectors of two of them; heals with a narrower head
+(``--narrow-heals``: a learned 256-d or 128-d projection).
 The estimate is exactly ``auto``'s: its sample (``--sample-documents``, ``--sample-queries``, known
 items by ``auto``'s rule) scored with ``searching.scoring.Scorer``, and the same queries over every document
 (what decides once a candidate keeps the target on the sample). Beside it, the belief estimate
