@@ -53,13 +53,41 @@ def spearman_ratio_interval(candidate, source, gold, *, level: float = 0.95, res
         return None
     rng = np.random.default_rng(seed)
     ratios = []
-    for _ in range(resamples):
-        idx = rng.integers(0, len(c), size=len(c))
-        rg = rankdata(g[idx])
-        den = spearman_of_ranks(rankdata(s[idx]), rg)
-        if den > 0:
-            ratios.append(spearman_of_ranks(rankdata(c[idx]), rg) / den)
+    rows = max(1, _BOOTSTRAP_CELLS // len(c))  # resamples ranked at once: memory bounded, whatever the pairs
+    for done in range(0, resamples, rows):
+        idx = rng.integers(0, len(c), size=(min(rows, resamples - done), len(c)))  # as drawn one by one
+        rg = _row_ranks(g[idx])
+        den = _row_correlations(_row_ranks(s[idx]), rg)
+        num = _row_correlations(_row_ranks(c[idx]), rg)
+        ratios.extend((num[den > 0] / den[den > 0]).tolist())
     return _percentile_interval(ratios, level)
+
+
+_BOOTSTRAP_CELLS = 200_000  # float64 cells per block of resamples: 1.6 MB an array
+
+
+def _row_ranks(x: np.ndarray) -> np.ndarray:
+    """:func:`rankdata` of each row of a 2-d array (ties their average rank), all rows at once."""
+    n = x.shape[1]
+    order = np.argsort(x, axis=1, kind="mergesort")
+    ordered = np.take_along_axis(x, order, axis=1)
+    place = np.broadcast_to(np.arange(n), x.shape)
+    new_run = np.ones(x.shape, dtype=bool)
+    new_run[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    run_ends = np.ones(x.shape, dtype=bool)
+    run_ends[:, :-1] = new_run[:, 1:]
+    first = np.maximum.accumulate(np.where(new_run, place, 0), axis=1)  # each place's run: its first place
+    last = np.minimum.accumulate(np.where(run_ends, place, n - 1)[:, ::-1], axis=1)[:, ::-1]  # and its last
+    ranks = np.empty(x.shape, dtype=np.float64)
+    np.put_along_axis(ranks, order, (first + last) / 2 + 1, axis=1)
+    return ranks
+
+
+def _row_correlations(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson correlation of each row pair (:func:`spearman_of_ranks` row by row; 0 where a row is constant)."""
+    a, b = a - a.mean(axis=1, keepdims=True), b - b.mean(axis=1, keepdims=True)
+    denom = np.sqrt((a**2).sum(axis=1) * (b**2).sum(axis=1))
+    return np.divide((a * b).sum(axis=1), denom, out=np.zeros(len(a)), where=denom > 0)
 
 
 def sts_spearman(emb1: np.ndarray, emb2: np.ndarray, gold) -> float:

@@ -258,8 +258,9 @@ class Trainer:
             # the wrapper's forward refers back to this trainer (a cycle): left to the garbage collector, its
             # gloo work could be freed after the interpreter began to finalize, which aborts the process
             # (SIGABRT, "terminate called without an active exception") after a finished run
-            self.ddp = None
-            gc.collect()
+            if self.ddp is not None:  # a single process holds no such wrapper: nothing to collect
+                self.ddp = None
+                gc.collect()
         seconds = time.perf_counter() - pace.start
         self.restore_best()
         for m in self.modules.values():

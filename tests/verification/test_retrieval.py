@@ -215,6 +215,23 @@ def test_sts_retention_interval_by_the_paired_bootstrap():
     assert spearman_ratio_interval([1.0, 2.0], [1.0, 2.0], [1.0, 2.0]) is None
 
 
+def test_sts_retention_interval_is_the_resample_by_resample_ratio_of_spearmans():
+    """The resamples are ranked in blocks; each block's ratio is the one drawn and computed alone, ties included."""
+    rng = np.random.default_rng(3)
+    gold = rng.integers(0, 6, size=40).astype(float)
+    source = np.round(gold + rng.normal(0, 1.0, size=40))  # ties in every array
+    cand = np.round(source + rng.normal(0, 1.0, size=40))
+    draws = np.random.default_rng(0)
+    ratios = []
+    for _ in range(300):
+        idx = draws.integers(0, 40, size=40)
+        den = spearman(source[idx], gold[idx])
+        if den > 0:
+            ratios.append(spearman(cand[idx], gold[idx]) / den)
+    expected = np.percentile(ratios, [2.5, 97.5])
+    assert spearman_ratio_interval(cand, source, gold, resamples=300) == pytest.approx(tuple(expected), abs=1e-12)
+
+
 @pytest.mark.parametrize("policy", list(WithinNoise))
 def test_gate_says_when_the_retrieval_retention_is_within_the_sets_noise(policy):
     """Per-query nDCG@10 of 40 queries: a retention of about 0.93 whose interval holds the 0.95 threshold is
