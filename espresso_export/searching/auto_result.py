@@ -156,6 +156,24 @@ def within_error(cands: list[Candidate], settings: AutoSettings, answer: Answer 
                "measured collections"))
 
 
+def above_error(cands: list[Candidate], settings: AutoSettings, answer: Answer | None, *,
+                with_queries: bool = False) -> str | None:
+    """The answer, when its estimate keeps the target by less than the estimate has read its kind above labels on
+    some measured collection (its most positive mean error there): by those labels it could miss the target, and
+    a few judged pairs tell. None without an answer, with judgments choosing, or when no kind read that high."""
+    if answer is None or settings.judged_choice:
+        return None
+    means = [r["mean_error"] for r in answer_error(find(cands, answer.name), answer, with_queries=with_queries)
+             ["collections"]]
+    high = max(means, default=0.0)
+    if high <= 0 or answer.measured.retention - high >= settings.min_retention:
+        return None
+    return (f"the answer {answer.describe()} reads {answer.measured.retention:.3f}, within the estimate's measured "
+            f"error of {settings.min_retention:g} for its kind (read up to {high:.3f} high on a labelled collection): "
+            "it could keep less by labels; a few judged pairs tell (--judged-choice --write-judging FILE, "
+            "espresso-export judge FILE, then --judgments FILE; or --judge-command CMD in one run)")
+
+
 def _at_target(heal: Heal, target: float) -> int | None:
     """The fewest bytes per vector of a stored form (width, precision) that keeps the target, if measured."""
     form = cheapest(heal.forms, target)

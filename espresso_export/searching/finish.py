@@ -24,7 +24,7 @@ from espresso_export.core.files import atomic_output, write_text_atomic
 from espresso_export.core.types import AutoObjective
 from espresso_export.core.vectors import l2_normalised
 from espresso_export.searching.answer import Answer, best_reached, choose
-from espresso_export.searching.auto_result import AutoResult, measured_on, within_error
+from espresso_export.searching.auto_result import AutoResult, above_error, measured_on, within_error
 from espresso_export.searching.candidates import Candidate, Heal, find
 from espresso_export.searching.context import Context
 from espresso_export.searching.final_check import (
@@ -89,6 +89,8 @@ def finish(ctx: Context, cands: list[Candidate], out: Path, *, overwrite: bool) 
                              for line in built.verify["not_gating"]]
             result.hints += belief_lines(built.verify) + built.verify["labels"]
             result.hints.append(error_line(result.estimate_error))
+            high = above_error(cands, s, built.answer, with_queries=result.with_queries)
+            result.hints += [high] if high else []
             if built.vocabulary is not None:
                 result.hints.append(describe(built.vocabulary))
             cand = find(cands, built.answer.name)

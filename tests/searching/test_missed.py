@@ -122,3 +122,27 @@ def test_cheaper_candidates_within_the_estimates_measured_error_are_named(tmp_pa
     assert within_error(cands, s, None).startswith("within the estimate's measured error of 0.85")  # none kept it
     assert within_error(cands, AutoSettings(corpus=[str(docs)], min_retention=0.85, objective="bytes-per-vector"),
                         answer) is None
+
+
+def test_an_answer_within_its_kinds_measured_over_read_of_the_target_is_named(tmp_path):
+    """With the user's queries an untrained cut has read above its labels on a measured collection: an answer whose
+    estimate keeps the target by less than that over-read is named, with the way to judge it; one keeping it by
+    more, or a kind never read high (the known-item estimate of a plain cut), is not."""
+    from espresso_export.searching.answer import choose
+    from espresso_export.searching.auto_result import above_error
+    from espresso_export.verification.estimate_error import measured_error
+
+    docs = tmp_path / "docs.txt"
+    docs.write_text("a b c d e f\n")
+    high = max(r["mean_error"] for r in measured_error("plain", with_queries=True)["collections"])
+    assert high > 0  # the shipped table: with the set's queries, plain cuts read high somewhere
+    s = AutoSettings(corpus=[str(docs)], min_retention=0.85, objective="latency")
+    close, clear = ([_cand("L5", 5, r, 0.8)] for r in (0.85 + high / 2, 0.85 + high + 0.01))
+    line = above_error(close, s, choose(close, s, 200), with_queries=True)
+    assert line.startswith(f"the answer L5 (plain) reads {0.85 + high / 2:.3f}, within the estimate's measured error")
+    assert f"read up to {high:.3f} high" in line and "--judge-command CMD" in line
+    assert above_error(clear, s, choose(clear, s, 200), with_queries=True) is None
+    known_item = [r["mean_error"] for r in measured_error("plain")["collections"]]
+    assert (above_error(close, s, choose(close, s, 200)) is None) is (max(known_item) <= 0 or
+                                                                     0.85 + high / 2 - max(known_item) >= 0.85)
+    assert above_error(close, s, None, with_queries=True) is None
