@@ -11,8 +11,8 @@ spread layers, untrained; ``L1f``..``L5f``: the first layers, ``--plain-first``)
 texts of ``--heal-texts`` texts, ``auto``'s settings), each healed twice: on ``auto``'s healing texts as they are
 chosen now (``held-out``: the documents no known-item query was cut out of) and ``transductive`` (every
 document, each query's text cut out of its own: the heal sees the estimate's targets as it sees the labelled
-queries' documents, and never a query); and int8 / binary vectors of two of them; heals with a narrower head
-(``--narrow-heals``: a learned 256-d or 128-d projection).
+queries' documents, and never a query; ``--extra-transductive`` depths too); int8 / binary vectors and int8
+weights of them; heals with a narrower head (``--narrow-heals``: a learned 256-d or 128-d projection).
 The estimate is exactly ``auto``'s: its sample (``--sample-documents``, ``--sample-queries``, known
 items by ``auto``'s rule) scored with ``searching.scoring.Scorer``, and the same queries over every document
 (what decides once a candidate keeps the target on the sample). Beside it, the belief estimate
@@ -65,6 +65,7 @@ from espresso_export.searching.scoring import (
 
 WORK = CACHE / "estimate"
 EXTRA_HEALS = ["1@2000", "3@2000", "5@2000", "2@500", "4@500"]  # held-out heals beyond --heal-layers: depths, lengths
+EXTRA_TRANSDUCTIVE = [1, 3, 5]  # transductive heals beyond --heal-layers (with their int8 weights): 5 of each kind
 EXTRA_STATIC = ["256@2000", "128@2000", "384@500", "256@500"]  # held-out static heals beyond --static-dim: widths, lengths
 NARROW = ["1@256", "2@256", "3@256", "4@256", "2@128"]  # held-out heals of DEPTH layers with a learned DIM-d head
 BATCH = 32  # auto's default heal batch size
@@ -348,6 +349,11 @@ def candidates(args, c: Collection, source: Path):
         for p in ("int8", "binary"):
             yield f"{p}-vectors", f"L{d} healed ({scheme}), {p} vectors", lambda k=(scheme, d): Encoder(
                 f"{c.key}-{k[0]}-{args.heal_texts}-L{k[1]}", load(healed[k]())), p
+    corpus = healing_files(c, "transductive", args.heal_texts)
+    for d in args.extra_transductive:  # more transductive heals: other depths (their int8 weights below)
+        healed[("transductive", d)] = lambda d=d, corpus=corpus: heal(source, d, corpus, args.heal_texts, 0)
+        yield "healed-transductive", f"L{d} healed {args.heal_texts} (transductive)", lambda k=("transductive", d): \
+            Encoder(f"{c.key}-{k[0]}-{args.heal_texts}-L{k[1]}", load(healed[k]())), "float32"
     for scheme, d in healed:
         yield "int8-weights", f"L{d} healed ({scheme}), int8 weights", lambda k=(scheme, d): Encoder(
             f"{c.key}-{k[0]}-{args.heal_texts}-L{k[1]}-int8", onnx=_int8(healed[k]())), "float32"
@@ -388,6 +394,8 @@ def main() -> None:
                     help="more held-out heals as DEPTH@TEXTS items, e.g. 1@2000,3@2000,2@500 (kind healed-held-out)")
     ap.add_argument("--narrow-heals", default=NARROW, type=lambda t: [x for x in t.split(",") if x],
                     help="held-out heals with a narrower head as DEPTH@DIM items: DEPTH layers, a learned DIM-d head")
+    ap.add_argument("--extra-transductive", default=EXTRA_TRANSDUCTIVE, type=_ints,
+                    help="more transductive heals, by depth (with their int8 weights), e.g. 1,3,5")
     ap.add_argument("--extra-static", default=EXTRA_STATIC, type=lambda t: [x for x in t.split(",") if x],
                     help="more held-out static heals as WIDTH@TEXTS items (kind static-held-out)")
     ap.add_argument("--only", default=None,

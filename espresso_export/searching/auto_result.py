@@ -159,7 +159,7 @@ def within_error(cands: list[Candidate], settings: AutoSettings, answer: Answer 
 def above_error(cands: list[Candidate], settings: AutoSettings, answer: Answer | None, *,
                 with_queries: bool = False) -> str | None:
     """The answer, when its estimate keeps the target by less than the estimate has read its kind above labels on
-    some measured collection (its most positive mean error there): by those labels it could miss the target, and
+    some labelled collection (its most positive mean error there): by those labels it could miss the target, and
     a few judged pairs tell. None without an answer, with judgments choosing, or when no kind read that high."""
     if answer is None or settings.judged_choice:
         return None
