@@ -10,16 +10,7 @@ from espresso_export.core.vectors import l2_normalised
 def rankdata(x: np.ndarray) -> np.ndarray:
     """Ranks starting at 1, ties get their average rank (as scipy's default, by the same sort-based method)."""
     x = np.asarray(x, dtype=np.float64)
-    if not len(x):
-        return np.empty(0, dtype=np.float64)
-    order = np.argsort(x, kind="mergesort")
-    sorted_x = x[order]
-    starts = np.r_[True, sorted_x[1:] != sorted_x[:-1]]  # first element of each run of equal values
-    group = np.cumsum(starts) - 1  # the run of each sorted element
-    bounds = np.r_[np.flatnonzero(starts), len(x)]  # run i spans sorted positions bounds[i]..bounds[i+1]-1
-    ranks = np.empty(len(x), dtype=np.float64)
-    ranks[order] = (bounds[group] + bounds[group + 1] + 1) / 2  # mean of 1-based positions of the run
-    return ranks
+    return _row_ranks(x[None, :])[0] if len(x) else np.empty(0, dtype=np.float64)
 
 
 def spearman(a, b) -> float:
@@ -67,7 +58,8 @@ _BOOTSTRAP_CELLS = 200_000  # float64 cells per block of resamples: 1.6 MB an ar
 
 
 def _row_ranks(x: np.ndarray) -> np.ndarray:
-    """:func:`rankdata` of each row of a 2-d array (ties their average rank), all rows at once."""
+    """:func:`rankdata` of each row of a 2-d array, all rows at once: each place's rank is the mean of the first
+    and last 1-based places of its run of equal values in the sorted row."""
     n = x.shape[1]
     order = np.argsort(x, axis=1, kind="mergesort")
     ordered = np.take_along_axis(x, order, axis=1)
