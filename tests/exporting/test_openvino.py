@@ -29,7 +29,7 @@ def ov_export(minilm_export, tmp_path_factory, one_thread):
 
     shrunk = minilm_export[0]
     out = tmp_path_factory.mktemp("openvino") / "export"
-    result = export(shrunk, out, formats=("onnx", "openvino"), quantize="int8", calibration_samples=128,
+    result = export(shrunk, out, formats=("onnx", "openvino"), quantize="int8", calibration_samples=32,
                     timing_batches="1,8")
     return out, result
 
