@@ -67,6 +67,8 @@ WORK = CACHE / "estimate"
 EXTRA_HEALS = ["1@2000", "3@2000", "5@2000", "2@500", "4@500"]  # held-out heals beyond --heal-layers: depths, lengths
 EXTRA_TRANSDUCTIVE = [1, 3, 5]  # transductive heals beyond --heal-layers (with their int8 weights): 5 of each kind
 EXTRA_STATIC = ["256@2000", "128@2000", "384@500", "256@500"]  # held-out static heals beyond --static-dim: widths, lengths
+EXTRA_STATIC_PLAIN = [256, 128, 64, 32]  # model2vec's distillations beyond --static-dim: widths
+EXTRA_STATIC_TRANSDUCTIVE = EXTRA_STATIC  # transductive static heals beyond --static-dim: the held-out ones' settings
 NARROW = ["1@256", "2@256", "3@256", "4@256", "2@128"]  # held-out heals of DEPTH layers with a learned DIM-d head
 BATCH = 32  # auto's default heal batch size
 
@@ -328,6 +330,15 @@ def candidates(args, c: Collection, source: Path):
             for p in ("int8", "binary"):
                 yield f"static-{p}-vectors", f"static d{dim} healed ({scheme}), {p} vectors", \
                     lambda key=key, built=built: Encoder(key, static=built()), p
+        for width in args.extra_static_plain:  # model2vec's distillation at other widths
+            yield "static-plain", f"static d{width}", lambda width=width: Encoder(
+                f"static-plain-d{width}", static=static(source, None, width, 0)), "float32"
+        for item in args.extra_static_transductive:  # transductive static heals: other widths and lengths
+            width, texts = (int(x) for x in item.split("@"))
+            corpus = healing_files(c, "transductive", texts)
+            yield "static-transductive", f"static d{width} healed {texts} (transductive)", \
+                lambda key=f"{c.key}-transductive-{texts}-static-d{width}", corpus=corpus, width=width: Encoder(
+                    key, static=static(source, corpus, width, 0)), "float32"
         for item in args.extra_static:  # more held-out static heals (auto's scheme): other widths and lengths
             width, texts = (int(x) for x in item.split("@"))
             corpus = healing_files(c, "held-out", texts)
@@ -396,6 +407,11 @@ def main() -> None:
                     help="held-out heals with a narrower head as DEPTH@DIM items: DEPTH layers, a learned DIM-d head")
     ap.add_argument("--extra-transductive", default=EXTRA_TRANSDUCTIVE, type=_ints,
                     help="more transductive heals, by depth (with their int8 weights), e.g. 1,3,5")
+    ap.add_argument("--extra-static-plain", default=EXTRA_STATIC_PLAIN, type=_ints,
+                    help="model2vec's distillation at more widths, e.g. 256,128 (kind static-plain)")
+    ap.add_argument("--extra-static-transductive", default=EXTRA_STATIC_TRANSDUCTIVE,
+                    type=lambda t: [x for x in t.split(",") if x],
+                    help="more transductive static heals as WIDTH@TEXTS items (kind static-transductive)")
     ap.add_argument("--extra-static", default=EXTRA_STATIC, type=lambda t: [x for x in t.split(",") if x],
                     help="more held-out static heals as WIDTH@TEXTS items (kind static-held-out)")
     ap.add_argument("--only", default=None,
