@@ -244,8 +244,8 @@ def time_batch_size(embedders: Sequence[Embedder], texts: Sequence[str], batch_s
     rounds: list[np.ndarray] = []
     started, cpu_before = clock(), cpu()
     enabled = gc.isenabled()
-    # the young generations only: a full collection scans the whole heap (millions of objects in a process holding
-    # torch), and the old garbage it would free costs the timing nothing while collection is off
+    # the young generations only: a full collection scans the whole heap (hundreds of thousands of objects in a process
+    # holding torch), and the old garbage it would free costs the timing nothing while collection is off
     gc.collect(1)
     gc.disable()  # a collection inside one model's batch would bias it
     try:
@@ -277,7 +277,7 @@ def time_loads(openers: Sequence[Callable[[], Embedder]], repeats: int = 3) -> l
     loaded once before, so none pays first-import or cold-disk costs the other does not."""
     out: list[list[float]] = [[] for _ in openers]
     # What was alive before stays out of the collections between loads (gc.freeze): each then scans only what the
-    # last load left, not the whole heap (millions of objects in a process holding torch).
+    # last load left, not the whole heap (hundreds of thousands of objects in a process holding torch).
     gc.freeze()
     try:
         for r in range(repeats):
