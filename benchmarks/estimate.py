@@ -384,6 +384,11 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
 
 
+def _items(text: str) -> list[str]:
+    """A comma-separated list of items such as DEPTH@TEXTS ("" for none)."""
+    return [x for x in text.split(",") if x]
+
+
 def main() -> None:
     from espresso_export.model.checkpoint import load
     from espresso_export.model.threads import fixed_threads
@@ -401,18 +406,18 @@ def main() -> None:
     ap.add_argument("--static", action=argparse.BooleanOptionalAction, default=True,
                     help="static models (model2vec): plain, healed held-out and transductive, their vectors")
     ap.add_argument("--static-dim", type=int, default=384)
-    ap.add_argument("--extra-heals", default=EXTRA_HEALS, type=lambda t: [x for x in t.split(",") if x],
+    ap.add_argument("--extra-heals", default=EXTRA_HEALS, type=_items,
                     help="more held-out heals as DEPTH@TEXTS items, e.g. 1@2000,3@2000,2@500 (kind healed-held-out)")
-    ap.add_argument("--narrow-heals", default=NARROW, type=lambda t: [x for x in t.split(",") if x],
+    ap.add_argument("--narrow-heals", default=NARROW, type=_items,
                     help="held-out heals with a narrower head as DEPTH@DIM items: DEPTH layers, a learned DIM-d head")
     ap.add_argument("--extra-transductive", default=EXTRA_TRANSDUCTIVE, type=_ints,
                     help="more transductive heals, by depth (with their int8 weights), e.g. 1,3,5")
     ap.add_argument("--extra-static-plain", default=EXTRA_STATIC_PLAIN, type=_ints,
                     help="model2vec's distillation at more widths, e.g. 256,128 (kind static-plain)")
     ap.add_argument("--extra-static-transductive", default=EXTRA_STATIC_TRANSDUCTIVE,
-                    type=lambda t: [x for x in t.split(",") if x],
+                    type=_items,
                     help="more transductive static heals as WIDTH@TEXTS items (kind static-transductive)")
-    ap.add_argument("--extra-static", default=EXTRA_STATIC, type=lambda t: [x for x in t.split(",") if x],
+    ap.add_argument("--extra-static", default=EXTRA_STATIC, type=_items,
                     help="more held-out static heals as WIDTH@TEXTS items (kind static-held-out)")
     ap.add_argument("--only", default=None,
                     help="only the candidates whose 'kind: name' this regex finds (e.g. '^static'); the results "

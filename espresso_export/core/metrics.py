@@ -19,9 +19,7 @@ def spearman(a, b) -> float:
 
 def spearman_of_ranks(ra: np.ndarray, rb: np.ndarray) -> float:
     """Pearson correlation of two rank vectors (Spearman's rho when they are :func:`rankdata` ranks)."""
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    denom = np.sqrt((ra**2).sum() * (rb**2).sum())
-    return float((ra * rb).sum() / denom) if denom > 0 else 0.0
+    return float(_row_correlations(np.asarray(ra)[None, :], np.asarray(rb)[None, :])[0])
 
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -76,7 +74,7 @@ def _row_ranks(x: np.ndarray) -> np.ndarray:
 
 
 def _row_correlations(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pearson correlation of each row pair (:func:`spearman_of_ranks` row by row; 0 where a row is constant)."""
+    """Pearson correlation of each row pair (0 where a row is constant)."""
     a, b = a - a.mean(axis=1, keepdims=True), b - b.mean(axis=1, keepdims=True)
     denom = np.sqrt((a**2).sum(axis=1) * (b**2).sum(axis=1))
     return np.divide((a * b).sum(axis=1), denom, out=np.zeros(len(a)), where=denom > 0)

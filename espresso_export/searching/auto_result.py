@@ -130,6 +130,12 @@ def answer_error(cand: Candidate, answer: Answer, *, with_queries: bool = False)
     return measured_error(kind, with_queries=with_queries)
 
 
+def _mean_errors(cands: list[Candidate], answer: Answer, with_queries: bool) -> list[float]:
+    """The estimate's mean error for the answer's kind, one per measured collection."""
+    error = answer_error(find(cands, answer.name), answer, with_queries=with_queries)
+    return [r["mean_error"] for r in error["collections"]]
+
+
 def within_error(cands: list[Candidate], settings: AutoSettings, answer: Answer | None, *,
                  with_queries: bool = False) -> str | None:
     """Candidates cheaper than the answer (every candidate when none answered) whose estimate misses the target by
@@ -142,8 +148,7 @@ def within_error(cands: list[Candidate], settings: AutoSettings, answer: Answer 
     for a in judged_order(cands, settings):
         if answer is not None and (a.name == answer.name or price(a) >= price(answer)):
             break  # cheapest first: what follows costs as much as the answer or more
-        means = [r["mean_error"] for r in answer_error(find(cands, a.name), a, with_queries=with_queries)
-                 ["collections"]]
+        means = _mean_errors(cands, a, with_queries)
         if a.measured.retention < settings.min_retention <= a.measured.retention - min(means, default=0.0):
             near.append(f"{a.describe()} {a.measured.retention:.3f} (its kind read up to {-min(means):.3f} low)")
     if not near:
@@ -163,9 +168,7 @@ def above_error(cands: list[Candidate], settings: AutoSettings, answer: Answer |
     a few judged pairs tell. None without an answer, with judgments choosing, or when no kind read that high."""
     if answer is None or settings.judged_choice:
         return None
-    means = [r["mean_error"] for r in answer_error(find(cands, answer.name), answer, with_queries=with_queries)
-             ["collections"]]
-    high = max(means, default=0.0)
+    high = max(_mean_errors(cands, answer, with_queries), default=0.0)
     if high <= 0 or answer.measured.retention - high >= settings.min_retention:
         return None
     return (f"the answer {answer.describe()} reads {answer.measured.retention:.3f}, within the estimate's measured "
